@@ -1,0 +1,19 @@
+"""posenc_lib: the single source of truth for the book's math, figures and widgets.
+
+Layers, each importing only the ones before it:
+
+1. numerics: :mod:`~posenc_lib.attention`, :mod:`~posenc_lib.absolute`,
+   :mod:`~posenc_lib.toy` and one module per family of encodings (torch only);
+2. figures: :mod:`posenc_lib.figures` (pure functions from parameters to a
+   matplotlib ``Figure``);
+3. widgets: :mod:`posenc_lib.widgets` (live ipywidgets and kernel-free HTML
+   sliders, both built from one definition).
+
+Importing ``posenc_lib`` loads the numerics only.
+"""
+
+from . import absolute, attention, toy
+
+__version__ = "0.1.0"
+
+__all__ = ["absolute", "attention", "toy", "__version__"]

@@ -1,0 +1,13 @@
+"""Figures layer: pure functions from parameters to a matplotlib ``Figure``.
+
+Every function here builds a fresh :class:`~posenc_lib.figures._base.BookFigure`
+and returns it; nothing is drawn on a global canvas. The widgets layer calls
+the same functions for live sliders and for the static frames of the book.
+This layer imports numerics and matplotlib, never ipywidgets.
+"""
+
+from . import attention
+from ._base import DIVERGING, DPI, SEQUENTIAL, BookFigure, new_figure, to_png
+
+__all__ = ["BookFigure", "new_figure", "to_png", "DPI", "SEQUENTIAL", "DIVERGING",
+           "attention"]
