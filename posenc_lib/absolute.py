@@ -17,7 +17,12 @@ __all__ = [
     "binary_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_encoding",
+    "sinusoidal_rows",
     "shift_matrix",
+    "sinusoidal_similarity",
+    "offset_distance",
+    "min_pairwise_distance",
+    "neighbour_hamming",
     "LearnedPositionalEmbedding",
 ]
 
@@ -82,26 +87,45 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *,
     return (base ** (-2.0 * i / dim)).to(dtype)
 
 
+def sinusoidal_rows(positions, dim: int, base: float = 10000.0,
+                    *, dtype: torch.dtype | None = None) -> Tensor:
+    """Sinusoidal encodings of arbitrary (possibly huge) ``positions``.
+
+    The positions are converted to ``dtype`` first and the angles are computed
+    in ``dtype``, exactly as :func:`sinusoidal_encoding` does for ``0 .. n-1``.
+
+    Args:
+        positions: any shape ``S`` (a tensor or a sequence).
+
+    Returns:
+        ``(*S, dim)`` tensor.
+    """
+    dtype = _validate.floating_dtype("dtype", dtype)
+    p = torch.as_tensor(positions).to(dtype)
+    _validate.finite_tensor("positions", p)
+    omega = sinusoidal_frequencies(dim, base, dtype=dtype)
+    angles = p.unsqueeze(-1) * omega
+    table = torch.empty(*angles.shape[:-1], dim, dtype=dtype)
+    table[..., 0::2] = torch.sin(angles)
+    table[..., 1::2] = torch.cos(angles)
+    return table
+
+
 def sinusoidal_encoding(n_positions: int, dim: int, base: float = 10000.0,
                         *, dtype: torch.dtype | None = None) -> Tensor:
     """The Transformer's fixed encoding: ``sin`` at even, ``cos`` at odd features.
 
     ``PE[p, 2i] = sin(p·ω_i)`` and ``PE[p, 2i+1] = cos(p·ω_i)``, with ``ω_i``
     from :func:`sinusoidal_frequencies`. The angles ``p·ω_i`` are computed
-    in ``dtype``, as a model running in that precision would compute them.
+    in ``dtype`` (torch's default if ``None``), as a model running in that
+    precision would compute them.
 
     Returns:
         ``(n_positions, dim)`` tensor.
     """
     n_positions = _validate.positive_int("n_positions", n_positions)
-    omega = sinusoidal_frequencies(dim, base, dtype=dtype)
     dtype = _validate.floating_dtype("dtype", dtype)
-    p = torch.arange(n_positions, dtype=dtype).unsqueeze(1)
-    angles = p * omega
-    table = torch.empty(n_positions, dim, dtype=dtype)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)
-    return table
+    return sinusoidal_rows(torch.arange(n_positions), dim, base, dtype=dtype)
 
 
 def shift_matrix(k: float, dim: int, base: float = 10000.0,
@@ -126,6 +150,70 @@ def shift_matrix(k: float, dim: int, base: float = 10000.0,
     m[idx + 1, idx] = -s
     m[idx + 1, idx + 1] = c
     return m.to(dtype)
+
+
+def sinusoidal_similarity(offsets, dim: int, base: float = 10000.0) -> Tensor:
+    """``PE(t)·PE(t+k) = Σ_i cos(k·ω_i)`` for each offset ``k``, in float64.
+
+    The dot product does not depend on ``t``, and it is even in ``k``.
+
+    Args:
+        offsets: any shape ``S`` of offsets ``k`` (a tensor or a sequence).
+
+    Returns:
+        ``S``-shaped float64 tensor.
+    """
+    k = torch.as_tensor(offsets, dtype=torch.float64)
+    _validate.finite_tensor("offsets", k)
+    omega = sinusoidal_frequencies(dim, base, dtype=torch.float64)
+    return torch.cos(k.unsqueeze(-1) * omega).sum(-1)
+
+
+def offset_distance(offsets, dim: int, base: float = 10000.0) -> Tensor:
+    """``‖PE(t+k) − PE(t)‖ = sqrt(dim − 2·Σ_i cos(k·ω_i))``, the same for every ``t``.
+
+    Returns:
+        float64 tensor shaped like ``offsets``.
+    """
+    squared = dim - 2.0 * sinusoidal_similarity(offsets, dim, base)
+    return squared.clamp_min(0.0).sqrt()
+
+
+def min_pairwise_distance(table: Tensor, *, chunk_size: int = 1024) -> float:
+    """Smallest Euclidean distance between two distinct rows, by brute force.
+
+    The rows are converted to float64 first, so the result measures the table
+    as stored (say, rounded to float32), not the rounding of the distance
+    computation. Costs ``O(n² · dim)``; chunks keep memory at
+    ``chunk_size × n`` distances.
+
+    Args:
+        table: ``(n, dim)`` with ``n >= 2``.
+    """
+    _validate.tensor("table", table, min_dim=2)
+    if table.dim() != 2 or table.shape[0] < 2:
+        raise ValueError(f"table must be (n >= 2, dim), got shape {tuple(table.shape)}")
+    chunk_size = _validate.positive_int("chunk_size", chunk_size)
+    rows = table.to(torch.float64)
+    norms = (rows * rows).sum(1)
+    best = float("inf")
+    for start in range(0, rows.shape[0], chunk_size):
+        block = rows[start:start + chunk_size]
+        squared = norms[start:start + chunk_size, None] + norms[None, :] - 2 * block @ rows.T
+        idx = torch.arange(block.shape[0])
+        squared[idx, idx + start] = float("inf")  # a row's distance to itself
+        best = min(best, squared.min().item())
+    return max(best, 0.0) ** 0.5
+
+
+def neighbour_hamming(n_positions: int, dim: int) -> Tensor:
+    """Number of bits that differ between the binary codes of ``p`` and ``p + 1``.
+
+    Returns:
+        ``(n_positions - 1,)`` int64 tensor; entry ``p`` compares ``p`` with ``p + 1``.
+    """
+    table = binary_encoding(n_positions, dim)
+    return (table[1:] != table[:-1]).sum(-1).to(torch.int64)
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -6,8 +6,8 @@ the same functions for live sliders and for the static frames of the book.
 This layer imports numerics and matplotlib, never ipywidgets.
 """
 
-from . import attention
-from ._base import DIVERGING, DPI, SEQUENTIAL, BookFigure, new_figure, to_png
+from . import absolute, attention
+from ._base import DIVERGING, DPI, SEQUENTIAL, BookFigure, new_figure, plain_log_axis, to_png
 
-__all__ = ["BookFigure", "new_figure", "to_png", "DPI", "SEQUENTIAL", "DIVERGING",
-           "attention"]
+__all__ = ["BookFigure", "new_figure", "to_png", "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING",
+           "absolute", "attention"]

@@ -1,0 +1,134 @@
+"""Figures for chapter 2: absolute position encodings."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import _validate, absolute
+from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
+
+__all__ = ["integer_magnitude", "binary_code", "sinusoidal_heatmap", "sinusoidal_similarity",
+           "wavelengths", "float32_error"]
+
+
+def integer_magnitude(n_positions: int = 512, d_model: int = 64, *, seed: int = 0) -> BookFigure:
+    """Norm of the integer encoding ``p·1`` against a LayerNorm-ed token embedding."""
+    n_positions = _validate.positive_int("n_positions", n_positions, minimum=2)
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randn(n_positions, d_model, generator=generator, dtype=torch.float64)
+    token_norm = torch.nn.functional.layer_norm(tokens, (d_model,)).norm(dim=-1)
+    pe_norm = absolute.integer_encoding(n_positions, d_model, dtype=torch.float64).norm(dim=-1)
+    p = np.arange(n_positions)
+    fig = new_figure(6.4, 3.2)
+    ax = fig.subplots()
+    ax.plot(p[1:], pe_norm[1:], label=r"integer encoding $\|p\cdot\mathbf{1}\|=p\sqrt{d}$")
+    ax.plot(p, token_norm, label=r"LayerNorm-ed token embedding ($\approx\sqrt{d}$)")
+    ax.set_yscale("log")
+    ax.set_xlabel("position p")
+    ax.set_ylabel("Euclidean norm")
+    ax.set_title(f"The position swamps the token (d = {d_model})", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def binary_code(n_positions: int = 64, dim: int = 6) -> BookFigure:
+    """The bits of each position (top) and the bits flipped between neighbours (bottom)."""
+    table = absolute.binary_encoding(n_positions, dim)
+    flips = absolute.neighbour_hamming(n_positions, dim)
+    fig = new_figure(6.4, 4.2)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1.2, 1])
+    top.imshow(table.T.numpy(), aspect="auto", cmap="Greys", interpolation="nearest",
+               extent=(-0.5, n_positions - 0.5, dim - 0.5, -0.5))
+    top.set_yticks(range(dim), [f"bit {j} (period {2 ** (j + 1)})" for j in range(dim)],
+                   fontsize=7)
+    top.set_title("Binary encoding: black = 1", fontsize=10)
+    bottom.bar(np.arange(n_positions - 1) + 0.5, flips.numpy(), width=0.8, color="C3")
+    bottom.set_xlabel("position p (bars sit between p and p + 1)")
+    bottom.set_ylabel("bits flipped\np -> p + 1")
+    bottom.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def sinusoidal_heatmap(base: float = 10000.0, dim: int = 64, n_positions: int = 128) -> BookFigure:
+    """The sinusoidal table ``PE[p, j]`` as a heatmap (positions down, features across)."""
+    pe = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
+    fig = new_figure(6.4, 3.8)
+    ax = fig.subplots()
+    image = ax.imshow(pe.numpy(), aspect="auto", cmap=DIVERGING, vmin=-1, vmax=1,
+                      interpolation="nearest")
+    ax.set_xlabel("feature j (even: sin, odd: cos; frequency falls to the right)")
+    ax.set_ylabel("position p")
+    ax.set_title(f"Sinusoidal encoding, base = {base:g}, dim = {dim}", fontsize=10)
+    fig.colorbar(image, ax=ax, label="PE[p, j]")
+    return fig
+
+
+def sinusoidal_similarity(base: float = 10000.0, dim: int = 64,
+                          max_offset: int = 256) -> BookFigure:
+    """``PE(t)·PE(t+k) = Σ cos(kω_i)`` against ``k``, with its rises marked."""
+    k = torch.arange(-max_offset, max_offset + 1)
+    s = absolute.sinusoidal_similarity(k, dim, base).numpy()
+    kk = k.numpy()
+    rises = np.nonzero((kk[1:] > 0) & (np.diff(s) > 0))[0] + 1  # s grows as k grows
+    fig = new_figure(6.4, 3.4)
+    ax = fig.subplots()
+    ax.plot(kk, s, lw=1.2, label=r"$PE(t)\cdot PE(t+k)=\sum_i\cos(k\,\omega_i)$")
+    if rises.size:
+        ax.plot(kk[rises], s[rises], ".", color="C3", ms=3,
+                label=f"k > 0 where it rises ({rises.size} of {max_offset})")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlabel("offset k (positions)")
+    ax.set_ylabel("dot product")
+    ax.set_ylim(min(s.min(), 0) - 0.05 * dim, dim / 2 * 1.08)
+    ax.set_title(f"Similarity is even in k but not monotone (base = {base:g}, dim = {dim})",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def wavelengths(dim: int = 128, base: float = 10000.0, context: int = 4096) -> BookFigure:
+    """Wavelength ``2π/ω_i`` of every sin/cos pair, against a context length."""
+    omega = absolute.sinusoidal_frequencies(dim, base, dtype=torch.float64)
+    lam = (2 * math.pi / omega).numpy()
+    i = np.arange(dim // 2)
+    fig = new_figure(6.4, 3.4)
+    ax = fig.subplots()
+    ax.semilogy(i, lam, ".-", ms=3, label=r"wavelength $2\pi/\omega_i$")
+    plain_log_axis(ax.yaxis)
+    ax.axhline(2 * math.pi * base, color="C3", ls="--", lw=1,
+               label=rf"$2\pi\cdot$base = {2 * math.pi * base:,.0f} (never reached)")
+    ax.axhline(context, color="C2", ls=":", lw=1.2, label=f"context length {context:,}")
+    ax.set_xlabel("pair index i (features 2i, 2i + 1)")
+    ax.set_ylabel("wavelength (positions)")
+    ax.set_title(rf"From $2\pi$ to $2\pi\cdot$base$^{{(d-2)/d}}$ = {lam[-1]:,.0f} (dim = {dim})",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def float32_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10000.0,
+                  *, n_points: int = 200) -> BookFigure:
+    """Largest float32 rounding error of a row, against the nearest-row distance."""
+    positions = torch.linspace(0, max_position, n_points).round().to(torch.int64)
+    pe32 = absolute.sinusoidal_rows(positions, dim, base, dtype=torch.float32)
+    pe64 = absolute.sinusoidal_rows(positions, dim, base, dtype=torch.float64)
+    error = (pe32.double() - pe64).norm(dim=-1).numpy()
+    nearest = absolute.offset_distance(1, dim, base).item()
+    fig = new_figure(6.4, 3.4)
+    ax = fig.subplots()
+    ax.loglog(positions[1:].numpy(), error[1:], label=r"$\|PE_{32}(p)-PE_{64}(p)\|$")
+    ax.axhline(nearest, color="C3", ls="--",
+               label=f"distance between neighbours, {nearest:.2f}")
+    ax.axhline(nearest / 2, color="C3", ls=":", label="half of it: rows stay distinct below")
+    ax.set_xlabel("position p")
+    ax.set_ylabel("distance")
+    ax.set_title(f"float32 rounding vs. the gap between encodings (dim = {dim})", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    return fig

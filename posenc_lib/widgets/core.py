@@ -1,0 +1,409 @@
+"""One definition, two renderings: live ipywidgets and kernel-free HTML sliders.
+
+An interactive figure is a pure plotting function (parameters -> matplotlib
+``Figure``, from :mod:`posenc_lib.figures`) plus its slider specifications.
+:class:`InteractiveFigure` turns that single definition into
+
+* a **live** ipywidgets UI (JupyterLab, Notebook 7, VS Code) whose sliders
+  redraw the figure by calling the plotting function, and
+* a **static** HTML fragment for the rendered book, where no kernel runs: every
+  combination of the sliders' static values is rendered to a PNG frame when
+  the book is built, and a few lines of inline JavaScript swap the frame when a
+  ``<input type=range>`` moves. It loads nothing from anywhere.
+
+Why precomputed frames: the book has no kernel, and JupyterLite or Pyodide
+cannot help (they fetch their runtime from a CDN, and torch has no Pyodide
+build). Frames show exactly what the Python function draws, so the static and
+the live figure can never disagree. The price is page weight, which grows with
+the product of the sliders' static value counts; :data:`MAX_FRAMES` caps it,
+identical frames are stored once, and PNGs are palette-compressed.
+
+Which rendering a figure uses follows the ``POSENC_LIB_FRONTEND`` environment
+variable: ``static`` (set by the book build, see ``book/_ext/posenc_book.py``)
+or ``live`` (the default). :func:`set_frontend` overrides it in a session.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import itertools
+import json
+import math
+import numbers
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from ..figures import to_png
+
+__all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
+           "MAX_STATIC_VALUES"]
+
+#: Largest number of frames one static figure may hold.
+MAX_FRAMES = 144
+#: Static values chosen per slider when a spec does not list its own.
+MAX_STATIC_VALUES = 7
+
+_FRONTENDS = ("live", "static")
+_frontend_override: str | None = None
+
+
+def set_frontend(name: str | None) -> None:
+    """Force ``"live"`` or ``"static"`` rendering in this session (``None`` resets)."""
+    global _frontend_override
+    if name is not None and name not in _FRONTENDS:
+        raise ValueError(f"name must be one of {list(_FRONTENDS)} or None, got {name!r}")
+    _frontend_override = name
+
+
+def frontend() -> str:
+    """The rendering that displaying an :class:`InteractiveFigure` uses now."""
+    if _frontend_override is not None:
+        return _frontend_override
+    value = os.environ.get("POSENC_LIB_FRONTEND", "live")
+    return value if value in _FRONTENDS else "live"
+
+
+def _format(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}".replace(",", "\u2009")
+    value = float(value)
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        return f"{value:.3g}"
+    return f"{value:.4g}"
+
+
+def _evenly_spaced(values: Sequence, count: int, must_include) -> tuple:
+    """``count`` values spread over ``values``, both ends and ``must_include`` kept."""
+    if len(values) <= count:
+        return tuple(values)
+    picks = {round(i * (len(values) - 1) / (count - 1)) for i in range(count)}
+    picks.add(values.index(must_include))
+    return tuple(values[i] for i in sorted(picks))
+
+
+@dataclass(frozen=True)
+class Slider:
+    """A slider over an explicit, ordered list of values.
+
+    Args:
+        name: the keyword argument of the plotting function it drives.
+        values: every value the live slider offers, in order.
+        default: the starting value; one of ``values``.
+        label: text shown next to the slider (defaults to ``name``).
+        static: the values baked into the static book (a subset of ``values``
+            that contains ``default``); by default up to
+            :data:`MAX_STATIC_VALUES` values spread evenly, both ends included.
+
+    Use the constructors :meth:`integers`, :meth:`floats`, :meth:`geometric`
+    and :meth:`choice` rather than listing values by hand.
+    """
+
+    name: str
+    values: tuple
+    default: Any
+    label: str = ""
+    static: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"name must be a Python identifier, got {self.name!r}")
+        values = tuple(self.values)
+        if not values:
+            raise ValueError(f"values of slider {self.name!r} must not be empty")
+        if len(set(values)) != len(values):
+            raise ValueError(f"values of slider {self.name!r} must be distinct")
+        if self.default not in values:
+            raise ValueError(f"default of slider {self.name!r} ({self.default!r}) "
+                             f"is not one of its values")
+        static = tuple(self.static) or _evenly_spaced(values, MAX_STATIC_VALUES, self.default)
+        extra = [v for v in static if v not in values]
+        if extra:
+            raise ValueError(f"static values {extra} of slider {self.name!r} are not "
+                             f"among its values")
+        if self.default not in static:
+            raise ValueError(f"static values of slider {self.name!r} must contain the "
+                             f"default {self.default!r}")
+        static = tuple(sorted(static, key=values.index))
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "static", static)
+        object.__setattr__(self, "label", self.label or self.name)
+
+    @classmethod
+    def integers(cls, name: str, start: int, stop: int, step: int = 1, *, default: int,
+                 **kwargs) -> "Slider":
+        """``start, start + step, ..., stop`` (``stop`` included)."""
+        if step <= 0 or stop < start:
+            raise ValueError(f"slider {name!r}: need start <= stop and step > 0, got "
+                             f"start={start}, stop={stop}, step={step}")
+        return cls(name, tuple(range(start, stop + 1, step)), default, **kwargs)
+
+    @classmethod
+    def floats(cls, name: str, start: float, stop: float, step: float, *, default: float,
+               **kwargs) -> "Slider":
+        """Evenly spaced floats from ``start`` to ``stop`` (included), rounded to ``step``."""
+        if not step > 0 or not stop >= start:
+            raise ValueError(f"slider {name!r}: need start <= stop and step > 0, got "
+                             f"start={start}, stop={stop}, step={step}")
+        count = int(round((stop - start) / step)) + 1
+        decimals = max(0, -math.floor(math.log10(step)) + 1)
+        values = tuple(round(start + i * step, decimals) for i in range(count))
+        return cls(name, values, round(default, decimals), **kwargs)
+
+    @classmethod
+    def geometric(cls, name: str, values: Sequence[float], *, default: float,
+                  **kwargs) -> "Slider":
+        """An explicit list of values for quantities that span decades (a ``base``)."""
+        return cls(name, tuple(values), default, **kwargs)
+
+    @classmethod
+    def choice(cls, name: str, options: Sequence, *, default, **kwargs) -> "Slider":
+        """A slider over categorical options (strings, say)."""
+        return cls(name, tuple(options), default, **kwargs)
+
+
+@dataclass
+class InteractiveFigure:
+    """A pure plotting function plus its sliders; displays live or static.
+
+    Args:
+        plot: ``plot(**params) -> Figure``, a pure function from the figures layer.
+        sliders: one :class:`Slider` per swept keyword argument.
+        fixed: further keyword arguments passed to ``plot`` unchanged.
+        alt: a one-sentence description, used as the image's alternative text.
+
+    Display it as the last expression of a cell; call :meth:`live` or
+    :meth:`static_html` to choose a rendering explicitly.
+    """
+
+    plot: Callable[..., Figure]
+    sliders: Sequence[Slider]
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    alt: str = ""
+
+    def __post_init__(self):
+        self.sliders = tuple(self.sliders)
+        if not self.sliders:
+            raise ValueError("sliders must hold at least one Slider")
+        names = [s.name for s in self.sliders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"slider names must be distinct, got {names}")
+        clash = set(names) & set(self.fixed)
+        if clash:
+            raise ValueError(f"parameters {sorted(clash)} are both sliders and fixed")
+        if self.n_frames > MAX_FRAMES:
+            raise ValueError(f"the static figure would need {self.n_frames} frames "
+                             f"(more than MAX_FRAMES={MAX_FRAMES}): give the sliders "
+                             f"fewer static values")
+        self._cache: OrderedDict[tuple, bytes] = OrderedDict()
+        self._frozen_layout: list | None = None
+
+    # -- parameters and rendering -------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return getattr(self.plot, "__name__", "figure")
+
+    @property
+    def n_frames(self) -> int:
+        """How many parameter combinations the static figure holds."""
+        return math.prod(len(s.static) for s in self.sliders)
+
+    def defaults(self) -> dict:
+        return {s.name: s.default for s in self.sliders}
+
+    def with_fixed(self, **fixed) -> "InteractiveFigure":
+        """A copy that passes extra fixed keyword arguments to ``plot``."""
+        return replace(self, fixed={**self.fixed, **fixed})  # fresh caches
+
+    def figure(self, **params) -> Figure:
+        """The figure at the defaults, overridden by ``params`` (slider names only).
+
+        Every figure gets the axes layout computed once at the defaults, so
+        the axes do not jump when a slider moves (and redraws skip matplotlib's
+        layout solver, the slowest step).
+        """
+        unknown = set(params) - {s.name for s in self.sliders}
+        if unknown:
+            raise ValueError(f"unknown slider(s) {sorted(unknown)} for {self.name}; "
+                             f"sliders are {[s.name for s in self.sliders]}")
+        fig = self.plot(**{**self.fixed, **self.defaults(), **params})
+        layout = self._layout()
+        if len(fig.axes) == len(layout):
+            fig.set_layout_engine("none")
+            for ax, position in zip(fig.axes, layout):
+                ax.set_position(position)
+        return fig
+
+    def _layout(self) -> list:
+        """Axes positions of the default figure, after its layout engine ran."""
+        if self._frozen_layout is None:
+            fig = self.plot(**{**self.fixed, **self.defaults()})
+            fig.draw_without_rendering()
+            self._frozen_layout = [ax.get_position().frozen() for ax in fig.axes]
+        return self._frozen_layout
+
+    def png(self, **params) -> bytes:
+        """PNG bytes of :meth:`figure`, cached for the last 64 parameter sets.
+
+        Encoded fast (zlib level 1); :meth:`frames` recompresses for the book.
+        """
+        key = tuple(sorted({**self.defaults(), **params}.items()))
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        data = to_png(self.figure(**params), compress_level=1)
+        self._cache[key] = data
+        if len(self._cache) > 64:
+            self._cache.popitem(last=False)
+        return data
+
+    # -- static rendering ---------------------------------------------------------
+
+    def frames(self, *, progress: bool = False) -> tuple[list[bytes], list[int]]:
+        """Render every static combination.
+
+        Returns:
+            ``(unique_frames, index)``: palette-compressed PNGs, each stored
+            once, and for every combination (row-major over the sliders, last
+            slider fastest) the position of its frame in ``unique_frames``.
+        """
+        unique: list[bytes] = []
+        seen: dict[str, int] = {}
+        index: list[int] = []
+        combos = list(itertools.product(*(s.static for s in self.sliders)))
+        start = time.perf_counter()
+        for n, combo in enumerate(combos, 1):
+            params = dict(zip((s.name for s in self.sliders), combo))
+            data = _compress_png(self.png(**params))
+            digest = hashlib.sha1(data).hexdigest()
+            if digest not in seen:
+                seen[digest] = len(unique)
+                unique.append(data)
+            index.append(seen[digest])
+            if progress:
+                print(f"\r{self.name}: frame {n}/{len(combos)} "
+                      f"({time.perf_counter() - start:.1f} s)", end="", flush=True)
+        if progress:
+            print()
+        return unique, index
+
+    def static_html(self) -> str:
+        """A self-contained HTML fragment: frames, range inputs and inline JS."""
+        unique, index = self.frames()
+        encoded = [base64.b64encode(f).decode("ascii") for f in unique]
+        payload = {
+            "sizes": [len(s.static) for s in self.sliders],
+            "labels": [[_format(v) for v in s.static] for s in self.sliders],
+            "frames": encoded,
+            "index": index,
+        }
+        defaults = [s.static.index(s.default) for s in self.sliders]
+        flat = 0
+        for size, position in zip(payload["sizes"], defaults):
+            flat = flat * size + position
+        alt = html.escape(self.alt or f"{self.name} figure", quote=True)
+        controls = "\n".join(
+            f'<label style="display:flex;align-items:center;gap:0.6em;margin:0.2em 0">'
+            f'<span style="min-width:9em;text-align:right">{html.escape(s.label)}</span>'
+            f'<input type="range" name="{s.name}" min="0" max="{len(s.static) - 1}" '
+            f'step="1" value="{pos}" style="flex:0 1 16em" aria-label="{html.escape(s.label)}">'
+            f'<output style="min-width:5em;font-family:monospace">'
+            f'{html.escape(_format(s.default))}</output></label>'
+            for s, pos in zip(self.sliders, defaults))
+        data_json = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+        return (
+            f'<div class="posenc-figure" data-posenc-figure="{html.escape(self.name)}">\n'
+            f'<img alt="{alt}" style="max-width:100%;height:auto" '
+            f'src="data:image/png;base64,{encoded[index[flat]]}">\n'
+            f'<div class="posenc-controls" style="font-size:0.9em">\n{controls}\n</div>\n'
+            f'<script type="application/json">{data_json}</script>\n'
+            f"<script>{_STATIC_JS}</script>\n"
+            f"</div>")
+
+    # -- live rendering -----------------------------------------------------------
+
+    def live(self):
+        """An ipywidgets UI: one slider per parameter above the redrawn image."""
+        import ipywidgets as w
+
+        image = w.Image(value=self.png(), format="png", layout=w.Layout(max_width="100%"))
+        status = w.HTML()
+        controls = [
+            w.SelectionSlider(
+                options=[(_format(v), v) for v in s.values], value=s.default,
+                description=s.label, continuous_update=False,
+                style={"description_width": "initial"}, layout=w.Layout(width="26em"))
+            for s in self.sliders]
+
+        def redraw(_change=None):
+            params = {s.name: c.value for s, c in zip(self.sliders, controls)}
+            try:
+                image.value = self.png(**params)
+                status.value = ""
+            except Exception as error:  # keep the UI alive; say what went wrong
+                status.value = (f'<span style="color:#b00">{html.escape(type(error).__name__)}'
+                                f": {html.escape(str(error))}</span>")
+
+        for control in controls:
+            control.observe(redraw, names="value")
+        box = w.VBox([w.VBox(controls), status, image])
+        box.redraw = redraw  # exposed for tests and benchmarks
+        box.controls = controls
+        box.image = image
+        box.status = status
+        return box
+
+    # -- display ------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        if frontend() == "static":
+            return {"text/html": self.static_html(), "text/plain": repr(self)}
+        bundle = dict(self.live()._repr_mimebundle_(include=include, exclude=exclude) or {})
+        # Frontends without a widget manager fall back to the default frame.
+        png = base64.b64encode(self.png()).decode("ascii")
+        bundle.setdefault("image/png", png)
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+    def __repr__(self) -> str:
+        sliders = ", ".join(f"{s.name}={s.default!r}" for s in self.sliders)
+        return f"<InteractiveFigure {self.name}({sliders})>"
+
+
+def _compress_png(data: bytes) -> bytes:
+    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                               dither=Image.Dither.NONE)
+        buf = io.BytesIO()
+        quantized.save(buf, format="PNG", optimize=True)
+    smaller = buf.getvalue()
+    return smaller if len(smaller) < len(data) else data
+
+
+# The whole client side of a static figure: map the sliders' positions to a
+# frame and swap the image. It runs once per figure, where it is defined.
+_STATIC_JS = (
+    "(function(root){"
+    "var data=JSON.parse(root.querySelector('script[type=\"application/json\"]').textContent);"
+    "var img=root.querySelector('img');"
+    "var inputs=root.querySelectorAll('input[type=range]');"
+    "function update(){var flat=0;"
+    "for(var i=0;i<inputs.length;i++){var k=+inputs[i].value;"
+    "flat=flat*data.sizes[i]+k;inputs[i].nextElementSibling.textContent=data.labels[i][k];}"
+    "img.src='data:image/png;base64,'+data.frames[data.index[flat]];}"
+    "for(var i=0;i<inputs.length;i++){inputs[i].addEventListener('input',update);}"
+    "})(document.currentScript.parentNode);"
+)
