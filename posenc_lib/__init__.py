@@ -12,8 +12,8 @@ Layers, each importing only the ones before it:
 Importing ``posenc_lib`` loads the numerics only.
 """
 
-from . import absolute, attention, toy
+from . import absolute, attention, rope, toy
 
 __version__ = "0.1.0"
 
-__all__ = ["absolute", "attention", "toy", "__version__"]
+__all__ = ["absolute", "attention", "rope", "toy", "__version__"]
