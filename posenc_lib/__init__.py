@@ -12,8 +12,22 @@ Layers, each importing only the ones before it:
 Importing ``posenc_lib`` loads the numerics only.
 """
 
+import importlib
+
 from . import absolute, attention, rope, toy
 
 __version__ = "0.1.0"
 
 __all__ = ["absolute", "attention", "rope", "toy", "__version__"]
+
+
+def __getattr__(name: str):
+    """Import any other numerics submodule on first use (``posenc_lib.alibi``, ...)."""
+    if name.startswith("_") or name in ("figures", "widgets"):
+        raise AttributeError(f"module 'posenc_lib' has no attribute {name!r}")
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module 'posenc_lib' has no attribute {name!r}") from None

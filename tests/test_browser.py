@@ -22,13 +22,15 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-HTML = ROOT / "_build" / "html"
+# Overridable so that a chapter can be checked in a separate build directory.
+HTML = Path(os.environ.get("POSENC_HTML", ROOT / "_build" / "html"))
+TOC = Path(os.environ.get("POSENC_TOC", ROOT / "_toc.yml"))
 CHROMIUM = os.environ.get("POSENC_CHROMIUM", "/usr/bin/chromium")
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
 
 def _pages():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    toc = yaml.safe_load(TOC.read_text())
     pages = [toc["root"]]
     for part in toc.get("parts", []):
         pages += [chapter["file"] for chapter in part["chapters"]]

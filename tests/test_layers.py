@@ -44,10 +44,3 @@ def test_layers_import_only_downwards():
     assert "posenc_lib.attention" in report and "posenc_lib.figures.absolute" in report
     offenders = {module: loaded for module, loaded in report.items() if loaded}
     assert not offenders, f"modules that import a higher layer: {offenders}"
-
-
-def test_every_widget_module_is_registered():
-    from posenc_lib import widgets
-
-    modules = {m.name for m in pkgutil.iter_modules(widgets.__path__)} - {"core"}
-    assert modules == set(widgets.CHAPTER_MODULES)

@@ -1,13 +1,14 @@
 """Figures layer: pure functions from parameters to a matplotlib ``Figure``.
 
-Every function here builds a fresh :class:`~posenc_lib.figures._base.BookFigure`
+Every function here builds a fresh :class:`~posenc_lib.figures.BookFigure`
 and returns it; nothing is drawn on a global canvas. The widgets layer calls
 the same functions for live sliders and for the static frames of the book.
 This layer imports numerics and matplotlib, never ipywidgets.
+
+One module per chapter (``posenc_lib.figures.absolute``, ...); import it
+explicitly, e.g. ``from posenc_lib.figures import absolute as figures``.
 """
 
-from . import absolute, attention
 from ._base import DIVERGING, DPI, SEQUENTIAL, BookFigure, new_figure, plain_log_axis, to_png
 
-__all__ = ["BookFigure", "new_figure", "to_png", "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING",
-           "absolute", "attention"]
+__all__ = ["BookFigure", "new_figure", "to_png", "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING"]
