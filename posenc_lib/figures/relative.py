@@ -1,0 +1,252 @@
+"""Figures for chapter 3: relative position encodings."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .. import _validate, attention, relative
+from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
+
+__all__ = ["t5_buckets", "t5_head_biases", "score_bias_heatmaps", "shaw_attainable_weight",
+           "transformer_xl_terms", "rel_shift_steps"]
+
+
+def t5_buckets(num_buckets: int = 32, max_distance: int = 128,
+               bidirectional: bool = True) -> BookFigure:
+    """T5's bucket against the relative position (key minus query), symlog axis."""
+    ranges = relative.t5_bucket_ranges(bidirectional, num_buckets, max_distance)
+    reach = 2 * max_distance
+    rel = torch.arange(-reach, reach + 1)
+    bucket = relative.t5_bucket(rel, bidirectional, num_buckets, max_distance)
+    per_side = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_side // 2
+    fig = new_figure(6.4, 3.6)
+    ax = fig.subplots()
+    ax.plot(rel.numpy(), bucket.numpy(), drawstyle="steps-mid", lw=1.4, color="C0",
+            label="bucket of j - i")
+    ax.set_xscale("symlog", linthresh=max(max_exact, 1), linscale=1.2)
+    powers = [10 ** p for p in range(1, 7) if 2 * max_exact <= 10 ** p <= reach]
+    ticks = sorted({0, max_exact, -max_exact, *powers, *(-p for p in powers)})
+    ax.set_xticks(ticks)
+    plain_log_axis(ax.xaxis)
+    sides = (-1, 1) if bidirectional else (-1,)
+    for n, side in enumerate(sides):
+        ax.axvline(side * max_distance, color="C3", ls="--", lw=1,
+                   label=f"|j - i| = max_distance" if n == 0 else None)
+    by_bucket = {r.bucket: r for r in ranges}
+    starts = [by_bucket[per_side - 1].last]  # the last bucket is never empty
+    if bidirectional:
+        starts.append(by_bucket[2 * per_side - 1].first)
+    for n, start in enumerate(starts):
+        ax.axvline(start, color="C2", ls=":", lw=1.4,
+                   label=f"last bucket starts (|j - i| = {abs(start)})" if n == 0 else None)
+    ax.set_xlim(-reach, reach)
+    ax.set_ylim(-0.5, num_buckets - 0.5)
+    ax.set_xlabel("relative position j - i (key minus query; symlog scale)")
+    ax.set_ylabel("bucket")
+    used = len(ranges)
+    mode = "bidirectional" if bidirectional else "causal"
+    ax.set_title(f"T5 buckets ({mode}): {used} of {num_buckets} used, "
+                 f"max_distance = {max_distance}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center" if bidirectional else "upper right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def t5_head_biases(n_heads: int = 3, num_buckets: int = 32, max_distance: int = 128,
+                   reach: int = 160, *, seed: int = 0) -> BookFigure:
+    """Each head's scalar bias against the relative position, for a seeded table."""
+    generator = torch.Generator().manual_seed(seed)
+    bias = relative.T5RelativeBias(n_heads, num_buckets=num_buckets, max_distance=max_distance,
+                                   std=1.0, generator=generator)
+    rel = torch.arange(-reach, reach + 1)
+    with torch.no_grad():  # (n_rel, n_heads): the table row of each relative position
+        values = bias.relative_attention_bias(
+            relative.t5_bucket(rel, True, num_buckets, max_distance)).numpy()
+    max_exact = num_buckets // 4
+    fig = new_figure(6.4, 3.4)
+    ax = fig.subplots()
+    for h in range(n_heads):
+        ax.plot(rel.numpy(), values[:, h], drawstyle="steps-mid", lw=1.2, label=f"head {h}")
+    for side in (-1, 1):
+        ax.axvline(side * max_distance, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("symlog", linthresh=max(max_exact, 1), linscale=1.2)
+    powers = [10 ** p for p in range(1, 7) if 2 * max_exact <= 10 ** p <= reach]
+    ax.set_xticks(sorted({0, max_exact, -max_exact, *powers, *(-p for p in powers)}))
+    plain_log_axis(ax.xaxis)
+    ax.set_xlim(-reach, reach)
+    ax.set_xlabel("relative position j - i (key minus query; symlog scale)")
+    ax.set_ylabel("bias added to the score")
+    ax.set_title(f"T5: one scalar per bucket and head ({num_buckets} buckets, "
+                 f"random table, seed {seed})", fontsize=10)
+    fig.legend(fontsize=8, ncols=n_heads, loc="outside lower center")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
+                        mem_len: int = 0, n_q: int = 32, *, max_distance: int = 128,
+                        head_dim: int = 16, seed: int = 0) -> BookFigure:
+    """The position part of the score, query × key, for the three methods.
+
+    Every query has the same content, so what varies across a panel is the
+    position term alone: Shaw's ``q·a^K/√d``, T5's bias, and Transformer-XL's
+    terms (b) + (d) (in both directions, as XLNet uses them). The tables and
+    projections are random (seeded); the *structure* is the point.
+    """
+    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+    n_k = n_q + mem_len
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(head_dim, generator=generator, dtype=torch.float64).expand(1, n_q, head_dim)
+    keys = torch.zeros(1, n_k, head_dim, dtype=torch.float64)  # content plays no part
+    shaw = relative.ShawRelativePosition(max_relative_position, head_dim, std=1.0,
+                                         generator=generator).double()
+    t5 = relative.T5RelativeBias(1, num_buckets=num_buckets, max_distance=max_distance,
+                                 std=1.0, generator=generator).double()
+    xl = relative.TransformerXLRelativePosition(2 * head_dim, 1, head_dim, bidirectional=True,
+                                                std=1.0 / math.sqrt(head_dim),
+                                                generator=generator).double()
+    with torch.no_grad():
+        panels = {
+            f"Shaw et al., k = {max_relative_position}": shaw.score_bias(q, keys)[0],
+            f"T5, {num_buckets} buckets": t5(n_q, n_k)[0],
+            "Transformer-XL, (b) + (d)": xl.score_bias(q[None], keys[None])[0, 0],
+        }
+    fig = new_figure(9.6, 3.5)
+    axes = fig.subplots(1, 3)
+    extent = (-0.5, n_k - 0.5, n_k - 0.5, mem_len - 0.5)  # queries are the last n_q positions
+    image = None
+    for ax, (title, bias) in zip(axes, panels.items()):
+        values = bias.numpy()
+        scale = max(float(np.abs(values).max()), 1e-12)  # each panel on its own scale
+        image = ax.imshow(values / scale, cmap=DIVERGING, vmin=-1, vmax=1, extent=extent,
+                          interpolation="nearest")
+        ax.set_title(f"{title}\n(largest |value| {scale:.2f})", fontsize=9)
+        ax.set_xlabel("key position j")
+    axes[0].set_ylabel("query position i")
+    fig.colorbar(image, ax=list(axes), shrink=0.85, label="value / largest |value|")
+    fig.suptitle(f"Position term of the score: {n_q} queries, {n_k} keys "
+                 f"(memory {mem_len}); random tables, seed {seed}", fontsize=10)
+    return fig
+
+
+def shaw_attainable_weight(n_keys: int = 32,
+                           max_relative_positions: Sequence[int] = (2, 4, 8)) -> BookFigure:
+    """The largest weight positions alone can give the key ``d`` back, per clip ``k``."""
+    fig = new_figure(6.4, 3.2)
+    ax = fig.subplots()
+    distance = np.arange(n_keys)
+    for n, k in enumerate(max_relative_positions):
+        weight = relative.shaw_attainable_weight(n_keys, k).numpy()
+        ax.plot(distance, weight, "o-", ms=3, lw=1, color=f"C{n}",
+                label=f"k = {k}: 1 below k, then 1/{n_keys - k}")
+    ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)
+    ax.set_xlabel("distance d = i - j of the target key")
+    ax.set_ylabel("largest attainable weight")
+    ax.set_title(f"Shaw et al.: beyond k, position cannot single out a key "
+                 f"({n_keys} keys)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    return fig
+
+
+def transformer_xl_terms(n_q: int = 12, mem_len: int = 6, d_model: int = 32, *,
+                         seed: int = 0) -> BookFigure:
+    """Transformer-XL's four score terms for one head, random content and weights.
+
+    Future keys (hidden by the causal mask) are left blank.
+    """
+    n_k = n_q + mem_len
+    generator = torch.Generator().manual_seed(seed)
+    head_dim = d_model
+    xl = relative.TransformerXLRelativePosition(d_model, 1, head_dim,
+                                                std=1.0 / math.sqrt(d_model),
+                                                generator=generator).double()
+    q = torch.randn(1, n_q, head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(1, n_k, head_dim, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        terms = xl.terms(q, k)
+    hidden = ~attention.causal_mask(n_q, n_k)
+    names = {"a": "(a) content-content q·k", "b": "(b) content-position q·W_R R",
+             "c": "(c) global content bias u·k", "d": "(d) global position bias v·W_R R"}
+    fig = new_figure(8.0, 5.2)
+    axes = fig.subplots(2, 2, sharex=True, sharey=True).ravel()
+    extent = (-0.5, n_k - 0.5, n_k - 0.5, mem_len - 0.5)
+    for ax, (key, title) in zip(axes, names.items()):
+        values = terms[key][0].numpy().copy()
+        values[hidden.numpy()] = np.nan
+        vmax = max(float(np.nanmax(np.abs(values))), 1e-12)
+        image = ax.imshow(values, cmap=DIVERGING, vmin=-vmax, vmax=vmax, extent=extent,
+                          interpolation="nearest")
+        ax.axvline(mem_len - 0.5, color="k", lw=0.8, ls="--")
+        ax.set_title(title, fontsize=9)
+        fig.colorbar(image, ax=ax, shrink=0.85)
+    for ax in axes[2:]:
+        ax.set_xlabel("key position j (left of the dashed line: memory)")
+    for ax in axes[::2]:
+        ax.set_ylabel("query position i")
+    fig.suptitle(f"Transformer-XL's four terms, one head, memory of {mem_len} "
+                 f"(random weights, seed {seed})", fontsize=10)
+    return fig
+
+
+def rel_shift_steps(n_q: int = 3, mem_len: int = 2) -> BookFigure:
+    """The relative shift on a labelled matrix: pad, reshape, drop a row, reshape.
+
+    Entry ``(i, r)`` of the input is labelled ``i:d``: row ``i`` (the query)
+    and the distance ``d = n_k - 1 - r`` of column ``r``. After the shift,
+    cell ``(i, j)`` should read ``i:i'-j``.
+    """
+    n_q = _validate.positive_int("n_q", n_q)
+    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+    n_k = n_q + mem_len
+    distance = n_k - 1 - torch.arange(n_k)
+    # code = 100 (i + 1) + d, and 0 for the padding
+    x = 100.0 * (torch.arange(n_q)[:, None] + 1) + distance[None, :]
+    padded = torch.cat([torch.zeros(n_q, 1), x], dim=1)
+    reshaped = padded.reshape(n_k + 1, n_q)
+    shifted = relative.rel_shift(x)
+    valid = attention.causal_mask(n_q, n_k)
+
+    def label(code):
+        code = int(code)
+        return "0" if code == 0 else f"{code // 100 - 1}:{code % 100}"
+
+    steps = [
+        ("1. x: column r holds distance n_k-1-r", x, None),
+        ("2. pad a zero column", padded, None),
+        (f"3. read as {n_k + 1}×{n_q}, drop row 0", reshaped, "drop"),
+        (f"4. read as {n_q}×{n_k}: cell (i, j) is i:i'-j", shifted, valid),
+    ]
+    fig = new_figure(6.4, 5.6)
+    grid = fig.add_gridspec(2, 2, width_ratios=[n_k + 1, n_k + 1],
+                            height_ratios=[n_q, n_k + 1])
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+            fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
+    for ax, (title, matrix, marks) in zip(axes, steps):
+        rows, cols = matrix.shape
+        rows_of = (matrix // 100 - 1).numpy()
+        colours = np.where(matrix.numpy() == 0, np.nan, rows_of)
+        ax.imshow(colours, cmap="Pastel1", vmin=0, vmax=8, interpolation="nearest")
+        for a in range(rows):
+            for b in range(cols):
+                bad = (marks == "drop" and a == 0) or \
+                      (isinstance(marks, torch.Tensor) and not bool(marks[a, b]))
+                ax.text(b, a, label(matrix[a, b]), ha="center", va="center", fontsize=8,
+                        color="#b00" if bad else "k",
+                        fontweight="normal" if bad else "bold")
+                if bad:
+                    ax.plot([b - 0.45, b + 0.45], [a - 0.45, a + 0.45], color="#b00", lw=0.6)
+        ax.set_xticks(range(cols))
+        ax.set_yticks(range(rows))
+        ax.tick_params(labelsize=7)
+        ax.set_title(title, fontsize=9)
+    axes[3].set_anchor("N")
+    fig.suptitle(f"The relative shift, n_q = {n_q}, memory {mem_len}. Label i:d = query row i,\n"
+                 f"distance d; red = dropped, or hidden by the causal mask", fontsize=9)
+    return fig
