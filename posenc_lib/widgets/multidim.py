@@ -1,0 +1,30 @@
+"""Interactive figures for chapter 5: multi-dimensional RoPE."""
+
+from __future__ import annotations
+
+from ..figures import multidim as figures
+from .core import InteractiveFigure, Slider
+
+__all__ = ["MROPE_IDS", "FREQUENCY_ALLOCATION"]
+
+# Every grid is a multiple of spatial_merge_size = 2, and every fps gives a
+# whole number of temporal grids over 8 s (fps * 8 frames, 2 frames per grid).
+MROPE_IDS = InteractiveFigure(
+    figures.mrope_ids,
+    [Slider.integers("grid", 2, 12, 2, default=6, label="patch grid (h = w)",
+                     static=(2, 6, 12)),
+     Slider.geometric("fps", (0.25, 0.5, 1.0, 2.0, 4.0), default=2.0, label="video fps"),
+     Slider.choice("absolute_time", (False, True), default=True,
+                   label="absolute time (2.5-VL)")],
+    fixed={"video_seconds": 8.0, "tokens_per_second": 2.0},
+    alt="The temporal, height and width position ids of every token of a prompt with "
+        "text, an image and a video.")
+
+FREQUENCY_ALLOCATION = InteractiveFigure(
+    figures.frequency_allocation,
+    [Slider.integers("temporal_pairs", 8, 40, 8, default=16, label="temporal pairs",
+                     static=(8, 16, 24, 32, 40)),
+     Slider.geometric("base", (1e4, 1e5, 1e6, 5e6), default=1e6)],
+    fixed={"head_dim": 128},
+    alt="Wavelength of every frequency pair, coloured by the axis that drives it, for "
+        "contiguous and interleaved M-RoPE.")
