@@ -1,0 +1,270 @@
+"""Figures for chapter 6: extrapolation and context extension."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import _validate, alibi, rope, scaling, xpos
+from ._base import SEQUENTIAL, BookFigure, new_figure, plain_log_axis
+
+__all__ = ["METHOD_LABELS", "out_of_range", "wavelengths", "ramps", "alibi_bias",
+           "pi_fit", "xpos_decay", "llama4_nope"]
+
+#: Display names of the methods of :func:`posenc_lib.scaling.extension_inv_freqs`.
+METHOD_LABELS = {"default": "RoPE, no scaling", "linear": "PI (linear)",
+                 "ntk": "NTK-aware", "dynamic": "dynamic NTK", "yarn": "YaRN",
+                 "llama3": "Llama 3"}
+_STYLE = {"default": dict(color="0.3", ls="-"), "linear": dict(color="C0", ls="-"),
+          "ntk": dict(color="C1", ls="--"), "dynamic": dict(color="C2", ls=":"),
+          "yarn": dict(color="C3", ls="-"), "llama3": dict(color="C4", ls="-.")}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 128,
+                 base: float = 10000.0, train_length: int = 4096) -> BookFigure:
+    """Which pairs each method pushes outside their trained angle range.
+
+    Left: the fraction of pairs out of range against the inference length.
+    Right: per pair, the largest angle at ``target_length`` over the largest
+    angle in training; pairs that closed the circle in training are shaded.
+    """
+    factor = _validate.finite_float("factor", factor, at_least=1.0)
+    target_length = _validate.positive_int("target_length", target_length)
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    lengths = np.unique(np.geomspace(train_length, 64 * train_length, 60).round().astype(int))
+    fig = new_figure(8.0, 3.4)
+    left, right = fig.subplots(1, 2, width_ratios=[1, 1.15])
+    at_target = scaling.extension_inv_freqs(dim, base, factor, train_length, seq_len=target_length)
+    for method, label in METHOD_LABELS.items():
+        fractions = []
+        for length in lengths:
+            if method == "dynamic":
+                freqs = scaling.rope_parameters("dynamic", dim, base, factor=factor,
+                                                max_position_embeddings=train_length,
+                                                seq_len=int(length), dtype=torch.float64)[0]
+            else:
+                freqs = at_target[method]
+            fractions.append(scaling.out_of_range_pairs(original, freqs, train_length,
+                                                        length).double().mean().item())
+        left.plot(lengths, fractions, label=label, lw=1.4, **_STYLE[method])
+        ratio = scaling.angle_range_ratio(original, at_target[method], train_length,
+                                          target_length)
+        right.semilogy(ratio.numpy(), lw=1.4, **_STYLE[method])
+    left.axvline(target_length, color="k", lw=0.8, alpha=0.6)
+    left.set_xscale("log")
+    plain_log_axis(left.xaxis)
+    left.set_xlabel("inference length (tokens)")
+    left.set_ylabel("fraction of pairs out of range")
+    left.set_ylim(-0.02, 0.62)
+    left.set_title(f"Trained on {train_length:,} tokens, factor = {factor:g}", fontsize=10)
+    left.legend(fontsize=7, loc="upper left")
+    left.grid(alpha=0.3)
+    closed = int((train_length * original >= 2 * math.pi).sum())
+    right.axvspan(-0.5, closed - 0.5, color="0.85", lw=0)
+    right.text(closed / 2, 0.05, "closed the circle\nin training", ha="center", fontsize=7,
+               transform=right.get_xaxis_transform())
+    right.axhline(1, color="k", lw=0.8)
+    right.set_ylim(0.02, 100)
+    right.set_xlabel("pair index i (frequency falls to the right)")
+    right.set_ylabel("largest angle: inference / training")
+    right.set_title(f"Per pair at {target_length:,} tokens (above 1: unseen)", fontsize=10)
+    right.grid(alpha=0.3)
+    return fig
+
+
+def wavelengths(factor: float = 8.0, original_max_position_embeddings: int = 4096, *,
+                dim: int = 128, base: float = 10000.0) -> BookFigure:
+    """Per-pair wavelength ``2π/θ'_i`` of every method, against the two context lengths."""
+    length = _validate.positive_int("original_max_position_embeddings",
+                                    original_max_position_embeddings)
+    freqs = scaling.extension_inv_freqs(dim, base, factor, length)
+    fig = new_figure(6.4, 3.6)
+    ax = fig.subplots()
+    for method, label in METHOD_LABELS.items():
+        ax.semilogy((2 * math.pi / freqs[method]).numpy(), label=label, lw=1.4, **_STYLE[method])
+    ax.axhline(length, color="k", lw=0.8, ls="--")
+    ax.axhline(factor * length, color="k", lw=0.8, ls=":")
+    ax.text(0.5, length * 1.15, f"original context {length:,}", fontsize=7)
+    ax.text(0.5, factor * length * 1.15, f"target context {round(factor * length):,}",
+            fontsize=7)
+    plain_log_axis(ax.yaxis)
+    ax.set_ylim(3, 2e7)
+    ax.set_xlabel("pair index i (frequency falls to the right)")
+    ax.set_ylabel("wavelength (tokens)")
+    ax.set_title(f"Wavelengths after scaling by {factor:g} (dim = {dim}, base = {base:g})",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def ramps(beta_fast: float = 32.0, beta_slow: float = 1.0, low_freq_factor: float = 1.0,
+          high_freq_factor: float = 4.0, *, dim: int = 128, base: float = 500000.0,
+          original_max_position_embeddings: int = 8192, factor: float = 8.0) -> BookFigure:
+    """Interpolation weight per pair for YaRN and Llama 3, against the rotations ``r = L/λ``.
+
+    Weight 0 keeps a pair (extrapolation), 1 divides its frequency by
+    ``factor`` (interpolation). The dotted line is the ramp as the YaRN
+    paper writes it, linear in ``r``.
+    """
+    length = original_max_position_embeddings
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    r = scaling.rotations(original, length).numpy()
+    fig = new_figure(6.4, 3.6)
+    ax = fig.subplots()
+    for truncate, style in ((True, dict(color="C3", marker=".", ms=4, lw=1.2)),
+                            (False, dict(color="C3", ls="--", lw=1.0, alpha=0.7))):
+        freqs, _ = scaling.rope_parameters(
+            "yarn", dim, base, factor=factor, original_max_position_embeddings=length,
+            beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, dtype=torch.float64)
+        weight = scaling.interpolation_weight(freqs, original, factor).numpy()
+        ax.plot(r, weight, label=f"YaRN, truncate={truncate}", **style)
+    grid = np.geomspace(r.min(), r.max(), 400)
+    paper = 1 - np.clip((grid - beta_slow) / (beta_fast - beta_slow), 0, 1)
+    ax.plot(grid, paper, color="C3", ls=":", lw=1.0, label="YaRN paper: linear in r")
+    freqs, _ = scaling.rope_parameters(
+        "llama3", dim, base, factor=factor, low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor, original_max_position_embeddings=length,
+        dtype=torch.float64)
+    weight = scaling.interpolation_weight(freqs, original, factor).numpy()
+    ax.plot(r, weight, color="C4", marker="x", ms=4, lw=1.2, label="Llama 3")
+    for value, style in ((beta_slow, dict(color="C3", ls=":")),
+                         (beta_fast, dict(color="C3", ls=":")),
+                         (low_freq_factor, dict(color="C4", ls="-.")),
+                         (high_freq_factor, dict(color="C4", ls="-."))):
+        ax.axvline(value, lw=0.7, alpha=0.6, **style)
+    ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
+    ax.set_xlim(r.min(), r.max())
+    ax.invert_xaxis()  # fast pairs (many rotations) on the left, as in pair order
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(f"rotations r = L/λ within the original context L = {length:,}")
+    ax.set_ylabel("interpolation weight")
+    ax.set_title(f"YaRN (β_fast = {beta_fast:g}, β_slow = {beta_slow:g}) and Llama 3 "
+                 f"(low = {low_freq_factor:g}, high = {high_freq_factor:g})", fontsize=10)
+    ax.legend(fontsize=7, loc="center right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
+    """ALiBi's bias ``-m_k·(i - j)`` over heads and distance, with the slopes."""
+    n_heads = _validate.positive_int("n_heads", n_heads)
+    max_distance = _validate.positive_int("max_distance", max_distance)
+    slopes = alibi.alibi_slopes(n_heads, dtype=torch.float64)
+    distance = torch.arange(max_distance + 1, dtype=torch.float64)
+    bias = -slopes[:, None] * distance
+    fig = new_figure(8.0, 3.4)
+    left, right = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    image = left.imshow(bias.numpy(), aspect="auto", cmap=SEQUENTIAL, interpolation="nearest",
+                        extent=(-0.5, max_distance + 0.5, n_heads + 0.5, 0.5))
+    fig.colorbar(image, ax=left, label="bias (added to the score)")
+    left.set_xlabel("distance i - j (tokens back)")
+    left.set_ylabel("head k")
+    left.set_title(f"ALiBi bias, {n_heads} heads", fontsize=10)
+    k = np.arange(1, n_heads + 1)
+    right.semilogy(k, slopes.numpy(), "o-", ms=3, label="reference rule")
+    right.semilogy(k, 2.0 ** (-8.0 / k), "x:", ms=3, color="C3", label=r"$1/2^{8/k}$ (wrong)")
+    right.set_xlabel("head k")
+    right.set_ylim(2.0 ** -9, 1.5)
+    right.set_title("Slopes m_k (log scale)", fontsize=10)
+    right.legend(fontsize=7, loc="lower left")
+    right.grid(alpha=0.3, which="both")
+    return fig
+
+
+def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_points: int = 256,
+           dim: int = 128, length: int = 2048) -> BookFigure:
+    """The PI paper's Figure 2: a least-squares fit of ``a(s)`` to random points.
+
+    Left: the fit on ``[0, length]``; middle: the same function on
+    ``[0, 2·length]`` (extrapolation); right: interpolation between integer
+    offsets (what position interpolation asks of the model).
+    """
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+    torch_dtype = _DTYPES[dtype]
+    positions, targets, h = scaling.random_score_fit(dim=dim, length=length, n_points=n_points,
+                                                     seed=seed, dtype=torch_dtype, ridge=ridge)
+    inv_freq = rope.inv_freq(dim, dtype=torch_dtype)
+    s_in = torch.linspace(0, length, 1500, dtype=torch_dtype)
+    s_all = torch.linspace(0, 2 * length, 3000, dtype=torch_dtype)
+    s_fine = torch.linspace(1000, 1010, 400, dtype=torch_dtype)
+    a_in = scaling.score_function(s_in, h, inv_freq).double().numpy()
+    a_all = scaling.score_function(s_all, h, inv_freq).double().numpy()
+    a_fine = scaling.score_function(s_fine, h, inv_freq).double().numpy()
+    fig = new_figure(9.0, 3.0)
+    first, second, third = fig.subplots(1, 3)
+    first.plot(s_in.double().numpy(), a_in, color="C3", lw=0.8)
+    first.plot(positions.double().numpy(), targets.double().numpy(), ".", ms=2.5, color="C0")
+    first.set_xlabel("offset s")
+    first.set_ylabel("a(s)")
+    first.set_title("Fit on [0, L]", fontsize=10)
+    second.plot(s_all.double().numpy(), a_all, color="C3", lw=0.8)
+    second.axvline(length, color="k", lw=0.8, ls="--")
+    second.set_yscale("symlog", linthresh=2)
+    second.set_xlabel("offset s")
+    peak = np.abs(a_all[s_all.double().numpy() > length]).max()
+    second.set_title(f"Extrapolation: max |a| = {peak:.3g}", fontsize=10)
+    third.plot(s_fine.double().numpy(), a_fine, color="C3", lw=1.0)
+    for s in range(1000, 1011):
+        third.axvline(s, color="k", lw=0.5, ls=":")
+    third.set_xlabel("offset s")
+    third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
+    for ax in (first, second, third):
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"d = {dim}, L = {length}, {n_points} points, seed {seed}, {dtype}, "
+                 f"ridge {ridge:g}", fontsize=9)
+    return fig
+
+
+def xpos_decay(gamma: float = 0.4, scale_base: float = 512.0, *, dim: int = 128,
+               max_distance: int = 4096) -> BookFigure:
+    """xPos' factor ``ζ_i^((m - n)/scale_base)`` on a pair's logit, against ``m - n``."""
+    zeta = xpos.xpos_zeta(dim, gamma, dtype=torch.float64)
+    scale_base = _validate.finite_float("scale_base", scale_base, greater_than=0.0)
+    distance = torch.linspace(0, max_distance, 400, dtype=torch.float64)
+    factor = zeta[None, :] ** (distance[:, None] / scale_base)
+    fig = new_figure(6.4, 3.4)
+    ax = fig.subplots()
+    for i in (0, dim // 8, dim // 4, dim // 2 - 1):
+        ax.semilogy(distance.numpy(), factor[:, i].numpy(), lw=1.2,
+                    label=f"pair {i}, ζ = {zeta[i]:.3f}")
+    ax.semilogy(distance.numpy(), factor.mean(dim=1).numpy(), color="k", lw=1.6,
+                label="mean over pairs")
+    ax.set_ylim(1e-6, 1.5)
+    ax.set_xlabel("distance m - n (tokens)")
+    ax.set_ylabel("factor on the logit")
+    ax.set_title(f"xPos decay (γ = {gamma:g}, scale_base = {scale_base:g}, dim = {dim})",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.grid(alpha=0.3, which="both")
+    return fig
+
+
+def llama4_nope(num_hidden_layers: int = 48, no_rope_layer_interval: int = 4, *,
+                max_position: int = 10 ** 7, attn_scale: float = 0.1,
+                floor_scale: float = 8192.0) -> BookFigure:
+    """Llama 4's layer pattern (RoPE or NoPE) and its NoPE query scale against position."""
+    layers = scaling.llama4_no_rope_layers(num_hidden_layers, no_rope_layer_interval)
+    positions = torch.unique(torch.logspace(0, math.log10(max_position), 600).round())
+    scales = scaling.llama4_attn_scales(positions, attn_scale=attn_scale,
+                                        floor_scale=floor_scale)
+    fig = new_figure(8.0, 3.0)
+    left, right = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    left.imshow(np.array(layers)[None, :], aspect="auto", cmap="Greys", vmin=-0.3, vmax=1.3,
+                extent=(-0.5, num_hidden_layers - 0.5, 0, 1))
+    left.set_yticks([])
+    left.set_xlabel("layer index")
+    left.set_title("Dark: RoPE (chunked), light: NoPE (global)", fontsize=10)
+    right.semilogx(positions.numpy(), scales.numpy(), lw=1.2)
+    plain_log_axis(right.xaxis)
+    right.axvline(floor_scale - 1, color="k", lw=0.8, ls="--")
+    right.set_xlabel("position p")
+    right.set_ylabel("query scale")
+    right.set_title(f"1 + {attn_scale:g}·ln(1 + ⌊(p + 1)/{floor_scale:g}⌋)", fontsize=10)
+    right.grid(alpha=0.3, which="both")
+    return fig

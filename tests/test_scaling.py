@@ -1,0 +1,390 @@
+"""RoPE context extension against transformers' ROPE_INIT_FUNCTIONS and closed forms."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from posenc_lib import rope, scaling
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+
+transformers.logging.set_verbosity_error()  # its validators warn about our edge cases
+
+HEADS = 2
+# (head_dim, partial_rotary_factor): transformers rotates int(head_dim * factor) features.
+SHAPES = [(64, 1.0), (128, 1.0), (80, 0.5), (128, 0.25)]
+BASES = [10000.0, 500000.0]
+
+
+def _config(head_dim, partial, base, rope_scaling, max_position_embeddings, **extra):
+    return LlamaConfig(hidden_size=head_dim * HEADS, num_attention_heads=HEADS,
+                       head_dim=head_dim, partial_rotary_factor=partial, rope_theta=base,
+                       max_position_embeddings=max_position_embeddings,
+                       rope_scaling=rope_scaling, **extra)
+
+
+def _compare(rope_type, config, seq_len, dim, base, **params):
+    ref_inv_freq, ref_factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    inv_freq, factor = scaling.rope_parameters(rope_type, dim, base, seq_len=seq_len,
+                                               dtype=torch.float64, **params)
+    # transformers computes in float32; we compute in float64.
+    assert inv_freq.shape == ref_inv_freq.shape
+    assert torch.allclose(inv_freq, ref_inv_freq.double(), rtol=3e-6, atol=0), rope_type
+    assert math.isclose(factor, float(ref_factor), rel_tol=1e-12), (factor, ref_factor)
+    return inv_freq, factor
+
+
+def _grid(*lists):
+    return list(itertools.product(SHAPES, BASES, *lists))
+
+
+@pytest.mark.parametrize("shape, base", _grid())
+def test_default_matches_transformers(shape, base):
+    head_dim, partial = shape
+    config = _config(head_dim, partial, base, None, 4096)
+    _compare("default", config, None, int(head_dim * partial), base)
+
+
+@pytest.mark.parametrize("shape, base, factor", _grid([1.0, 2.0, 4.5, 32.0]))
+def test_linear_matches_transformers(shape, base, factor):
+    head_dim, partial = shape
+    config = _config(head_dim, partial, base, {"rope_type": "linear", "factor": factor}, 4096)
+    _compare("linear", config, None, int(head_dim * partial), base, factor=factor)
+
+
+@pytest.mark.parametrize("shape, base, factor, max_len", _grid([1.0, 2.0, 8.0], [2048, 4096]))
+def test_dynamic_matches_transformers(shape, base, factor, max_len):
+    head_dim, partial = shape
+    dim = int(head_dim * partial)
+    config = _config(head_dim, partial, base, {"rope_type": "dynamic", "factor": factor},
+                     max_len)
+    for seq_len in (None, 1, max_len - 1, max_len, max_len + 1, 3 * max_len,
+                    torch.tensor(5 * max_len)):
+        _compare("dynamic", config, seq_len, dim, base, factor=factor,
+                 max_position_embeddings=max_len)
+
+
+YARN_OPTIONS = [
+    {},
+    {"beta_fast": 16.0, "beta_slow": 2.0},
+    {"beta_fast": 64.0, "beta_slow": 0.5, "truncate": False},
+    {"truncate": False},
+    {"mscale": 0.707, "mscale_all_dim": 0.707},     # DeepSeek-V2: attention_factor 1
+    {"mscale": 1.0, "mscale_all_dim": 0.5},
+    {"mscale": 1.0},                                 # mscale alone is ignored
+    {"mscale": 1.0, "mscale_all_dim": 0.0},          # 0 counts as unset
+    {"attention_factor": 1.3},
+]
+
+
+@pytest.mark.parametrize("shape, base, factor, original, options",
+                         _grid([1.0, 4.0, 16.0, 40.0], [2048, 4096], YARN_OPTIONS))
+def test_yarn_matches_transformers(shape, base, factor, original, options):
+    head_dim, partial = shape
+    dim = int(head_dim * partial)
+    rope_scaling = {"rope_type": "yarn", "factor": factor,
+                    "original_max_position_embeddings": original, **options}
+    config = _config(head_dim, partial, base, rope_scaling, int(original * factor))
+    _compare("yarn", config, None, dim, base, factor=factor,
+             original_max_position_embeddings=original, **options)
+    # transformers falls back to max_position_embeddings for the original length.
+    del rope_scaling["original_max_position_embeddings"]
+    config = _config(head_dim, partial, base, rope_scaling, original)
+    _compare("yarn", config, None, dim, base, factor=factor,
+             original_max_position_embeddings=original, **options)
+
+
+@pytest.mark.parametrize("shape, base, factor, bands, original", _grid(
+    [1.0, 8.0, 32.0], [(1.0, 4.0), (2.0, 8.0), (0.5, 1.5)], [2048, 8192]))
+def test_llama3_matches_transformers(shape, base, factor, bands, original):
+    head_dim, partial = shape
+    low, high = bands
+    params = {"factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+              "original_max_position_embeddings": original}
+    config = _config(head_dim, partial, base, {"rope_type": "llama3", **params}, 131072)
+    _compare("llama3", config, None, int(head_dim * partial), base, **params)
+
+
+def _factor_lists(dim, seed):
+    generator = torch.Generator().manual_seed(seed)
+    short = (1 + torch.rand(dim // 2, generator=generator) * 0.2).tolist()
+    long = (1 + torch.rand(dim // 2, generator=generator) * 40).sort().values.tolist()
+    return short, long
+
+
+@pytest.mark.parametrize("shape, base, factor, original", _grid([1.0, 8.0, 32.0], [4096]))
+def test_longrope_matches_transformers(shape, base, factor, original):
+    head_dim, partial = shape
+    dim = int(head_dim * partial)
+    short, long = _factor_lists(dim, seed=dim)
+    params = {"short_factor": short, "long_factor": long, "factor": factor,
+              "original_max_position_embeddings": original}
+    lists = {"rope_type": "longrope", "short_factor": short, "long_factor": long}
+    # Style 1: `factor` in rope_scaling, max_position_embeddings = the original length.
+    config_1 = _config(head_dim, partial, base, {**lists, "factor": factor}, original)
+    # Style 2 (Phi-3): both lengths at the top level, factor = their ratio.
+    config_2 = _config(head_dim, partial, base, lists, int(original * factor),
+                       original_max_position_embeddings=original)
+    for config in (config_1, config_2):
+        for seq_len in (None, original - 1, original, original + 1, 10 * original):
+            inv_freq, _ = _compare("longrope", config, seq_len, dim, base, **params)
+            uses_long = seq_len is not None and seq_len > original
+            expected = rope.inv_freq(dim, base, dtype=torch.float64) / torch.tensor(
+                long if uses_long else short, dtype=torch.float64)
+            assert torch.allclose(inv_freq, expected, rtol=1e-12)
+    config = _config(head_dim, partial, base, {**lists, "attention_factor": 0.9}, original)
+    _compare("longrope", config, None, dim, base, short_factor=short, long_factor=long,
+             original_max_position_embeddings=original, attention_factor=0.9)
+
+
+def test_pasting_a_config_with_rope_type_works():
+    llama31 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192, "rope_type": "llama3"}
+    inv_freq, factor = scaling.rope_parameters(dim=128, base=500000.0, **llama31)
+    assert inv_freq.shape == (64,) and factor == 1.0
+
+
+# -- closed forms (no transformers needed) ----------------------------------------
+
+@pytest.mark.parametrize("dim, factor", [(4, 2.0), (64, 4.0), (128, 8.0), (128, 1.0)])
+def test_ntk_closed_form(dim, factor):
+    base = 10000.0
+    inv_freq, attention_factor = scaling.rope_parameters("ntk", dim, base, factor=factor,
+                                                         dtype=torch.float64)
+    new_base = base * factor ** (dim / (dim - 2))
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    assert torch.allclose(inv_freq, new_base ** (-2 * i / dim), rtol=1e-14)
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    assert inv_freq[0] == 1.0                                   # fastest pair unchanged
+    assert torch.isclose(inv_freq[-1], original[-1] / factor, rtol=1e-13)  # slowest / s
+    assert attention_factor == 1.0
+
+
+def test_dynamic_is_default_up_to_the_trained_length_and_ntk_beyond():
+    dim, base, length = 64, 10000.0, 2048
+    default = rope.inv_freq(dim, base, dtype=torch.float64)
+    assert torch.equal(scaling.rope_parameters("default", dim, base, dtype=torch.float64)[0],
+                       default)
+    for seq_len in (1, 100, length):
+        inv_freq, _ = scaling.rope_parameters("dynamic", dim, base, factor=4.0, seq_len=seq_len,
+                                              max_position_embeddings=length,
+                                              dtype=torch.float64)
+        assert torch.equal(inv_freq, default)
+    # With factor 1 the dynamic base is the NTK base for s = seq_len / length.
+    for s in (2, 3, 8):
+        dynamic, _ = scaling.rope_parameters("dynamic", dim, base, factor=1.0,
+                                             seq_len=s * length,
+                                             max_position_embeddings=length,
+                                             dtype=torch.float64)
+        ntk, _ = scaling.rope_parameters("ntk", dim, base, factor=float(s),
+                                         dtype=torch.float64)
+        assert torch.allclose(dynamic, ntk, rtol=1e-13)
+    # The slowest frequency falls as the sequence grows.
+    slowest = [scaling.rope_parameters("dynamic", dim, base, factor=4.0, seq_len=n,
+                                       max_position_embeddings=length)[0][-1].item()
+               for n in (length, 2 * length, 4 * length)]
+    assert slowest[0] > slowest[1] > slowest[2]
+
+
+def test_linear_equals_scaling_the_positions(generator):
+    dim, factor = 32, 4.0
+    x = torch.randn(7, dim, generator=generator, dtype=torch.float64)
+    positions = torch.tensor([0, 3, 100, 2047, 5000, 8191, 9000])
+    inv_freq, _ = scaling.rope_parameters("linear", dim, factor=factor, dtype=torch.float64)
+    by_frequency = rope.apply_rope(x, positions, inv_freq)
+    by_position = rope.apply_rope(x, positions / factor, rope.inv_freq(dim, dtype=torch.float64))
+    assert torch.allclose(by_frequency, by_position, atol=1e-12)
+
+
+def test_yarn_ramp_is_linear_in_the_pair_index_between_the_rotation_thresholds():
+    dim, base, length, factor = 128, 10000.0, 4096, 16.0
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    inv_freq, attention_factor = scaling.rope_parameters(
+        "yarn", dim, base, factor=factor, original_max_position_embeddings=length,
+        truncate=False, dtype=torch.float64)
+    weight = scaling.interpolation_weight(inv_freq, original, factor)
+    r = scaling.rotations(original, length)
+    one = torch.ones(1, dtype=torch.float64)
+    assert torch.all(weight[r > 32] == 0) and torch.allclose(weight[r < 1], one)
+    ramp = (r >= 1) & (r <= 32)
+    low, high = scaling.yarn_correction_range(dim, base, length, truncate=False)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    assert torch.allclose(weight[ramp], (i[ramp] - low) / (high - low), atol=1e-12)
+    # Temperature: sqrt(1/t) = 0.1 ln s + 1 multiplies cos and sin.
+    assert math.isclose(attention_factor, 0.1 * math.log(factor) + 1)
+
+
+def test_llama3_smooth_band_is_linear_in_the_rotations():
+    dim, base, length, factor = 128, 500000.0, 8192, 8.0
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    inv_freq, _ = scaling.rope_parameters("llama3", dim, base, factor=factor, low_freq_factor=1.0,
+                                          high_freq_factor=4.0,
+                                          original_max_position_embeddings=length,
+                                          dtype=torch.float64)
+    weight = scaling.interpolation_weight(inv_freq, original, factor)
+    r = scaling.rotations(original, length)
+    one = torch.ones(1, dtype=torch.float64)
+    assert torch.all(weight[r > 4] == 0) and torch.allclose(weight[r < 1], one)
+    band = (r >= 1) & (r <= 4)
+    assert band.any()
+    assert torch.allclose(weight[band], 1 - (r[band] - 1) / 3, atol=1e-12)
+
+
+def test_pi_keeps_every_angle_in_range_and_default_does_not():
+    dim, base, train = 128, 10000.0, 4096
+    freqs = scaling.extension_inv_freqs(dim, base, factor=8.0,
+                                        original_max_position_embeddings=train)
+    original = freqs["default"]
+    target = 8 * train
+    assert scaling.angle_range_ratio(original, freqs["linear"], train, target).max() <= 1 + 1e-12
+    for method in ("linear", "yarn", "llama3"):
+        assert not scaling.out_of_range_pairs(original, freqs[method], train, target).any()
+    default_out = scaling.out_of_range_pairs(original, original, train, target)
+    unclosed = train * original < 2 * math.pi
+    assert torch.equal(default_out, unclosed) and default_out.any()
+    ntk_out = scaling.out_of_range_pairs(original, freqs["ntk"], train, target)
+    assert 0 < ntk_out.sum() < default_out.sum()
+
+
+def test_interpolation_bound_holds_for_random_fits():
+    inv_freq = rope.inv_freq(128, dtype=torch.float64)
+    for seed in range(3):
+        _, _, h = scaling.random_score_fit(n_points=200, seed=seed, ridge=1e-6,
+                                           dtype=torch.float64)
+        for s1 in (0.0, 17.0, 1000.0):
+            s = torch.linspace(s1, s1 + 1, 101, dtype=torch.float64)
+            a = scaling.score_function(s, h, inv_freq)
+            chord = a[0] + (a[-1] - a[0]) * (s - s1)
+            bound = scaling.interpolation_bound(s, s1, s1 + 1, h, inv_freq)
+            assert torch.all((a - chord).abs() <= bound + 1e-9)
+
+
+def test_score_fit_interpolates_and_matches_a_dense_solve(generator):
+    inv_freq = rope.inv_freq(16, dtype=torch.float64)
+    positions = torch.rand(30, generator=generator, dtype=torch.float64) * 20
+    targets = torch.rand(30, generator=generator, dtype=torch.float64) * 2 - 1
+    h = scaling.fit_score_function(positions, targets, inv_freq, ridge=0.1)
+    # Normal equations, written out with complex exponentials.
+    a = torch.stack([torch.cos(positions[:, None] * inv_freq),
+                     -torch.sin(positions[:, None] * inv_freq)], dim=1).flatten(1)
+    solution = torch.linalg.solve(a.T @ a + 0.1 * torch.eye(16, dtype=torch.float64),
+                                  a.T @ targets)
+    assert torch.allclose(torch.cat([h.real, h.imag]), solution, atol=1e-10)
+    direct = (h * torch.exp(1j * positions[:, None] * inv_freq)).sum(-1).real
+    assert torch.allclose(scaling.score_function(positions, h, inv_freq), direct, atol=1e-12)
+
+
+def test_qr_solve_matches_lapack_on_a_well_conditioned_fit(generator):
+    inv_freq = rope.inv_freq(8, base=3.0, dtype=torch.float64)   # 8 unknowns, 40 points
+    positions = torch.rand(40, generator=generator, dtype=torch.float64) * 60
+    targets = torch.randn(40, generator=generator, dtype=torch.float64)
+    h = scaling.fit_score_function(positions, targets, inv_freq)
+    a = scaling._features(positions, inv_freq)
+    reference = torch.linalg.lstsq(a, targets[:, None]).solution[:, 0]
+    assert torch.linalg.cond(a) < 1e4
+    assert torch.allclose(torch.cat([h.real, h.imag]), reference, atol=1e-10)
+    with pytest.raises(ValueError, match="ridge must be > 0 with fewer points"):
+        scaling.fit_score_function(positions[:5], targets[:5], inv_freq)
+
+
+def test_random_fit_is_reproducible_on_an_ill_conditioned_problem():
+    first = scaling.random_score_fit(n_points=256, seed=3, ridge=0.0, dtype=torch.float64)[2]
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    second = scaling.random_score_fit(n_points=256, seed=3, ridge=0.0, dtype=torch.float64)[2]
+    assert torch.equal(first, second)
+
+
+def test_llama4_defaults_match_transformers_config():
+    from transformers import Llama4TextConfig
+
+    for layers, interval in ((12, 4), (48, 4), (10, 3)):
+        config = Llama4TextConfig(num_hidden_layers=layers, no_rope_layer_interval=interval)
+        assert scaling.llama4_no_rope_layers(layers, interval) == config.no_rope_layers
+
+
+def test_llama4_attention_temperature_matches_transformers(monkeypatch):
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4 import modeling_llama4
+
+    config = Llama4TextConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+                              head_dim=8, num_hidden_layers=4, floor_scale=4, attn_scale=0.1,
+                              attn_temperature_tuning=True, use_qk_norm=False)
+    config._attn_implementation = "eager"
+    layer = 3
+    assert config.no_rope_layers[layer] == 0  # a NoPE layer
+    torch.manual_seed(0)
+    attention = modeling_llama4.Llama4TextAttention(config, layer)
+    seen = {}
+
+    def capture(module, query, key, value, attention_mask, **kwargs):
+        seen["query"] = query
+        return torch.zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3]), None
+
+    monkeypatch.setattr(modeling_llama4, "eager_attention_forward", capture)
+    n = 30
+    x = torch.randn(1, n, 16)
+    positions = torch.arange(n) + 5
+    with torch.no_grad():
+        attention(x, None, None, cache_position=positions)
+        plain = attention.q_proj(x).view(1, n, 2, 8).transpose(1, 2)
+    scales = scaling.llama4_attn_scales(positions, attn_scale=0.1, floor_scale=4)
+    assert torch.allclose(seen["query"], plain * scales.float()[:, None], atol=1e-6)
+    assert len(set(scales.tolist())) > 3
+
+
+# -- validation -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: scaling.rope_parameters("xpos", 64), "rope_type must be one of"),
+    (lambda: scaling.rope_parameters("linear", 64, factor=0.5), "factor must be >= 1"),
+    (lambda: scaling.rope_parameters("linear", 64), r"needs \['factor'\]"),
+    (lambda: scaling.rope_parameters("linear", 64, factor=2.0, beta_fast=3.0),
+     r"unknown parameter\(s\) \['beta_fast'\]"),
+    (lambda: scaling.rope_parameters("default", 64, type="default"), "pass it as rope_type"),
+    (lambda: scaling.rope_parameters("linear", 63, factor=2.0), "dim must be even"),
+    (lambda: scaling.rope_parameters("ntk", 2, factor=2.0), "dim must be >= 4"),
+    (lambda: scaling.rope_parameters("default", 64, base=1.0), "base must be > 1"),
+    (lambda: scaling.rope_parameters("dynamic", 64, factor=2.0), "max_position_embeddings"),
+    (lambda: scaling.rope_parameters("dynamic", 64, factor=2.0, max_position_embeddings=64,
+                                     seq_len=0), "seq_len must be >= 1"),
+    (lambda: scaling.rope_parameters("yarn", 64, factor=4.0), "original_max_position"),
+    (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
+                                     beta_fast=1.0, beta_slow=1.0), "beta_fast must be > beta_slow"),
+    (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
+                                     truncate="yes"), "truncate must be True or False"),
+    (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
+                                     attention_factor=-1.0), "attention_factor must be > 0"),
+    (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
+                                     mscale=-1.0), "mscale must be >= 0"),
+    (lambda: scaling.rope_parameters("llama3", 64, factor=8.0, low_freq_factor=4.0,
+                                     high_freq_factor=4.0, original_max_position_embeddings=8192),
+     "low_freq_factor must be < high_freq_factor"),
+    (lambda: scaling.rope_parameters("longrope", 8, short_factor=[1.0] * 3,
+                                     long_factor=[1.0] * 4, factor=2.0,
+                                     original_max_position_embeddings=4096),
+     r"short_factor must hold dim/2 = 4"),
+    (lambda: scaling.rope_parameters("longrope", 8, short_factor=[1.0] * 4,
+                                     long_factor=[1.0, 2.0, 0.0, 1.0], factor=2.0,
+                                     original_max_position_embeddings=4096),
+     "long_factor must hold finite numbers > 0"),
+    (lambda: scaling.rope_parameters("longrope", 8, short_factor=[1.0] * 4,
+                                     long_factor=[1.0] * 4, original_max_position_embeddings=4096),
+     "longrope needs factor"),
+    (lambda: scaling.interpolation_weight(rope.inv_freq(8), rope.inv_freq(8), 1.0),
+     "factor must be > 1"),
+    (lambda: scaling.out_of_range_pairs(rope.inv_freq(8), rope.inv_freq(6), 10, 20),
+     "scaled_inv_freq has shape"),
+    (lambda: scaling.fit_score_function(torch.arange(3.0), torch.arange(4.0), rope.inv_freq(8)),
+     "positions and targets must be 1-D of one length"),
+    (lambda: scaling.llama4_attn_scales([-1, 2]), "positions must be >= 0"),
+    (lambda: scaling.llama4_no_rope_layers(0), "num_hidden_layers must be >= 1"),
+])
+def test_validation(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
