@@ -20,13 +20,14 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit notebooks browser benchmark lock clean help
+.PHONY: book test lab unit notebooks browser benchmark experiment lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
 	@echo "make test   unit tests, notebooks (nbval), book build with -W, browser tests"
 	@echo "make lab    open the notebooks in JupyterLab"
 	@echo "make benchmark   run the benchmark scripts and print their results"
+	@echo "make experiment  re-train the length-generalization experiment (~25 min)"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -76,6 +77,10 @@ lab: $(INSTALLED)
 
 benchmark: $(INSTALLED)
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+# Re-train the models of chapter 7 and overwrite the stored results.
+experiment: $(INSTALLED)
+	$(PY) -m posenc_lib.experiment --out results/length_generalization.json
 
 # Regenerate constraints.txt (the full lock) from a fresh environment.
 lock:
