@@ -26,6 +26,8 @@ vary, so compare the ratios of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import time
@@ -59,9 +61,24 @@ def hooks(method: str, d_model: int, n_heads: int, clip: int):
     raise ValueError(f"method must be one of none, shaw, t5, xl, got {method!r}")
 
 
+@contextlib.contextmanager
+def _silenced_stderr():
+    """The profiler's C++ side prints a line to stderr at every start and stop."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def peak_bytes(fn) -> int:
     """Peak of the bytes allocated while ``fn`` runs, from the profiler's events."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _silenced_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                     profile_memory=True) as prof:
         fn()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
                     if e.name() == "[memory]")
