@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from . import _validate
+from . import _validate, relative
 
 __all__ = ["alibi_slopes", "alibi_bias"]
 
@@ -64,8 +64,6 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int | None = None, *,
     if k_len < q_len:
         raise ValueError(f"k_len must be >= q_len, got k_len={k_len}, q_len={q_len}")
     dtype = _validate.floating_dtype("dtype", dtype)
+    offset = relative.relative_positions(q_len, k_len).to(torch.float64)  # key minus query
     slopes = alibi_slopes(n_heads, dtype=torch.float64)
-    i = torch.arange(k_len - q_len, k_len, dtype=torch.float64)
-    j = torch.arange(k_len, dtype=torch.float64)
-    offset = j.unsqueeze(0) - i.unsqueeze(1)  # key minus query
     return (slopes[:, None, None] * offset).to(dtype)

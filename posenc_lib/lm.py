@@ -139,13 +139,8 @@ class RopeScheme(PositionScheme):
 
     def attention_hooks(self, n):
         inv_freq, factor = self._frequencies(n)
-        positions = torch.arange(n)
-
-        def transform(q, k):
-            return (rope.apply_rope(q, positions, inv_freq, attention_factor=factor),
-                    rope.apply_rope(k, positions, inv_freq, attention_factor=factor))
-
-        return {"qk_transform": transform}
+        return {"qk_transform": rope.qk_transform(torch.arange(n), inv_freq,
+                                                  attention_factor=factor)}
 
 
 class XposScheme(PositionScheme):
