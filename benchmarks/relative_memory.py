@@ -2,10 +2,14 @@
 
     python benchmarks/relative_memory.py [--lengths 256 512 1024 2048] [--repeats 5]
 
-For each method (Shaw et al., T5 buckets, Transformer-XL) and sequence length
-L, one ``MultiHeadAttention`` layer (d_model 512, 8 heads, batch 1, float32,
-causal) runs forward through the method's hooks, next to the same layer with
-no positions. Printed per row:
+For each method and sequence length L, one ``MultiHeadAttention`` layer
+(d_model 512, 8 heads, batch 1, float32, causal) runs forward through the
+method's hooks, next to the same layer with no positions. The methods are
+Shaw et al. in its three implementations (``gather``: the (L, L, d) tables,
+as in the paper; ``project``: q against the 2κ + 1 table rows, then a gather
+of scores; ``skew``: q against one row per relative position, then the
+skewing of Huang et al., 2018), T5 buckets, Transformer-XL, DeBERTa's c2p +
+p2c, Kerple (log kernel), FIRE and CoPE. Printed per row:
 
 * ``params``: the parameters the method adds to the layer (T5's table serves
   the whole stack; it is counted here once, as for a one-layer stack);
@@ -16,7 +20,7 @@ no positions. Printed per row:
 * ``extra saved``: the bytes that autograd keeps for the backward pass (each
   storage counted once), minus the plain layer's;
 * ``time``: median forward time (no grad) and its ratio to the plain layer,
-  the four variants timed in interleaved rounds, side by side in one run.
+  all variants timed in interleaved rounds, side by side in one run.
 
 The T5 row includes computing the bias, which a real stack does once for all
 its layers. Numbers are measured, never asserted; timings on a shared machine
@@ -44,21 +48,42 @@ from posenc_lib import attention, relative  # noqa: E402
 MIB = 2 ** 20
 
 
+METHODS = ("none", "shaw-gather", "shaw-project", "shaw-skew", "t5", "xl",
+           "deberta", "kerple", "fire", "cope")
+
+
 def hooks(method: str, d_model: int, n_heads: int, clip: int):
     """``(module or None, keyword arguments for MultiHeadAttention.forward)``."""
     head_dim = d_model // n_heads
     if method == "none":
         return None, {}
-    if method == "shaw":
-        module = relative.ShawRelativePosition(clip, head_dim)
+    if method.startswith("shaw-"):
+        module = relative.ShawRelativePosition(clip, head_dim,
+                                               implementation=method[len("shaw-"):])
         return module, {"score_bias": module.score_bias, "value_term": module.value_term}
     if method == "t5":
         module = relative.T5RelativeBias(n_heads, bidirectional=False)
-        return module, {"score_bias": module.score_bias}
-    if method == "xl":
+    elif method == "xl":
         module = relative.TransformerXLRelativePosition(d_model, n_heads)
-        return module, {"score_bias": module.score_bias}
-    raise ValueError(f"method must be one of none, shaw, t5, xl, got {method!r}")
+    elif method == "deberta":
+        module = relative.DisentangledRelativePosition(clip, n_heads, head_dim)
+    elif method == "kerple":
+        module = torch.nn.Module()
+        module.r1 = torch.nn.Parameter(torch.ones(n_heads))
+        module.r2 = torch.nn.Parameter(torch.ones(n_heads))
+
+        def bias(q, k, module=module):
+            return relative.kerple_bias(module.r1, module.r2, q.shape[-2], k.shape[-2],
+                                        dtype=q.dtype)
+
+        return module, {"score_bias": bias}
+    elif method == "fire":
+        module = relative.FIREBias(n_heads)
+    elif method == "cope":
+        module = relative.ContextualPosition(head_dim, 64)
+    else:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return module, {"score_bias": module.score_bias}
 
 
 @contextlib.contextmanager
@@ -118,7 +143,7 @@ def median_ms(fns: list, repeats: int) -> list[float]:
 def measure(length: int, args) -> list[dict]:
     rows, forwards = [], []
     x = torch.randn(1, length, args.d_model, generator=torch.Generator().manual_seed(0))
-    for method in ("none", "shaw", "t5", "xl"):
+    for method in METHODS:
         torch.manual_seed(0)
         layer = attention.MultiHeadAttention(args.d_model, args.heads)
         module, kwargs = hooks(method, args.d_model, args.heads, args.clip)
@@ -147,27 +172,33 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 512, 1024, 2048])
     parser.add_argument("--d-model", type=int, default=512)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--clip", type=int, default=16, help="Shaw's clip distance k")
+    parser.add_argument("--clip", type=int, default=16,
+                        help="Shaw's clip distance κ (and DeBERTa's)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     head_dim = args.d_model // args.heads
-    names = {"shaw": f"Shaw et al. (k = {args.clip})", "t5": "T5 (32 buckets)",
-             "xl": "Transformer-XL"}
+    names = {"shaw-gather": f"Shaw, gather (κ = {args.clip})",
+             "shaw-project": f"Shaw, project (κ = {args.clip})",
+             "shaw-skew": f"Shaw, skew (κ = {args.clip})",
+             "t5": "T5 (32 buckets)", "xl": "Transformer-XL",
+             "deberta": f"DeBERTa c2p+p2c (κ = {args.clip})",
+             "kerple": "Kerple (log)", "fire": "FIRE (MLP width 32)",
+             "cope": "CoPE (npos_max 64)"}
     print(f"One causal attention layer: d_model {args.d_model}, {args.heads} heads of "
           f"{head_dim}, batch 1, float32, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads\n")
-    header = (f"{'method':<22} {'L':>5} {'params':>8} {'extra peak':>11} {'extra saved':>12} "
-              f"{'time':>9} {'ratio':>6}")
+    header = (f"{'method':<26} {'L':>5} {'params':>8} {'extra peak':>11} "
+              f"{'extra saved':>12} {'time':>9} {'ratio':>6}")
     print(header)
     print("-" * len(header))
     for length in args.lengths:
         rows = measure(length, args)
         base = rows[0]
-        print(f"{'plain attention':<22} {length:>5} {0:>8} {base['peak'] / MIB:>7.1f} MiB "
+        print(f"{'plain attention':<26} {length:>5} {0:>8} {base['peak'] / MIB:>7.1f} MiB "
               f"{base['saved'] / MIB:>8.1f} MiB {base['ms']:>6.1f} ms {1:>6.2f}"
               "   (absolute values)")
         for row in rows[1:]:
-            print(f"{names[row['method']]:<22} {length:>5} {row['params']:>8,} "
+            print(f"{names[row['method']]:<26} {length:>5} {row['params']:>8,} "
                   f"{(row['peak'] - base['peak']) / MIB:>+7.1f} MiB "
                   f"{(row['saved'] - base['saved']) / MIB:>+8.1f} MiB "
                   f"{row['ms']:>6.1f} ms {row['ms'] / base['ms']:>6.2f}")

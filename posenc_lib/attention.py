@@ -50,7 +50,8 @@ def causal_mask(n_q: int, n_k: Optional[int] = None, *, device=None) -> Tensor:
     n_q = _validate.positive_int("n_q", n_q)
     n_k = n_q if n_k is None else _validate.positive_int("n_k", n_k)
     if n_k < n_q:
-        raise ValueError(f"n_k must be >= n_q for a causal mask, got n_k={n_k}, n_q={n_q}")
+        raise ValueError(f"n_k must be >= n_q for a causal mask, "
+                         f"got n_k={n_k}, n_q={n_q}")
     i = torch.arange(n_q, device=device).unsqueeze(1) + (n_k - n_q)
     j = torch.arange(n_k, device=device).unsqueeze(0)
     return j <= i
@@ -99,7 +100,8 @@ def scaled_dot_product_attention(
         _validate.broadcastable("score_bias", bias.shape, scores.shape)
         scores = scores + bias
     if causal:
-        scores = scores.masked_fill(~causal_mask(n_q, n_k, device=q.device), float("-inf"))
+        allowed = causal_mask(n_q, n_k, device=q.device)
+        scores = scores.masked_fill(~allowed, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     out = weights @ v
     if value_term is not None:
@@ -127,7 +129,8 @@ class MultiHeadAttention(nn.Module):
         d_model = _validate.positive_int("d_model", d_model)
         n_heads = _validate.positive_int("n_heads", n_heads)
         if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+            raise ValueError(f"d_model ({d_model}) must be divisible by "
+                             f"n_heads ({n_heads})")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)

@@ -17,8 +17,11 @@ The module also holds the pieces the RoPE chapter checks: the dense rotation
 matrix (:func:`rotation_matrix`), the complex-number form
 (:func:`apply_rope_complex`), the weight permutation that checkpoint
 converters apply (:func:`interleaved_to_half`), RoFormer's long-range bound
-(:func:`decay_bound`) and the rounding error of cos and sin at long positions
-(:func:`cos_sin_error`).
+(:func:`decay_bound`), the rounding error of cos and sin at long positions
+(:func:`cos_sin_error`), the frequencies of the two partial-rotary
+conventions, GPT-NeoX's and p-RoPE's (:func:`partial_inv_freq`), and the
+orthogonal basis in which any ``exp(p·A)`` with skew-symmetric ``A`` is RoPE
+(:func:`rope_basis`).
 
 Speed: :func:`apply_rope` computes cos and sin once per position and pair,
 ``(seq, rotary_dim/2)``, and broadcasts them over batch and heads. Without
@@ -42,9 +45,12 @@ from . import _validate
 __all__ = ["LAYOUTS", "inv_freq", "rope_angles", "cos_sin", "rotate", "apply_rope",
            "apply_cos_sin", "apply_rope_complex", "rotation_matrix", "layout_permutation",
            "interleaved_to_half", "qk_transform", "relative_score", "decay_bound",
-           "cos_sin_error"]
+           "cos_sin_error", "PARTIAL_SPACINGS", "partial_inv_freq", "rope_basis",
+           "rerotate"]
 
 LAYOUTS = ("half", "interleaved")
+#: The two conventions for a partial rotary head (:func:`partial_inv_freq`).
+PARTIAL_SPACINGS = ("rotary_dim", "head_dim")
 
 
 def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype | None = None) -> Tensor:
@@ -62,6 +68,61 @@ def inv_freq(dim: int, base: float = 10000.0, *, dtype: torch.dtype | None = Non
     dtype = _validate.floating_dtype("dtype", dtype)
     exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim
     return (1.0 / base ** exponent).to(dtype)
+
+
+def partial_inv_freq(head_dim: int, partial_rotary_factor: float, base: float = 10000.0,
+                     *, spacing: str = "rotary_dim",
+                     dtype: torch.dtype | None = None) -> Tensor:
+    """Frequencies for a head that rotates only a fraction ``p`` of its features.
+
+    Two conventions go by the name ``partial_rotary_factor``:
+
+    ``spacing="rotary_dim"``
+        GPT-NeoX (``rotary_pct``) and transformers' ``partial_rotary_factor``
+        (``_compute_default_rope_parameters`` in ``modeling_rope_utils.py``):
+        ``rotary_dim = int(head_dim * p)`` features rotate, with
+        ``θ_i = base**(-2i/rotary_dim)`` spaced over that slice, so the slice
+        keeps the whole range from 1 down to about ``1/base``. Returns
+        ``(rotary_dim/2,)``; pass ``rotary_dim=2 * len(result)`` to
+        :func:`apply_rope`, which rotates the first ``rotary_dim`` features.
+    ``spacing="head_dim"``
+        p-RoPE (Barbero et al. 2024), also transformers' later
+        ``"proportional"`` rope type: the ``k = int(p * head_dim // 2)``
+        fastest pairs keep the frequencies of the whole head,
+        ``θ_i = base**(-2i/head_dim)``, and the other ``head_dim/2 - k`` pairs
+        get ``θ_i = 0``, so they never turn: the lowest frequencies are
+        dropped. Returns ``(head_dim/2,)``; rotate the whole head with
+        :func:`apply_rope`.
+
+    Args:
+        head_dim: features per head (even).
+        partial_rotary_factor: the fraction ``p``, ``0 < p <= 1``.
+        base: the frequency base (``rope_theta``).
+        spacing: ``"rotary_dim"`` or ``"head_dim"`` (:data:`PARTIAL_SPACINGS`).
+        dtype: computed in float64 and rounded once (torch's default if ``None``).
+
+    Returns:
+        ``(rotary_dim/2,)`` or ``(head_dim/2,)`` tensor, as above.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    factor = _validate.finite_float("partial_rotary_factor", partial_rotary_factor,
+                                    greater_than=0.0)
+    if factor > 1.0:
+        raise ValueError(f"partial_rotary_factor must be <= 1, got {factor}")
+    _validate.one_of("spacing", spacing, PARTIAL_SPACINGS)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    dtype = _validate.floating_dtype("dtype", dtype)
+    if spacing == "rotary_dim":
+        rotary_dim = int(head_dim * factor)
+        if rotary_dim < 2 or rotary_dim % 2:
+            raise ValueError(f"partial_rotary_factor={factor} gives rotary_dim = "
+                             f"int({head_dim} * {factor}) = {rotary_dim}, which "
+                             f"must be even and >= 2")
+        return inv_freq(rotary_dim, base, dtype=dtype)
+    rotating = int(factor * head_dim // 2)
+    theta = inv_freq(head_dim, base, dtype=torch.float64)
+    theta[rotating:] = 0.0
+    return theta.to(dtype)
 
 
 def _check_inv_freq(inv_freq: Tensor) -> Tensor:
@@ -270,7 +331,7 @@ def apply_rope(x: Tensor, positions, inv_freq: Tensor, *, layout: str = "half",
     attention_factor = _validate.finite_float("attention_factor", attention_factor,
                                               greater_than=0.0)
     positions = _check_positions(positions, x)
-    angles = rope_angles(positions, inv_freq)        # (..., seq, rotary_dim/2): once per pair
+    angles = rope_angles(positions, inv_freq)     # (..., seq, rotary_dim/2): once a pair
     cos, sin = angles.cos(), angles.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
@@ -441,6 +502,53 @@ def interleaved_to_half(weight: Tensor, n_heads: int) -> Tensor:
     return per_head[:, perm].reshape(weight.shape)
 
 
+def rope_basis(generator: Tensor) -> tuple[Tensor, Tensor]:
+    """The RoPE inside ``U_p = exp(p·A)``: an orthogonal basis and the frequencies.
+
+    A real skew-symmetric ``A`` (``Aᵀ = -A``) is ``Q B Qᵀ`` with ``Q``
+    orthogonal and ``B`` block-diagonal, block ``j`` equal to
+    ``[[0, -θ_j], [θ_j, 0]]`` with ``θ_j >= 0``. Hence
+    ``matrix_exp(p * A) == Q @ rotation_matrix(p, θ) @ Q.T`` (interleaved
+    layout) for every real ``p``.
+
+    Computed from the Hermitian eigenproblem of ``iA``: an eigenvector
+    ``v = a + ib`` of eigenvalue ``θ > 0`` gives the orthonormal pair
+    ``(√2 a, √2 b)``, on which ``A`` acts as ``θ·[[0, -1], [1, 0]]``. The
+    kernel of ``A`` (pairs with ``θ = 0``) comes from its singular vectors.
+
+    Args:
+        generator: ``(d, d)`` skew-symmetric matrix ``A``, ``d`` even.
+
+    Returns:
+        ``(basis, inv_freq)`` in ``generator``'s dtype: ``(d, d)`` orthogonal
+        ``Q`` whose columns ``2j, 2j+1`` span pair ``j``, and ``(d/2,)``
+        frequencies ``θ_j``, largest first.
+    """
+    _validate.tensor("generator", generator, min_dim=2, floating=True)
+    if generator.dim() != 2 or generator.shape[0] != generator.shape[1]:
+        raise ValueError(f"generator must be a square matrix (d, d), got shape "
+                         f"{tuple(generator.shape)}")
+    dim = _validate.even_int("generator.shape[0]", generator.shape[0])
+    _validate.finite_tensor("generator", generator)
+    a = generator.to(torch.float64)
+    scale = float(a.abs().max())
+    if float((a + a.T).abs().max()) > 16 * torch.finfo(generator.dtype).eps * scale:
+        raise ValueError("generator must be skew-symmetric (generator.T == -generator)")
+    a = (a - a.T) / 2
+    # iA is Hermitian; its eigenvalues come in pairs ±θ_j, ascending.
+    values, vectors = torch.linalg.eigh(1j * a.to(torch.complex128))
+    theta = values[dim // 2:].flip(0)                        # θ_j >= 0, largest first
+    upper = vectors[:, dim // 2:].flip(1)
+    basis = math.sqrt(2) * torch.stack([upper.real, upper.imag], dim=-1).flatten(-2)
+    turning = int((theta > dim * torch.finfo(torch.float64).eps * scale).sum())
+    if turning < dim // 2:
+        # The kernel of A: a real subspace, from the smallest singular values.
+        kernel = torch.linalg.svd(a).Vh[2 * turning:].T
+        basis = torch.cat([basis[:, :2 * turning], kernel], dim=1)
+        theta[turning:] = 0.0
+    return basis.to(generator.dtype), theta.to(generator.dtype)
+
+
 def qk_transform(positions, inv_freq: Tensor, *, key_positions=None, layout: str = "half",
                  attention_factor: float = 1.0,
                  rotary_dim: int | None = None) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
@@ -570,3 +678,50 @@ def cos_sin_error(positions, dim: int, base: float = 10000.0, *,
         rounded = fn(angles).to(cos_sin_dtype).to(torch.float64)
         error = torch.maximum(error, (rounded - fn(reference)).abs().amax(dim=-1))
     return error
+
+
+def rerotate(k: Tensor, delta, inv_freq: Tensor, *, layout: str = "half") -> Tensor:
+    """Move keys rotated at position ``p`` to position ``p + delta``, without recomputing them.
+
+    Rotations of a pair compose by adding angles, ``R(a)R(b) = R(a + b)``, so
+    ``R_{Θ,p+δ} k = R_{Θ,δ} (R_{Θ,p} k)``: a cached key is moved by rotating
+    it once more, by ``δ``. That is :func:`apply_rope` at the "position"
+    ``δ``. Whatever ``attention_factor`` the keys carry stays as it is.
+
+    With ``inv_freq = θ_new - θ_old`` and ``delta`` the keys' positions, the
+    same call turns keys rotated with frequencies ``θ_old`` into keys rotated
+    with ``θ_new`` at the same positions.
+
+    Args:
+        k: ``(..., seq, dim)`` rotated keys, e.g. a KV cache
+            ``(batch, heads, seq, head_dim)``.
+        delta: an int, or a tensor broadcastable to ``(..., seq)``: how many
+            positions to move each key (negative moves it back).
+        inv_freq: ``(dim/2,)`` the frequencies the keys were rotated with.
+        layout: ``"half"`` or ``"interleaved"`` (see the module docstring).
+
+    Returns:
+        Tensor shaped like ``k``, in ``k``'s dtype.
+    """
+    _validate.tensor("k", k, min_dim=2, floating=True)
+    inv_freq = _check_inv_freq(inv_freq)
+    if k.shape[-1] != 2 * inv_freq.shape[0]:
+        raise ValueError(f"k must have last dimension 2 * len(inv_freq) = "
+                         f"{2 * inv_freq.shape[0]}, got shape {tuple(k.shape)}")
+    if isinstance(delta, Tensor):
+        if delta.is_complex() or delta.dtype == torch.bool:
+            raise ValueError(f"delta must be a real tensor, got {delta.dtype}")
+        shift = delta.reshape(1) if delta.dim() == 0 else delta
+        try:
+            shape = torch.broadcast_shapes(tuple(shift.shape) + (k.shape[-1],), k.shape)
+        except RuntimeError:
+            shape = None
+        if shape != k.shape:
+            raise ValueError(f"delta of shape {tuple(delta.shape)} does not broadcast to "
+                             f"k's leading shape {tuple(k.shape[:-1])}")
+    elif isinstance(delta, int) and not isinstance(delta, bool):
+        shift = torch.tensor([delta])
+    else:
+        raise ValueError(f"delta must be an int or a tensor, got {delta!r}")
+    return apply_rope(k, shift, inv_freq, layout=layout)
+

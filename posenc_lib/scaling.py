@@ -17,7 +17,8 @@ rope_type  method                            parameters
 default    plain RoPE                        none
 linear     position interpolation (PI)       factor
 ntk        static NTK-aware                  factor
-dynamic    dynamic NTK                       factor, max_position_embeddings, seq_len
+dynamic    dynamic NTK                       factor, max_position_embeddings, seq_len,
+                                             original_max_position_embeddings (unused)
 yarn       YaRN (NTK-by-parts + temperature) factor, original_max_position_embeddings,
                                              beta_fast, beta_slow, mscale, mscale_all_dim,
                                              attention_factor, truncate
@@ -70,6 +71,7 @@ __all__ = [
     "interpolation_bound",
     "llama4_attn_scales",
     "llama4_no_rope_layers",
+    "rope_from_config",
 ]
 
 
@@ -142,11 +144,17 @@ def _ntk(dim, base, seq_len, *, factor):
     return _default_inv_freq(dim, ntk_base(base, factor, dim)), 1.0
 
 
-def _dynamic(dim, base, seq_len, *, factor, max_position_embeddings):
+def _dynamic(dim, base, seq_len, *, factor, max_position_embeddings,
+             original_max_position_embeddings):
     factor = _factor(factor)
     max_len = _length("max_position_embeddings", max_position_embeddings)
-    # Up to max_position_embeddings this is plain RoPE; beyond, the NTK factor
-    # grows with the length, reaching `factor` at factor * max_position_embeddings.
+    if original_max_position_embeddings is not None:
+        # Accepted and unused, as by transformers 4.57, whose dynamic function
+        # reads config.max_position_embeddings only: a pasted config must work.
+        _length("original_max_position_embeddings", original_max_position_embeddings)
+    # Up to max_position_embeddings (L) this is plain RoPE. Beyond, the NTK scale
+    # factor·n/L - (factor - 1) grows with the length n: 1 at n = L, and at
+    # n = factor·L it is factor² - factor + 1, not factor (only factor = 1 gives n/L).
     length = max_len if seq_len is None else max(seq_len, max_len)
     scale = factor * length / max_len - (factor - 1)
     return _default_inv_freq(dim, base * scale ** (dim / (dim - 2))), 1.0
@@ -292,7 +300,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling(_default),
     "linear": RopeScaling(_linear, ("factor",)),
     "ntk": RopeScaling(_ntk, ("factor",), min_dim=4),
-    "dynamic": RopeScaling(_dynamic, ("factor", "max_position_embeddings"), min_dim=4),
+    "dynamic": RopeScaling(_dynamic, ("factor", "max_position_embeddings"),
+                           {"original_max_position_embeddings": None}, min_dim=4),
     "yarn": RopeScaling(
         _yarn, ("factor", "original_max_position_embeddings"),
         {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": None, "mscale_all_dim": None,
@@ -646,3 +655,633 @@ def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 
     n = _validate.positive_int("num_hidden_layers", num_hidden_layers)
     interval = _validate.positive_int("no_rope_layer_interval", no_rope_layer_interval)
     return [int((layer + 1) % interval != 0) for layer in range(n)]
+
+
+# -- a whole config.json --------------------------------------------------------------
+
+def rope_from_config(config: Mapping, *, seq_len=None,
+                     dtype: torch.dtype | None = None) -> tuple[Tensor, float]:
+    """``(inv_freq, attention_factor)`` of a model, from its ``config.json`` as a mapping.
+
+    Reads every layout transformers has used (4.x ``rope_theta`` plus
+    ``rope_scaling`` with ``rope_type`` or the older ``type``; 5.x
+    ``rope_parameters``; Phi-3's top-level ``original_max_position_embeddings``;
+    ``partial_rotary_factor`` or GPT-NeoX's ``rotary_pct``; ``head_dim``, else
+    ``hidden_size // num_attention_heads``, or DeepSeek's ``qk_rope_head_dim``)
+    and returns the numbers transformers 4.57 computes for it (its
+    ``ROPE_INIT_FUNCTIONS``), through :func:`rope_parameters`. Keys outside the
+    positional set-up are ignored; so is a key of the rope block that
+    transformers does not read, with a warning that names it (transformers
+    logs it as unrecognized).
+
+    Args:
+        config: a parsed ``config.json`` (a ``text_config`` inside is read too).
+        seq_len: current sequence length, for ``"dynamic"`` and ``"longrope"``.
+        dtype: dtype of ``inv_freq`` (torch's default if ``None``).
+
+    Returns:
+        ``(inv_freq, attention_factor)``: a ``(dim/2,)`` tensor, ``dim`` the rotated
+        features per head, and a float.
+
+    Raises:
+        ValueError: naming the key, for a key transformers requires and does not
+            find (``yarn`` without ``factor``; ``yarn`` with neither
+            ``original_max_position_embeddings`` nor ``max_position_embeddings``),
+            a value it rejects, a model without rotary positions, or a config that
+            transformers 4.57 and 5.x would read differently.
+
+    Warns:
+        UnknownRopeKeyWarning: for a key of the rope block that transformers
+            ignores (a misspelt ``original_max_position_embeddings``, say).
+    """
+    from ._config import parse_rope_config  # the schema parsing lives apart
+
+    rope = parse_rope_config(config)
+    return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
+                           dtype=dtype, **rope.params)
+
+
+# -- how large the base must be (chapter 10) ------------------------------------------
+
+import contextlib  # noqa: E402
+
+from . import rope  # noqa: E402  (rope imports nothing from this module)
+
+def critical_dimension(dim: int, base: float = 10000.0, train_length: float = 4096) -> int:
+    """Liu et al.'s critical dimension ``d_extra = 2⌈(dim/2)·log_base(train_length/2π)⌉``.
+
+    Pair ``i`` has the wavelength ``λ_i = 2π·base**(2i/dim)``; the pairs
+    ``i < d_extra/2`` complete a full turn within ``train_length``
+    (``λ_i <= train_length``), the others do not, so ``d_extra`` counts the
+    features whose whole period was seen in training (Liu et al. 2023, Eq. 13
+    of OpenLMLab/scaling-rope's README). The result is clamped to ``[0, dim]``.
+
+    Returns:
+        even int.
+    """
+    dim = _validate.even_int("dim", dim)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    length = _validate.finite_float("train_length", train_length, greater_than=0.0)
+    half = (dim / 2) * math.log(length / (2 * math.pi)) / math.log(base)
+    return 2 * min(dim // 2, max(0, math.ceil(half)))
+
+
+def _tune_lengths(train_length, tune_length) -> tuple[float, float]:
+    train = _validate.finite_float("train_length", train_length, greater_than=2 * math.pi)
+    tune = train if tune_length is None else _validate.finite_float("tune_length",
+                                                                    tune_length)
+    if tune < train:
+        raise ValueError(f"tune_length must be >= train_length ({train}), got {tune}")
+    return train, tune
+
+
+def critical_base(train_length: float, tune_length: float | None = None, *,
+                  original_base: float = 10000.0) -> float:
+    """Liu et al.'s critical base ``β_0 = original_base ** log_{T_train/2π}(T_tune/2π)``.
+
+    The base at which the (fractional) critical pair, the one whose wavelength
+    was exactly ``train_length`` under ``original_base``, has the wavelength
+    ``tune_length``. ``tune_length`` defaults to ``train_length`` (then
+    ``β_0 = original_base``).
+    """
+    train, tune = _tune_lengths(train_length, tune_length)
+    original_base = _validate.finite_float("original_base", original_base, greater_than=1.0)
+    return original_base ** (math.log(tune / (2 * math.pi)) / math.log(train / (2 * math.pi)))
+
+
+def extrapolation_bound(dim: int, base: float, train_length: float,
+                        tune_length: float | None = None, *,
+                        original_base: float = 10000.0) -> float:
+    """Liu et al.'s extrapolation upper bound ``T_extra`` after fine-tuning with ``base``.
+
+    A model pre-trained on ``train_length`` tokens with ``original_base`` and
+    fine-tuned on ``tune_length`` tokens (default ``train_length``) with
+    ``base``: if ``base > β_0`` (:func:`critical_base`),
+    ``T_extra = 2π·base**(d_extra/dim)`` with ``d_extra`` from
+    :func:`critical_dimension` at ``original_base`` and ``train_length``, the
+    wavelength of the first pair that did not complete a turn in
+    pre-training; otherwise ``tune_length`` (Liu et al. 2023, Eqs. 16a-b of
+    OpenLMLab/scaling-rope's README). The bound is their claim about trained
+    models; this function only evaluates the formula.
+
+    Returns:
+        float, in tokens.
+    """
+    train, tune = _tune_lengths(train_length, tune_length)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    d_extra = critical_dimension(dim, original_base, train)
+    if base > critical_base(train, tune, original_base=original_base):
+        return 2 * math.pi * base ** (d_extra / dim)
+    return tune
+
+
+def rope_cos_sum(distances, dim: int, base: float = 10000.0) -> Tensor:
+    """Men et al.'s ``B_{m,θ} = Σ_{i=0}^{dim/2-1} cos(m·θ_i)`` at every distance ``m``.
+
+    No normalisation: ``B_{0,θ} = dim/2``. For queries and keys with
+    independent components of variance ``σ²`` and a similar key
+    ``k* = q + ε`` (``ε`` of mean 0), Men et al. (2024) show
+    ``E[qᵀR_m k*] - E[qᵀR_m k] = 2σ²·B_{m,θ}``.
+
+    Args:
+        distances: relative distances ``m``, any shape ``S`` (computed in float64).
+        dim: head size (even).
+        base: RoPE base.
+
+    Returns:
+        ``S``-shaped float64 tensor.
+    """
+    theta = _default_inv_freq(_validate.even_int("dim", dim),
+                              _validate.finite_float("base", base, greater_than=1.0))
+    m = torch.as_tensor(distances)
+    if m.is_complex() or m.dtype == torch.bool:
+        raise ValueError(f"distances must be real, got {m.dtype}")
+    m = m.to(torch.float64)
+    _validate.finite_tensor("distances", m)
+    return torch.cos(m.unsqueeze(-1) * theta).sum(-1)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Run torch single-threaded inside the block (many small kernels)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _first_negative(theta: Tensor, limit: int) -> int | None:
+    """Smallest integer ``0 <= m <= limit`` with ``Σ cos(m θ_i) < 0``, or ``None``."""
+    start, chunk = 0, 512
+    while start <= limit:
+        m = torch.arange(start, min(limit, start + chunk - 1) + 1, dtype=torch.float64)
+        negative = torch.nonzero(torch.cos(m[:, None] * theta).sum(-1) < 0)
+        if negative.numel():
+            return start + int(negative[0, 0])
+        start += chunk
+        chunk = min(2 * chunk, 16384)
+    return None
+
+
+def rope_supported_length(dim: int, base: float = 10000.0, *,
+                          max_length: int = 2 ** 20) -> int:
+    """The largest ``L`` with ``B_{m,θ} >= 0`` for every integer ``0 <= m <= L``.
+
+    Men et al.'s criterion read the other way round: the context length a
+    base supports (:func:`rope_cos_sum`). Searched up to ``max_length``,
+    which is returned if ``B`` stays non-negative that far.
+
+    Returns:
+        int.
+    """
+    theta = _default_inv_freq(_validate.even_int("dim", dim, minimum=4),
+                              _validate.finite_float("base", base, greater_than=1.0))
+    max_length = _validate.positive_int("max_length", max_length)
+    with _one_thread():
+        first = _first_negative(theta, max_length)
+    return max_length if first is None else first - 1
+
+
+def rope_base_bound(context_length: int, dim: int = 128, *, lowest: float = 2.0,
+                    highest: float = 1e15) -> float:
+    """Men et al.'s lower bound: the smallest base with ``B_{m,θ} >= 0`` for all ``m <= L``.
+
+    ``inf{base : Σ_i cos(m·base^(-2i/dim)) >= 0 for every integer
+    0 <= m <= context_length}``, searched upwards from ``lowest``. The set of
+    such bases is not an interval: bases above the bound can fail again.
+
+    The search steps through ``u = ln base``. At a failing base, any ``m``
+    with ``B(m) < 0`` certifies the bases up to the next root of
+    ``u ↦ B(m; u)`` as failing too; the step to that root is taken safely
+    from ``B``, its derivative and a bound on its second derivative
+    (``|∂²B/∂u²| <= Σ_i (mθ_i x_i)² + mθ_i x_i²`` with ``x_i = 2i/dim``, largest
+    at the left end since every ``θ_i`` decreases with ``u``), so no window of
+    valid bases is skipped, up to float64 rounding. A base is accepted only
+    after every ``m`` up to ``context_length`` has been evaluated.
+
+    Args:
+        context_length: ``L``, a positive integer.
+        dim: head size (even, >= 4: with ``dim = 2`` the only pair turns one
+            radian per position whatever the base, and ``B(2) = cos 2 < 0``).
+        lowest: where the search starts (a base > 1).
+        highest: the search gives up beyond this base and returns ``inf``.
+
+    Returns:
+        float: the bound, or ``math.inf``.
+    """
+    length = _validate.positive_int("context_length", context_length)
+    dim = _validate.even_int("dim", dim, minimum=4)
+    lowest = _validate.finite_float("lowest", lowest, greater_than=1.0)
+    highest = _validate.finite_float("highest", highest, greater_than=lowest)
+    with _one_thread():  # thousands of small steps: threads only add overhead
+        return _base_bound_search(length, _exponents(dim), math.log(lowest),
+                                  math.log(highest))
+
+
+def _base_bound_search(length: int, x: Tensor, u: float, top: float) -> float:
+    """The search of :func:`rope_base_bound` in ``u = ln base``; ``x = 2i/dim``."""
+    certificates = torch.zeros(0, dtype=torch.float64)
+    while u <= top:
+        theta = torch.exp(-x * u)
+        values = torch.cos(certificates[:, None] * theta).sum(-1)
+        failing = values < 0
+        if not bool(failing.any()):
+            # Look near the recent certificates first, then everywhere.
+            near = (certificates[-16:, None] + torch.arange(-64.0, 65.0)).flatten()
+            near = near[(near >= 0) & (near <= length)].unique()
+            near_values = torch.cos(near[:, None] * theta).sum(-1)
+            if bool((near_values < 0).any()):
+                m = float(near[near_values.argmin()])
+            else:
+                first = _first_negative(theta, length)
+                if first is None:
+                    return math.exp(u)
+                m = float(first)
+            found = torch.tensor([m], dtype=torch.float64)
+            certificates = torch.cat([certificates[-255:], found])
+            continue
+        m = certificates[failing][:, None]
+        angle = m * theta                     # mθ_i
+        b = values[failing]
+        slope = (torch.sin(angle) * angle * x).sum(-1)
+        curvature = ((angle * x) ** 2 + angle * x * x).sum(-1)
+        step = (-slope + torch.sqrt(slope * slope - 2 * curvature * b)) / curvature
+        u += max(float(step.max()), 1e-13 * abs(u))
+    return math.inf
+
+
+# -- attention temperatures: log-n scaling (chapter 10) --------------------------------
+
+def logn_attention_scale(positions, train_length: int) -> Tensor:
+    """Log-n scaling of the logits: ``max(1, ln(p + 1) / ln(train_length))``.
+
+    The query at position ``p`` (counting from 0) sees ``p + 1`` keys under a
+    causal mask; beyond the training length its logits are multiplied by
+    ``log_L(p + 1)``, so that they grow with the log of the number of keys
+    (Su 2021, entropy invariance). This is Qwen-1's ``use_logn_attn``
+    (``logn_tensor`` in ``QWenAttention``, with ``L = seq_length``) and the
+    query scaling in the ReRoPE reference code; both multiply the queries.
+
+    Args:
+        positions: 0-based query positions, any shape ``S``.
+        train_length: ``L``, an integer >= 2.
+
+    Returns:
+        ``S``-shaped float64 tensor, >= 1.
+    """
+    length = _validate.positive_int("train_length", train_length, minimum=2)
+    p = torch.as_tensor(positions)
+    if p.is_complex() or p.dtype == torch.bool:
+        raise ValueError(f"positions must be real, got {p.dtype}")
+    p = p.to(torch.float64)
+    _validate.finite_tensor("positions", p)
+    if bool((p < 0).any()):
+        raise ValueError("positions must be >= 0")
+    return (torch.log1p(p) / math.log(length)).clamp(min=1.0)
+
+
+def attention_entropy(scores: Tensor, *, dim: int = -1) -> Tensor:
+    """Entropy in nats of ``softmax(scores)`` along ``dim``.
+
+    ``H = logsumexp(s) - Σ_j p_j s_j``; keys with score ``-inf`` (masked) get
+    weight 0 and add nothing.
+
+    Args:
+        scores: ``(..., n)`` logits (float), ``-inf`` allowed, not every one.
+
+    Returns:
+        tensor of ``scores``' shape without ``dim``.
+    """
+    _validate.tensor("scores", scores, min_dim=1, floating=True)
+    if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
+        raise ValueError("scores must not hold NaN or +inf")
+    if bool(torch.isneginf(scores).all(dim=dim).any()):
+        raise ValueError("scores must leave at least one key unmasked along dim")
+    p = torch.softmax(scores, dim=dim)
+    finite = torch.where(torch.isneginf(scores), torch.zeros_like(scores), scores)
+    return torch.logsumexp(scores, dim=dim) - (p * finite).sum(dim)
+
+
+# -- re-mapped positions: ReRoPE, Self-Extend, attention sinks (chapter 10) ------------
+
+def _position_vector(name: str, value) -> Tensor:
+    """1-D int64 tensor of non-negative integer positions."""
+    p = torch.as_tensor(value)
+    if p.dim() != 1 or p.is_complex() or p.dtype == torch.bool:
+        raise ValueError(f"{name} must be a 1-D sequence of integers, got "
+                         f"{p.dtype} of shape {tuple(p.shape)}")
+    if p.is_floating_point():
+        if not bool((torch.isfinite(p) & (p == p.round())).all()):
+            raise ValueError(f"{name} must hold integers")
+    p = p.to(torch.int64)
+    if bool((p < 0).any()):
+        raise ValueError(f"{name} must be >= 0")
+    return p
+
+
+def _query_key(query_positions, key_positions) -> tuple[Tensor, Tensor]:
+    m = _position_vector("query_positions", query_positions)
+    n = m if key_positions is None else _position_vector("key_positions", key_positions)
+    return m, n
+
+
+def rerope_relative_positions(query_positions, key_positions=None, *, window: int,
+                              leaky_factor: float | None = None) -> Tensor:
+    """The relative position (key minus query) each pair sees under ReRoPE.
+
+    With the distance ``D = m - n`` of query ``m`` and key ``n``, ReRoPE (Su
+    2023) keeps ``D`` inside the window and clips it outside:
+    ``D' = D`` if ``|D| < window``, else ``window``. Leaky ReRoPE
+    (``leaky_factor = k > 1``) continues with slope ``1/k`` instead:
+    ``D' = window + (D - window)/k``. Exactly what the two passes of
+    bojone/rerope's ``rerope_patch.py`` and ``leaky_rerope_patch.py`` compute
+    (:func:`rerope_scores`); under a causal mask only ``D >= 0`` matters.
+
+    Args:
+        query_positions: ``(n_q,)`` integers >= 0.
+        key_positions: ``(n_k,)``; defaults to ``query_positions``.
+        window: ``w``, an integer >= 1.
+        leaky_factor: ``None`` (ReRoPE) or ``k > 1`` (Leaky ReRoPE).
+
+    Returns:
+        ``(n_q, n_k)`` float64 tensor ``-D'``.
+    """
+    m, n = _query_key(query_positions, key_positions)
+    window = _validate.positive_int("window", window)
+    distance = (m[:, None] - n[None, :]).to(torch.float64)
+    if leaky_factor is None:
+        outside = torch.full_like(distance, float(window))
+    else:
+        k = _validate.finite_float("leaky_factor", leaky_factor, greater_than=1.0)
+        outside = window + (distance - window) / k
+    return -torch.where(distance.abs() < window, distance, outside)
+
+
+def self_extend_relative_positions(query_positions, key_positions=None, *,
+                                   group_size: int, neighbor_window: int) -> Tensor:
+    """The relative position (key minus query) each pair sees under Self-Extend.
+
+    Jin et al. (2024): within the neighbour window, ``m - n < w``, the
+    distance is exact; beyond, both positions are grouped by floor division
+    and the query is shifted so that the two parts meet:
+    ``D' = (⌊m/G⌋ + w - ⌊w/G⌋) - ⌊n/G⌋``. This is the corrected reference code
+    (datamllab/LongLM, ``self_extend_patch/Llama_4_40.py``, commit 715c1e3,
+    which replaced ``w / G`` by ``w // G``) and the paper's formula.
+
+    Args:
+        query_positions: ``(n_q,)`` integers >= 0.
+        key_positions: ``(n_k,)``; defaults to ``query_positions``.
+        group_size: ``G`` (``group_size_1`` in the reference code), >= 1.
+        neighbor_window: ``w`` (``group_size_2``), >= 1.
+
+    Returns:
+        ``(n_q, n_k)`` int64 tensor ``-D'``.
+    """
+    m, n = _query_key(query_positions, key_positions)
+    g = _validate.positive_int("group_size", group_size)
+    w = _validate.positive_int("neighbor_window", neighbor_window)
+    distance = m[:, None] - n[None, :]
+    grouped = (m[:, None] // g + w - w // g) - n[None, :] // g
+    return -torch.where(distance < w, distance, grouped)
+
+
+def sink_cache_positions(query_positions, key_positions=None, *, start_size: int,
+                         recent_size: int) -> tuple[Tensor, Tensor]:
+    """Relative positions (key minus query) inside a StreamingLLM cache, and what it keeps.
+
+    When query ``m`` is computed, the cache holds the first ``start_size``
+    tokens (the attention sinks) and the ``recent_size`` most recent ones, the
+    query itself included: keys ``n < s`` and ``m - r < n <= m``
+    (``StartRecentKVCache.evict_for_space`` in mit-han-lab/streaming-llm).
+    Positions are assigned by slot in the cache, ``0, 1, ...``; with
+    ``a = max(s, m - r + 1)`` the first kept recent token, key ``n`` sits at
+    ``n`` if ``n < s`` else ``n - a + s``, and the query at ``m - a + s``.
+    So recent keys keep their distance ``m - n`` and a sink ``n`` is seen at
+    distance ``m - a + s - n``.
+
+    Args:
+        query_positions: ``(n_q,)`` integers >= 0.
+        key_positions: ``(n_k,)``; defaults to ``query_positions``.
+        start_size: ``s``, sinks kept (>= 0).
+        recent_size: ``r``, most recent tokens kept, the query included (>= 1).
+
+    Returns:
+        ``(relative, kept)``: ``(n_q, n_k)`` int64 relative positions (0 where
+        not kept) and the ``(n_q, n_k)`` bool mask of kept keys.
+    """
+    m, n = _query_key(query_positions, key_positions)
+    s = _validate.positive_int("start_size", start_size, minimum=0)
+    r = _validate.positive_int("recent_size", recent_size)
+    first_recent = torch.clamp(m - r + 1, min=s)[:, None]           # a, per query
+    sink = (n[None, :] < s) & (n[None, :] <= m[:, None])
+    recent = (n[None, :] >= first_recent) & (n[None, :] <= m[:, None])
+    key_slot = torch.where(n[None, :] < s, n[None, :], n[None, :] - first_recent + s)
+    query_slot = m[:, None] - first_recent + s
+    kept = sink | recent
+    return torch.where(kept, key_slot - query_slot, 0), kept
+
+
+def relative_map_scores(q: Tensor, k: Tensor, relative_positions: Tensor,
+                        inv_freq: Tensor, *, layout: str = "half") -> Tensor:
+    """RoPE scores ``⟨q_m, R_{r(m,n)} k_n⟩`` for an arbitrary map of relative positions.
+
+    Entry ``(m, n)`` is the score of plain RoPE at the relative position
+    ``r(m, n)`` (key minus query): with pair ``i`` of ``q`` and ``k`` as complex
+    numbers, ``Re Σ_i conj(q_mi) k_ni e^{i r θ_i}``. A reference that builds an
+    ``(n_q, n_k, dim/2)`` table of angles: ``O(n_q n_k dim)`` time and memory.
+
+    Args:
+        q: ``(..., n_q, dim)`` queries, not rotated.
+        k: ``(..., n_k, dim)`` keys, not rotated.
+        relative_positions: ``(n_q, n_k)`` real tensor.
+        inv_freq: ``(dim/2,)``.
+        layout: which features form pair ``i`` (see :mod:`posenc_lib.rope`).
+
+    Returns:
+        ``(..., n_q, n_k)`` tensor in the promoted dtype of ``q``, ``k`` and ``inv_freq``.
+    """
+    _validate.one_of("layout", layout, rope.LAYOUTS)
+    inv_freq = _validate.tensor("inv_freq", inv_freq, min_dim=1, floating=True)
+    _validate.finite_tensor("inv_freq", inv_freq)
+    half = inv_freq.shape[0]
+    _validate.tensor("q", q, min_dim=2, last_dim=2 * half, floating=True)
+    _validate.tensor("k", k, min_dim=2, last_dim=2 * half, floating=True)
+    r = _validate.tensor("relative_positions", relative_positions, min_dim=2)
+    if r.shape != (q.shape[-2], k.shape[-2]) or r.is_complex():
+        raise ValueError(f"relative_positions must be real of shape (n_q, n_k) = "
+                         f"{(q.shape[-2], k.shape[-2])}, got {tuple(r.shape)}")
+    dtype = torch.promote_types(torch.promote_types(q.dtype, k.dtype), inv_freq.dtype)
+    r = r.to(dtype)
+    _validate.finite_tensor("relative_positions", r)
+    if layout == "half":
+        (qa, qb), (ka, kb) = q.to(dtype).chunk(2, -1), k.to(dtype).chunk(2, -1)
+    else:
+        qa, qb, ka, kb = (t.to(dtype)[..., j::2] for t in (q, k) for j in (0, 1))
+    angles = r[..., None] * inv_freq.to(dtype)                       # (n_q, n_k, dim/2)
+    cos, sin = angles.cos(), angles.sin()
+    # conj(qa + i qb)(ka + i kb) = (qa ka + qb kb) + i (qa kb - qb ka)
+    real = (torch.einsum("...mi,...ni,mni->...mn", qa, ka, cos)
+            + torch.einsum("...mi,...ni,mni->...mn", qb, kb, cos))
+    imag = (torch.einsum("...mi,...ni,mni->...mn", qa, kb, sin)
+            - torch.einsum("...mi,...ni,mni->...mn", qb, ka, sin))
+    return real - imag
+
+
+def _pass(q, k, query_positions, key_positions, inv_freq, layout) -> Tensor:
+    """One pass of RoPE scores: ``R_a q`` against ``R_b k`` for positions ``a``, ``b``."""
+    return (rope.apply_rope(q, query_positions, inv_freq, layout=layout)
+            @ rope.apply_rope(k, key_positions, inv_freq, layout=layout).transpose(-1, -2))
+
+
+def _check_qk(q, k, inv_freq, query_positions, key_positions):
+    _validate.tensor("q", q, min_dim=2, floating=True)
+    _validate.tensor("k", k, min_dim=2, last_dim=q.shape[-1], floating=True)
+    m = (torch.arange(q.shape[-2]) if query_positions is None
+         else _position_vector("query_positions", query_positions))
+    n = (torch.arange(k.shape[-2]) if key_positions is None
+         else _position_vector("key_positions", key_positions))
+    if m.shape[0] != q.shape[-2] or n.shape[0] != k.shape[-2]:
+        raise ValueError(f"query_positions and key_positions must have n_q = {q.shape[-2]} "
+                         f"and n_k = {k.shape[-2]} entries, got {m.shape[0]} and "
+                         f"{n.shape[0]}")
+    return m.to(q.device), n.to(q.device)
+
+
+def rerope_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, window: int,
+                  leaky_factor: float | None = None, query_positions=None,
+                  key_positions=None, layout: str = "half") -> Tensor:
+    """ReRoPE's (or Leaky ReRoPE's) attention scores, in two passes merged by a mask.
+
+    As bojone/rerope does: pass 1 is plain RoPE (queries at ``m``, keys at
+    ``n``); pass 2 rotates every query to position ``window`` and leaves the
+    keys unrotated (ReRoPE), or, for Leaky ReRoPE, uses frequencies divided by
+    ``k = leaky_factor`` with queries at ``m + window·(k - 1)`` and keys at
+    ``n``. Entry ``(m, n)`` comes from pass 1 where ``|m - n| < window``, else
+    from pass 2. Not scaled by ``1/√d`` and not masked.
+
+    Args:
+        q: ``(..., n_q, dim)``, k: ``(..., n_k, dim)``, not rotated.
+        inv_freq: ``(dim/2,)``.
+        window, leaky_factor: as in :func:`rerope_relative_positions`.
+        query_positions, key_positions: default ``0 .. n - 1``.
+        layout: see :mod:`posenc_lib.rope`.
+
+    Returns:
+        ``(..., n_q, n_k)`` scores.
+    """
+    m, n = _check_qk(q, k, inv_freq, query_positions, key_positions)
+    window = _validate.positive_int("window", window)
+    inside = _pass(q, k, m, n, inv_freq, layout)
+    if leaky_factor is None:
+        outside = _pass(q, k, torch.full_like(m, window), torch.zeros_like(n), inv_freq,
+                        layout)
+    else:
+        factor = _validate.finite_float("leaky_factor", leaky_factor, greater_than=1.0)
+        shifted = m.to(torch.float64) + window * (factor - 1)
+        outside = _pass(q, k, shifted, n, inv_freq / factor, layout)
+    near = (m[:, None] - n[None, :]).abs() < window
+    return torch.where(near, inside, outside)
+
+
+def self_extend_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, group_size: int,
+                       neighbor_window: int, query_positions=None, key_positions=None,
+                       layout: str = "half") -> Tensor:
+    """Self-Extend's attention scores, in two passes merged by a mask.
+
+    As datamllab/LongLM does: the neighbour pass is plain RoPE; the group pass
+    rotates queries to ``⌊m/G⌋ + w - ⌊w/G⌋`` and keys to ``⌊n/G⌋``. Entry
+    ``(m, n)`` comes from the neighbour pass where ``m - n < w``. Not scaled and
+    not masked.
+
+    Returns:
+        ``(..., n_q, n_k)`` scores.
+    """
+    m, n = _check_qk(q, k, inv_freq, query_positions, key_positions)
+    g = _validate.positive_int("group_size", group_size)
+    w = _validate.positive_int("neighbor_window", neighbor_window)
+    neighbour = _pass(q, k, m, n, inv_freq, layout)
+    grouped = _pass(q, k, m // g + w - w // g, n // g, inv_freq, layout)
+    return torch.where(m[:, None] - n[None, :] < w, neighbour, grouped)
+
+
+def sink_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, start_size: int,
+                recent_size: int, query_positions=None, key_positions=None,
+                layout: str = "half") -> Tensor:
+    """Attention scores inside a StreamingLLM cache; ``-inf`` for keys it has evicted.
+
+    Every query sees its own cache (:func:`sink_cache_positions`). Recent
+    keys keep their distance, so plain RoPE (pass 1) scores them; the sinks
+    are scored with the query moved to its slot in the cache,
+    ``m - max(s, m - r + 1) + s``, and the keys at their own positions
+    (pass 2). Future keys are ``-inf`` as well. Not scaled.
+
+    Returns:
+        ``(..., n_q, n_k)`` scores.
+    """
+    m, n = _check_qk(q, k, inv_freq, query_positions, key_positions)
+    s = _validate.positive_int("start_size", start_size, minimum=0)
+    r = _validate.positive_int("recent_size", recent_size)
+    first_recent = torch.clamp(m - r + 1, min=s)
+    recent = _pass(q, k, m, n, inv_freq, layout)
+    sinks = _pass(q, k, m - first_recent + s, n, inv_freq, layout)
+    visible = n[None, :] <= m[:, None]
+    is_recent = visible & (n[None, :] >= first_recent[:, None])
+    is_sink = visible & (n[None, :] < s) & ~is_recent
+    scores = torch.where(is_recent, recent, sinks)
+    return scores.masked_fill(~(is_recent | is_sink), float("-inf"))
+
+
+__all__ += ["critical_dimension", "critical_base", "extrapolation_bound", "rope_cos_sum",
+            "rope_supported_length", "rope_base_bound", "logn_attention_scale",
+            "attention_entropy", "rerope_relative_positions",
+            "self_extend_relative_positions", "sink_cache_positions",
+            "relative_map_scores", "rerope_scores", "self_extend_scores", "sink_scores"]
+
+
+def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
+                             n_queries: int = 32, train_length: int | None = None,
+                             base: float = 10000.0, seed: int = 0) -> Tensor:
+    """Entropy of RoPE attention for random queries and keys, at several lengths.
+
+    For each length ``n``, ``n_queries`` queries of norm ``sigma·√dim`` (random
+    directions) sit at position ``n - 1`` and attend causally to ``n`` keys with
+    independent standard normal entries at positions ``0 .. n - 1``; every
+    logit ``⟨R q, R' k⟩/√dim`` is then normal with variance ``sigma²``. With
+    ``train_length`` the logits are multiplied by
+    :func:`logn_attention_scale` of the query's position. Seeded: the same
+    keys serve every length (the first ``n`` of them).
+
+    Args:
+        lengths: ``(n_lengths,)`` positive integers.
+
+    Returns:
+        ``(n_lengths, n_queries)`` float64 entropies in nats.
+    """
+    lengths = _position_vector("lengths", lengths)
+    if lengths.numel() == 0 or bool((lengths < 1).any()):
+        raise ValueError("lengths must hold integers >= 1")
+    sigma = _validate.finite_float("sigma", sigma, greater_than=0.0)
+    dim = _validate.even_int("dim", dim)
+    n_queries = _validate.positive_int("n_queries", n_queries)
+    seed = _validate.positive_int("seed", seed, minimum=0)
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_queries, dim, generator=generator, dtype=torch.float64)
+    q = q / q.norm(dim=-1, keepdim=True) * sigma * math.sqrt(dim)
+    n_max = int(lengths.max())
+    keys = torch.randn(n_max, dim, generator=generator, dtype=torch.float64)
+    theta = _default_inv_freq(dim, _validate.finite_float("base", base, greater_than=1.0))
+    keys = rope.apply_rope(keys, torch.arange(n_max), theta)
+    out = []
+    with _one_thread():  # small kernels: threads only add overhead
+        for n in lengths.tolist():
+            rotated = rope.apply_rope(q, torch.full((n_queries,), n - 1), theta)
+            scores = rotated @ keys[:n].T / math.sqrt(dim)
+            if train_length is not None:
+                scores = scores * logn_attention_scale(n - 1, train_length)
+            out.append(attention_entropy(scores))
+    return torch.stack(out)
+
+
+__all__.append("random_attention_entropy")

@@ -11,9 +11,11 @@ In ``q·k`` the two scales multiply to ``ζ_i^((m - n)/scale_base)``: a factor
 for the slow ones (``ζ_i → 1``), and a function of ``m - n`` only.
 
 The separate scales ``ζ^(±m/scale_base)`` overflow or underflow for large
-positions (``ζ_0^(-m/512)`` passes float32's maximum near ``m = 36 000``), so
-implementations measure the scale's exponent from a ``center``: the centre
-cancels in ``q·k``. rotary-embedding-torch uses ``center = seq_len // 2``.
+positions: ``ζ_0^(-m/512)`` passes float32's maximum at
+``m = 512·ln(3.4e38)/ln(1/ζ_0) ≈ 36 260.7`` (``γ = 0.4``), so implementations
+measure the scale's exponent from a ``center``: the centre cancels in ``q·k``
+when queries and keys share it. rotary-embedding-torch uses
+``center = seq_len // 2``, which moves as the sequence grows.
 """
 
 from __future__ import annotations

@@ -8,10 +8,13 @@ vision-encoder 2D RoPE, and rotary-embedding-torch's axial frequencies.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from posenc_lib import multidim, rope
 
@@ -49,17 +52,23 @@ def _scores(q, k, positions, inv_freq, axis_of_freq, layout="half"):
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-def test_one_axis_is_exactly_apply_rope(layout, generator):
+def test_one_axis_matches_the_dense_1d_rotation(layout, generator):
+    """One axis is 1D RoPE: compare with the dense matrix, in float64 and float32."""
     x = torch.randn(2, 3, 17, 32, generator=generator, dtype=torch.float64)
     positions = torch.randint(0, 5000, (17,), generator=generator)
     f = rope.inv_freq(32, 500000.0, dtype=torch.float64)
-    ours = multidim.apply_multiaxis_rope(x, positions[None], f, torch.zeros(16, dtype=torch.long),
-                                         layout=layout, attention_factor=1.3)
-    assert torch.equal(ours, rope.apply_rope(x, positions, f, layout=layout, attention_factor=1.3))
-    x32 = x.float()
-    ours32 = multidim.apply_multiaxis_rope(x32, positions[None], f.float(),
-                                           torch.zeros(16, dtype=torch.long), layout=layout)
-    assert torch.equal(ours32, rope.apply_rope(x32, positions, f.float(), layout=layout))
+    only = torch.zeros(16, dtype=torch.long)
+    dense = _dense_multiaxis(x, positions[None], f, only, layout)
+    ours = multidim.apply_multiaxis_rope(x, positions[None], f, only, layout=layout,
+                                         attention_factor=1.3)
+    # angles up to 5000 rad: float64 rounding of the angle is ~5000 * 2**-53 ~ 1e-12
+    assert torch.allclose(ours, 1.3 * dense, atol=1e-10)
+    ours32 = multidim.apply_multiaxis_rope(x.float(), positions[None], f.float(), only,
+                                           layout=layout)
+    # float32: rounding the frequency and the angle (<= 5000 rad) costs <= 5000 * 2**-23
+    # rad per pair, which moves a feature by at most twice that times max |x|
+    tolerance = 2 * float(x.abs().max()) * 5000 * 2.0**-23
+    assert torch.allclose(ours32.double(), dense, atol=tolerance)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
@@ -147,20 +156,32 @@ def test_axial_matches_rotary_embedding_torch(shape, generator):
 
 
 def test_axial_matches_qwen2_vl_vision_encoder(generator):
+    """Qwen2-VL's vision encoder: 2D RoPE over each image's own patch grid.
+
+    ``rot_pos_emb`` lists patches merge window by merge window (the 2 x 2
+    patches that become one language-model token are adjacent); the
+    positions below are written out independently in that order.
+    """
     vl = pytest.importorskip("transformers.models.qwen2_vl.modeling_qwen2_vl")
-    head_dim, h, w = 32, 6, 4
-    rotary = vl.VisionRotaryEmbedding(head_dim // 2)
-    grid = multidim.grid_positions((h, w))
-    angles = rotary(max(h, w))[grid.T].flatten(1)  # as rot_pos_emb, without the merge order
+    head_dim, m = 32, 2
+    grid_thw = torch.tensor([[2, 6, 4], [1, 4, 8]])  # a 2-step video, then an image
+    encoder = SimpleNamespace(spatial_merge_size=m,
+                              rotary_pos_emb=vl.VisionRotaryEmbedding(head_dim // 2))
+    angles = vl.Qwen2VisionTransformerPretrainedModel.rot_pos_emb(encoder, grid_thw)
     emb = torch.cat([angles, angles], dim=-1)
-    q = torch.randn(h * w, 2, head_dim, generator=generator)
-    k = torch.randn(h * w, 2, head_dim, generator=generator)
+    positions = torch.tensor([(bh * m + y, bw * m + x)
+                              for t, h, w in grid_thw.tolist() for _ in range(t)
+                              for bh in range(h // m) for bw in range(w // m)
+                              for y in range(m) for x in range(m)]).T
+    n = positions.shape[1]
+    q = torch.randn(n, 2, head_dim, generator=generator)
+    k = torch.randn(n, 2, head_dim, generator=generator)
     q_ref, k_ref = vl.apply_rotary_pos_emb_vision(q, k, emb.cos(), emb.sin())
     axis = multidim.mrope_axis_map([head_dim // 4, head_dim // 4])
     f = multidim.axial_inv_freq(axis, 10000.0, dtype=torch.float32)
     for x, ref in ((q, q_ref), (k, k_ref)):
-        ours = multidim.apply_multiaxis_rope(x.transpose(0, 1), grid, f, axis).transpose(0, 1)
-        assert torch.allclose(ours, ref, atol=1e-5)
+        ours = multidim.apply_multiaxis_rope(x.transpose(0, 1), positions, f, axis)
+        assert torch.allclose(ours.transpose(0, 1), ref, atol=1e-5)
 
 
 # -- M-RoPE against Qwen2-VL and Qwen3-VL --------------------------------------------
@@ -366,6 +387,165 @@ def test_text_resumes_after_the_largest_vision_id():
     assert torch.equal(after, torch.tensor([12, 13, 14]).expand(3, -1))  # 2 + 9 + 1
 
 
+@pytest.mark.parametrize("fps", [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+@pytest.mark.parametrize("tokens_per_second", [1, 2, 4])
+def test_absolute_time_is_the_floor_in_exact_arithmetic(fps, tokens_per_second):
+    """floor(t * (2 / fps) * r), computed with fractions, for whole and fractional steps."""
+    n_grids = 30
+    ids = multidim.mrope_position_ids([("text", 2), ("video", (n_grids, 4, 4))],
+                                      seconds_per_grid=2 / fps,
+                                      tokens_per_second=tokens_per_second)
+    offsets = (ids[0, 2:].view(n_grids, 4)[:, 0] - 2).tolist()
+    step = Fraction(2) / Fraction(fps) * tokens_per_second
+    assert offsets == [math.floor(t * step) for t in range(n_grids)]
+    gaps = {b - a for a, b in zip(offsets, offsets[1:])}
+    assert gaps <= {math.floor(step), math.ceil(step)}
+
+
+# -- VideoRoPE ------------------------------------------------------------------------
+
+
+def test_videorope_axis_map_is_the_reference_rule():
+    """h, w alternate over the first h + w pairs (h first); time takes the rest."""
+    for t, hw in ((16, 24), (8, 4), (1, 1), (0, 3)):
+        expected = [1 + i % 2 if i < 2 * hw else 0 for i in range(t + 2 * hw)]
+        assert multidim.videorope_axis_map([t, hw, hw]).tolist() == expected
+    # Time gets the slowest pairs of the shared ladder.
+    axis = multidim.videorope_axis_map([16, 24, 24], dim=128)
+    theta = rope.inv_freq(128, 1e6, dtype=torch.float64)
+    assert theta[axis == 0].max() < theta[axis != 0].min()
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_videorope_rotation_matches_dense(layout, generator):
+    axis = multidim.videorope_axis_map([4, 6, 6])
+    segments = [("text", 3), ("video", (3, 6, 4)), ("text", 2)]
+    ids = multidim.videorope_position_ids(segments, temporal_spacing=1.5)
+    x = torch.randn(ids.shape[1], 32, generator=generator, dtype=torch.float64)
+    f = rope.inv_freq(32, 1e4, dtype=torch.float64)
+    ours = multidim.apply_multiaxis_rope(x, ids, f, axis, layout=layout)
+    assert torch.allclose(ours, _dense_multiaxis(x, ids, f, axis, layout), atol=1e-12)
+
+
+def _videorope_loop(segments, m, delta):
+    """Token by token, from the paper's formulas (Wei et al. 2025, section 3)."""
+    ids, start = [], 0.0
+    for kind, size in segments:
+        if kind == "text":
+            ids += [(start + n,) * 3 for n in range(size)]
+            start += size
+            continue
+        t_grid, h_grid, w_grid = size[0], size[1] // m, size[2] // m
+        for t in range(t_grid):
+            tau = start + delta * t
+            for h in range(h_grid):
+                for w in range(w_grid):
+                    ids.append((tau, tau + h - (h_grid - 1) // 2,
+                                tau + w - (w_grid - 1) // 2))
+        start += delta * (t_grid - 1) + 1
+    return torch.tensor(ids, dtype=torch.float64).T
+
+
+@pytest.mark.parametrize("delta", [0.5, 1.0, 2.0, 3.0])
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+def test_videorope_position_ids_match_a_literal_loop(name, delta):
+    ours = multidim.videorope_position_ids(PROMPTS[name], temporal_spacing=delta)
+    assert ours.dtype == torch.float64
+    assert torch.equal(ours, _videorope_loop(PROMPTS[name], 2, delta))
+
+
+def test_videorope_frame_centres_lie_on_the_text_diagonal():
+    segments = [("text", 5), ("video", (4, 6, 10)), ("text", 3)]
+    ids = multidim.videorope_position_ids(segments, temporal_spacing=2.0)
+    block = ids[:, 5:5 + 4 * 3 * 5].view(3, 4, 3, 5)   # (axis, t, h, w), merged 3 x 5
+    centres = block[:, :, 1, 2]                         # ((3-1)//2, (5-1)//2)
+    assert torch.equal(centres[0], torch.tensor([5.0, 7.0, 9.0, 11.0]))
+    assert torch.equal(centres[1], centres[0]) and torch.equal(centres[2], centres[0])
+    # Text before the block, first centre, last centre, text after: one id apart.
+    assert ids[:, 4].tolist() == [4.0] * 3 and ids[:, 5 + 60].tolist() == [12.0] * 3
+
+
+def test_axis_kernel_is_a_mean_of_cosines():
+    theta = rope.inv_freq(16, 100.0, dtype=torch.float64)
+    axis = multidim.mrope_axis_map([3, 5])
+    offsets = torch.tensor([[0.0, 1.0, 7.0], [-2.0, 50.0, 1e4]])
+    ours = multidim.axis_kernel(offsets, theta, axis, 1)
+    for n, offset in enumerate(offsets.flatten().tolist()):
+        expected = sum(math.cos(offset * float(theta[i])) for i in range(3, 8)) / 5
+        assert math.isclose(float(ours.flatten()[n]), expected, abs_tol=1e-12)
+
+
+# -- RoPE-Mixed ------------------------------------------------------------------------
+
+
+def _dense_mixed(x, positions, freqs, layout):
+    """Each row times the rotation whose pair-i angle is the dot product, entry by entry."""
+    dim = x.shape[-1]
+    out = torch.empty_like(x)
+    for n in range(x.shape[-2]):
+        rotation = torch.zeros(dim, dim, dtype=torch.float64)
+        for i, (a, b) in enumerate(_pair_features(dim, layout)):
+            angle = sum(float(positions[axis, n]) * float(freqs[axis, i])
+                        for axis in range(freqs.shape[0]))
+            rotation[a, a], rotation[a, b] = math.cos(angle), -math.sin(angle)
+            rotation[b, a], rotation[b, b] = math.sin(angle), math.cos(angle)
+        out[..., n, :] = x[..., n, :] @ rotation.T
+    return out
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("n_axes", [1, 2, 3])
+def test_mixed_rope_matches_dense(layout, n_axes, generator):
+    freqs = torch.randn(n_axes, 8, generator=generator, dtype=torch.float64)
+    positions = torch.randint(-40, 40, (n_axes, 7), generator=generator)
+    x = torch.randn(2, 7, 16, generator=generator, dtype=torch.float64)
+    ours = multidim.apply_mixed_rope(x, positions, freqs, layout=layout)
+    assert torch.allclose(ours, _dense_mixed(x, positions, freqs, layout), atol=1e-12)
+
+
+def test_mixed_frequencies_follow_the_paper_initialisation():
+    """Magnitudes base**(-4k/dim); directions a and a + pi/2 (Heo et al. 2024, sec. 3)."""
+    dim, base, a = 24, 10.0, 1.1
+    freqs = multidim.mixed_frequencies(dim, base, angle=a, dtype=torch.float64)
+    for k in range(dim // 4):
+        r = base ** (-4 * k / dim)
+        for i, direction in ((k, a), (dim // 4 + k, a + math.pi / 2)):
+            assert math.isclose(float(freqs[1, i]), r * math.cos(direction), abs_tol=1e-15)
+            assert math.isclose(float(freqs[0, i]), r * math.sin(direction), abs_tol=1e-15)
+
+
+def test_mixed_rope_at_angle_zero_is_axial_rope(generator):
+    dim = 32
+    grid = multidim.grid_positions((5, 7))
+    x = torch.randn(grid.shape[1], dim, generator=generator, dtype=torch.float64)
+    freqs = multidim.mixed_frequencies(dim, 100.0, angle=0.0, dtype=torch.float64)
+    axis = torch.tensor([1] * (dim // 4) + [0] * (dim // 4))   # x first, then y
+    f = multidim.axial_inv_freq(axis, 100.0, dtype=torch.float64)
+    axial = multidim.apply_multiaxis_rope(x, grid, f, axis, layout="interleaved")
+    assert torch.allclose(multidim.apply_mixed_rope(x, grid, freqs), axial, atol=1e-12)
+    assert torch.equal(multidim.frequency_vectors(f, axis, 2), freqs)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(angle=st.floats(0, 2 * math.pi), shift=st.tuples(st.integers(-10**4, 10**4),
+                                                        st.integers(-10**4, 10**4)))
+def test_mixed_scores_depend_only_on_the_offset(angle, shift):
+    generator = torch.Generator().manual_seed(7)
+    freqs = multidim.mixed_frequencies(16, 10.0, angle=angle, dtype=torch.float64)
+    grid = multidim.grid_positions((3, 4))
+    q = torch.randn(12, 16, generator=generator, dtype=torch.float64)
+    k = torch.randn(12, 16, generator=generator, dtype=torch.float64)
+
+    def scores(p):
+        return (multidim.apply_mixed_rope(q, p, freqs)
+                @ multidim.apply_mixed_rope(k, p, freqs).T)
+
+    moved = grid + torch.tensor(shift)[:, None]
+    # angles up to ~1.4e4 rad in float64: errors ~1.4e4 * 2**-52 per pair, summed
+    assert torch.allclose(scores(moved), scores(grid), atol=1e-8)
+
+
+
 # -- validation -----------------------------------------------------------------------
 
 
@@ -413,6 +593,30 @@ def test_text_resumes_after_the_largest_vision_id():
     (lambda: multidim.mrope_position_ids([("video", (2, 4, 4))], seconds_per_grid=0.0,
                                          tokens_per_second=2), r"seconds_per_grid\[0\] must be > 0"),
     (lambda: multidim.grid_positions((3, 0)), r"shape\[1\] must be >= 1"),
+    (lambda: multidim.videorope_axis_map([16, 24]), "three pair counts"),
+    (lambda: multidim.videorope_axis_map([16, 24, 20]), "same number of pairs"),
+    (lambda: multidim.videorope_axis_map([16, 24, 24], dim=100),
+     r"sections must sum to dim/2 = 50"),
+    (lambda: multidim.videorope_position_ids([("video", (2, 4, 4))], temporal_spacing=0),
+     "temporal_spacing must be > 0"),
+    (lambda: multidim.videorope_position_ids([("image", (1, 3, 4))]),
+     "not divisible by spatial_merge_size"),
+    (lambda: multidim.axis_kernel([1.0], rope.inv_freq(8), torch.tensor([0, 0, 1, 1]), 2),
+     "axis 2 drives no pair"),
+    (lambda: multidim.mixed_frequencies(18), "dim must be a multiple of 4"),
+    (lambda: multidim.mixed_frequencies(16, angle=float("nan")), "angle must be finite"),
+    (lambda: multidim.mixed_frequencies(16, base=1.0), "base must be > 1"),
+    (lambda: multidim.apply_mixed_rope(torch.randn(4, 8), torch.zeros(2, 4),
+                                       torch.zeros(2, 3)), r"freqs must have shape"),
+    (lambda: multidim.apply_mixed_rope(torch.randn(4, 8), torch.zeros(3, 4),
+                                       torch.zeros(2, 4)), "positions has 3 axes"),
+    (lambda: multidim.apply_mixed_rope(torch.randn(4, 8), torch.zeros(2, 5),
+                                       torch.zeros(2, 4)), "do not broadcast"),
+    (lambda: multidim.apply_mixed_rope(torch.randn(4, 8), torch.zeros(2, 4),
+                                       torch.zeros(2, 4), layout="neox"),
+     "layout must be one of"),
+    (lambda: multidim.frequency_vectors(rope.inv_freq(8), torch.tensor([0, 1, 2, 0]), 2),
+     r"axis_of_freq entry 2 >= n_axes = 2"),
 ])
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from posenc_lib import rope
 
@@ -84,10 +85,12 @@ def test_validation(call, match):
 
 def _plain_rope(x, positions, inv_freq, layout):
     """``x ⊙ cos + rotate(x) ⊙ sin`` spelled out with torch.cat, in float64."""
-    angles = torch.as_tensor(positions, dtype=torch.float64)[..., None] * inv_freq.double()
+    positions = torch.as_tensor(positions, dtype=torch.float64)
+    angles = positions[..., None] * inv_freq.double()
     half = x.shape[-1] // 2
     if layout == "half":
-        cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+        cos = torch.cat([angles.cos()] * 2, -1)
+        sin = torch.cat([angles.sin()] * 2, -1)
         turned = torch.cat([-x[..., half:], x[..., :half]], -1)
     else:
         cos = angles.cos().repeat_interleave(2, -1)
@@ -473,5 +476,198 @@ def test_static_figures_render_with_labelled_axes():
         assert fig._repr_png_().startswith(b"\x89PNG")
         for ax in fig.axes:
             if ax.get_label() == "<colorbar>":
+                continue
+            assert ax.get_xlabel() and ax.get_ylabel(), ax
+
+
+# -- partial rotary: two conventions -------------------------------------------------------
+
+@pytest.mark.parametrize("head_dim, factor", [(64, 0.25), (80, 0.4), (128, 0.5), (32, 1.0)])
+def test_rotary_dim_spacing_is_transformers_partial_rotary_factor(head_dim, factor):
+    utils = pytest.importorskip("transformers.modeling_rope_utils")
+    from transformers import PhiConfig
+
+    config = PhiConfig(hidden_size=2 * head_dim, num_attention_heads=2,
+                       partial_rotary_factor=factor, rope_theta=10000.0)
+    reference, _ = utils.ROPE_INIT_FUNCTIONS["default"](config, "cpu")
+    ours = rope.partial_inv_freq(head_dim, factor, 10000.0, dtype=torch.float32)
+    assert ours.shape == reference.shape == (int(head_dim * factor) // 2,)
+    assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+
+
+def test_rotary_dim_spacing_matches_transformers_phi_and_gpt_neox(generator):
+    phi = pytest.importorskip("transformers.models.phi.modeling_phi")
+    neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox")
+    from transformers import GPTNeoXConfig, PhiConfig
+
+    # Phi: head_dim 80, partial_rotary_factor 0.4 (Phi-2's values), so 32 features rotate.
+    config = PhiConfig(hidden_size=160, num_attention_heads=2, partial_rotary_factor=0.4)
+    rotary = phi.PhiRotaryEmbedding(config=config)
+    q = torch.randn(1, 2, 10, 80, generator=generator)
+    k = torch.randn(1, 2, 10, 80, generator=generator)
+    position_ids = torch.tensor([[0, 1, 2, 7, 30, 99, 500, 1000, 1500, 2047]])
+    cos, sin = rotary(q, position_ids)
+    q_rot, k_rot = phi.apply_rotary_pos_emb(q[..., :32], k[..., :32], cos, sin)
+    f = rope.partial_inv_freq(80, 0.4, dtype=torch.float32)
+    for x, rotated in ((q, q_rot), (k, k_rot)):
+        expected = torch.cat([rotated, x[..., 32:]], -1)
+        ours = rope.apply_rope(x, position_ids, f, rotary_dim=2 * f.shape[0])
+        assert torch.allclose(ours, expected, atol=1e-5)
+    # GPT-NeoX: rotary_pct 0.25 of head_dim 64.
+    neox_rotary = neox.GPTNeoXRotaryEmbedding(
+        config=GPTNeoXConfig(hidden_size=256, num_attention_heads=4, rotary_pct=0.25))
+    assert torch.allclose(neox_rotary.inv_freq,
+                          rope.partial_inv_freq(64, 0.25, dtype=torch.float32), rtol=1e-6)
+
+
+def _proportional_inv_freq(head_dim, factor, base):
+    """The "head_dim" convention from its definition, in Python floats: the first
+    ``int(factor * head_dim // 2)`` pairs keep ``base**(-2i/head_dim)``, the rest are 0."""
+    kept = int(factor * head_dim // 2)
+    return [base ** (-2 * i / head_dim) if i < kept else 0.0 for i in range(head_dim // 2)]
+
+
+@pytest.mark.parametrize("head_dim, factor, kept", [(512, 0.25, 64), (128, 0.75, 48),
+                                                    (64, 0.1, 3), (16, 1.0, 8)])
+def test_head_dim_spacing_drops_the_lowest_frequencies(head_dim, factor, kept, generator):
+    f = rope.partial_inv_freq(head_dim, factor, 1e6, spacing="head_dim",
+                              dtype=torch.float64)
+    expected = torch.tensor(_proportional_inv_freq(head_dim, factor, 1e6),
+                            dtype=torch.float64)
+    assert torch.allclose(f, expected, rtol=1e-14, atol=0)
+    assert int((f > 0).sum()) == kept
+    # The kept pairs are the fastest ones of full RoPE, unchanged.
+    assert torch.equal(f[:kept], rope.inv_freq(head_dim, 1e6, dtype=torch.float64)[:kept])
+    # Half layout over the whole head: features i and i + head_dim/2 rotate for i < kept,
+    # every other feature passes through at any position.
+    x = torch.randn(3, head_dim, generator=generator, dtype=torch.float64)
+    positions = torch.tensor([5, 12345, 10 ** 7])
+    out = rope.apply_rope(x, positions, f)
+    half = head_dim // 2
+    still = torch.cat([torch.arange(kept, half), torch.arange(half + kept, head_dim)])
+    assert torch.equal(out[:, still], x[:, still])
+    for row, m in enumerate(positions.tolist()):
+        matrix = _loop_rotation_matrix(m, head_dim, 1e6, "half")
+        matrix[still] = 0.0
+        matrix[still, still] = 1.0
+        assert torch.allclose(out[row], matrix @ x[row], atol=1e-9)
+
+
+def test_partial_rotary_scores_split_into_relative_and_content_parts(generator):
+    head_dim, half = 32, 16
+    q = torch.randn(head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(head_dim, generator=generator, dtype=torch.float64)
+    for spacing in rope.PARTIAL_SPACINGS:
+        f = rope.partial_inv_freq(head_dim, 0.5, spacing=spacing, dtype=torch.float64)
+        moving = torch.zeros(head_dim, dtype=torch.bool)
+        if spacing == "rotary_dim":
+            rotary_dim = 2 * f.shape[0]
+            options = {"rotary_dim": rotary_dim}
+            moving[:rotary_dim] = True
+
+            def relative(r):
+                return rope.relative_score(q[:rotary_dim], k[:rotary_dim], [r], f).item()
+        else:
+            options = {}
+            pairs = (f > 0).nonzero().flatten()
+            moving[pairs] = moving[pairs + half] = True
+
+            def relative(r):
+                return rope.relative_score(q * moving, k * moving, [r], f).item()
+        content = (q[~moving] @ k[~moving]).item()       # no position enters this part
+
+        def score(m, n):
+            return (rope.apply_rope(q[None], [m], f, **options)
+                    @ rope.apply_rope(k[None], [n], f, **options)[0]).item()
+
+        for m, n, shift in [(0, 9, 1000), (40, 3, 77777)]:
+            assert score(m, n) == pytest.approx(relative(n - m) + content, abs=1e-9)
+            assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rope.partial_inv_freq(64, 0.0), "partial_rotary_factor must be > 0"),
+    (lambda: rope.partial_inv_freq(64, 1.5), "partial_rotary_factor must be <= 1"),
+    (lambda: rope.partial_inv_freq(64, 0.3), "rotary_dim = int"),
+    (lambda: rope.partial_inv_freq(63, 0.5), "head_dim must be even"),
+    (lambda: rope.partial_inv_freq(64, 0.5, spacing="proportional"), "spacing must be one"),
+    (lambda: rope.rope_basis(torch.randn(4, 6)), "square matrix"),
+    (lambda: rope.rope_basis(torch.zeros(3, 3)), "must be even"),
+    (lambda: rope.rope_basis(torch.eye(4)), "skew-symmetric"),
+    (lambda: rope.rope_basis(torch.zeros(4, 4, dtype=torch.int64)), "floating-point"),
+])
+def test_partial_and_basis_validation(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# -- RoPE as the general solution: exp(pA) with A skew-symmetric ---------------------------
+
+def _random_generator(dim, kernel_pairs, repeat, seed):
+    """A skew-symmetric matrix Q B Qᵀ with chosen blocks, in a random orthogonal basis."""
+    g = torch.Generator().manual_seed(seed)
+    theta = torch.rand(dim // 2, generator=g, dtype=torch.float64) * 3 + 0.05
+    if repeat:
+        theta[1:] = theta[0]
+    theta[dim // 2 - kernel_pairs:] = 0.0
+    block = torch.zeros(dim, dim, dtype=torch.float64)
+    block[0::2, 1::2] = torch.diag(-theta)
+    block[1::2, 0::2] = torch.diag(theta)
+    basis, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
+    return basis @ block @ basis.T, theta
+
+
+@settings(max_examples=40, deadline=None)
+@given(half=st.integers(1, 6), kernel_pairs=st.integers(0, 2), repeat=st.booleans(),
+       seed=st.integers(0, 2 ** 31 - 1))
+def test_rope_basis_recovers_the_blocks(half, kernel_pairs, repeat, seed):
+    dim = 2 * half
+    kernel_pairs = min(kernel_pairs, half)
+    a, theta = _random_generator(dim, kernel_pairs, repeat, seed)
+    basis, freqs = rope.rope_basis(a)
+    assert torch.allclose(basis.T @ basis, torch.eye(dim, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(freqs, theta.sort(descending=True).values, atol=1e-9)
+    for p in (1.0, -2.5, 17.0):
+        assert torch.allclose(torch.linalg.matrix_exp(p * a),
+                              basis @ rope.rotation_matrix(p, freqs) @ basis.T, atol=1e-9)
+
+
+def test_rope_basis_agrees_with_scipy_real_schur(generator):
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    raw = torch.randn(10, 10, generator=generator, dtype=torch.float64)
+    a = raw - raw.T
+    basis, freqs = rope.rope_basis(a)
+    schur, _ = scipy_linalg.schur(a.numpy(), output="real")
+    # 2x2 blocks [[0, b], [-b, 0]] on the diagonal: |b| are the frequencies.
+    blocks = sorted((abs(schur[j, j + 1]) for j in range(0, 10, 2)), reverse=True)
+    assert torch.allclose(freqs, torch.tensor(blocks, dtype=torch.float64), atol=1e-10)
+    # The theorem: scores through exp(pA) and projections equal RoPE's with Qᵀ absorbed.
+    w_q = torch.randn(10, 6, generator=generator, dtype=torch.float64)
+    w_k = torch.randn(10, 6, generator=generator, dtype=torch.float64)
+    x, y = torch.randn(2, 6, generator=generator, dtype=torch.float64)
+    for m, n in [(0, 4), (3, 1), (2.5, 40.0)]:
+        direct = (torch.linalg.matrix_exp(m * a) @ w_q @ x) @ (
+            torch.linalg.matrix_exp(n * a) @ w_k @ y)
+        q_rope = rope.apply_rope((basis.T @ w_q @ x)[None], [m], freqs, layout="interleaved")
+        k_rope = rope.apply_rope((basis.T @ w_k @ y)[None], [n], freqs, layout="interleaved")
+        assert torch.isclose(direct, q_rope[0] @ k_rope[0], atol=1e-9)
+
+
+def test_rope_basis_keeps_float32_and_the_zero_matrix():
+    basis, freqs = rope.rope_basis(torch.zeros(6, 6))
+    assert basis.dtype == freqs.dtype == torch.float32
+    assert torch.equal(freqs, torch.zeros(3))
+    assert torch.allclose(basis.T @ basis, torch.eye(6), atol=1e-6)
+
+
+def test_new_figures_render_with_labelled_axes():
+    from posenc_lib.figures import rope as figures
+
+    for fig in (figures.rotation_clocks(3, 11, dim=8, base=10.0),
+                figures.partial_rotary(0.5, head_dim=32, max_distance=1000),
+                figures.decay_bound(16, 100.0, max_distance=500)):
+        assert fig._repr_png_().startswith(b"\x89PNG")
+        for ax in fig.axes:
+            if ax.get_label() == "<colorbar>" or not ax.axison:
                 continue
             assert ax.get_xlabel() and ax.get_ylabel(), ax

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -68,6 +69,14 @@ def test_dynamic_matches_transformers(shape, base, factor, max_len):
                     torch.tensor(5 * max_len)):
         _compare("dynamic", config, seq_len, dim, base, factor=factor,
                  max_position_embeddings=max_len)
+    # A pasted rope_scaling may carry original_max_position_embeddings, which
+    # transformers 4.57 accepts as optional and does not use.
+    rope_scaling = {"rope_type": "dynamic", "factor": factor,
+                    "original_max_position_embeddings": max_len // 2}
+    config = _config(head_dim, partial, base, rope_scaling, max_len)
+    for seq_len in (None, max_len + 1, 3 * max_len):
+        _compare("dynamic", config, seq_len, dim, base, factor=factor,
+                 max_position_embeddings=max_len, original_max_position_embeddings=max_len // 2)
 
 
 YARN_OPTIONS = [
@@ -143,6 +152,74 @@ def test_longrope_matches_transformers(shape, base, factor, original):
              original_max_position_embeddings=original, attention_factor=0.9)
 
 
+def _meta_apply_scaling(freqs):
+    """Meta's ``apply_scaling`` (meta-llama/llama-models, models/llama3/model.py), verbatim
+    in its arithmetic: Llama 3.1's constants, float32, bands by wavelength."""
+    scale_factor, low_freq_factor, high_freq_factor, old_context_len = 8, 1, 4, 8192
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * torch.pi / freqs
+    new_freqs = torch.where(wavelen > low_freq_wavelen, freqs / scale_factor, freqs)
+    smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    return torch.where((wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen),
+                       (1 - smooth) * new_freqs / scale_factor + smooth * new_freqs, new_freqs)
+
+
+@pytest.mark.parametrize("dim", [64, 128])
+def test_llama3_matches_metas_reference_code(dim):
+    base = 500000.0
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
+    reference = _meta_apply_scaling(freqs)
+    ours, _ = scaling.rope_parameters("llama3", dim, base, factor=8.0, low_freq_factor=1.0,
+                                      high_freq_factor=4.0,
+                                      original_max_position_embeddings=8192,
+                                      dtype=torch.float64)
+    # Meta computes in float32: allow a few float32 ulps (base**x loses ~ln(base)·eps).
+    eps32 = torch.finfo(torch.float32).eps
+    assert torch.allclose(ours, reference.double(), rtol=32 * eps32, atol=0)
+    # The three bands are all populated, so every branch is compared.
+    wavelength = 2 * math.pi / freqs.double()
+    assert (wavelength < 2048).any() and (wavelength > 8192).any()
+    assert ((wavelength >= 2048) & (wavelength <= 8192)).any()
+
+
+@pytest.mark.parametrize("mscale, mscale_all_dim", [(1.0, 1.0), (0.707, 0.707), (1.0, 0.5)])
+def test_deepseek_softmax_scale_carries_yarns_temperature(mscale, mscale_all_dim):
+    # DeepSeek-V2/V3 multiply every logit (rotary and non-rotary features) by
+    # get_mscale(s, mscale_all_dim)**2 through the softmax scale, and cos/sin by the
+    # ratio that rope_parameters returns; on the rotary part the two give
+    # (0.1·mscale·ln s + 1)**2, YaRN's 1/t when mscale = 1.
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    factor, rope_dim, nope_dim = 40.0, 16, 32
+    config = DeepseekV3Config(
+        hidden_size=64, num_attention_heads=2, num_key_value_heads=2, q_lora_rank=None,
+        kv_lora_rank=16, qk_rope_head_dim=rope_dim, qk_nope_head_dim=nope_dim,
+        v_head_dim=16, num_hidden_layers=1, intermediate_size=32, moe_intermediate_size=16,
+        max_position_embeddings=int(4096 * factor),
+        rope_scaling={"type": "yarn", "factor": factor, "original_max_position_embeddings": 4096,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": mscale,
+                      "mscale_all_dim": mscale_all_dim})
+    attention = modeling_deepseek_v3.DeepseekV3Attention(config, 0)
+    rotary = modeling_deepseek_v3.DeepseekV3RotaryEmbedding(config)
+    inv_freq, attention_factor = scaling.rope_parameters(
+        "yarn", rope_dim, config.rope_theta, factor=factor,
+        original_max_position_embeddings=4096, mscale=mscale, mscale_all_dim=mscale_all_dim,
+        dtype=torch.float64)
+    assert math.isclose(attention_factor, rotary.attention_scaling, rel_tol=1e-12)
+    assert torch.allclose(inv_freq, rotary.inv_freq.double(), rtol=3e-6)
+    softmax_factor = attention.scaling * (rope_dim + nope_dim) ** 0.5
+    expected_all = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2
+    assert math.isclose(softmax_factor, expected_all, rel_tol=1e-12)
+    rotary_logit_factor = attention_factor ** 2 * softmax_factor
+    assert math.isclose(rotary_logit_factor, (0.1 * mscale * math.log(factor) + 1) ** 2,
+                        rel_tol=1e-12)
+    if mscale == 1.0:
+        assert math.isclose(rotary_logit_factor, scaling.yarn_attention_factor(factor) ** 2,
+                            rel_tol=1e-12)
+
+
 def test_pasting_a_config_with_rope_type_works():
     llama31 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192, "rope_type": "llama3"}
@@ -213,8 +290,15 @@ def test_yarn_ramp_is_linear_in_the_pair_index_between_the_rotation_thresholds()
     one = torch.ones(1, dtype=torch.float64)
     assert torch.all(weight[r > 32] == 0) and torch.allclose(weight[r < 1], one)
     ramp = (r >= 1) & (r <= 32)
-    low, high = scaling.yarn_correction_range(dim, base, length, truncate=False)
     i = torch.arange(dim // 2, dtype=torch.float64)
+    # The fractional pair index where r = beta, read off the measured rotations (ln r
+    # is linear in i), not from the library's closed form; the two must agree.
+    def index_where(beta):
+        return float(np.interp(-math.log(beta), -r.log().numpy(), i.numpy()))
+
+    low, high = index_where(32.0), index_where(1.0)
+    closed_form = scaling.yarn_correction_range(dim, base, length, truncate=False)
+    assert np.allclose((low, high), closed_form, rtol=1e-12)
     assert torch.allclose(weight[ramp], (i[ramp] - low) / (high - low), atol=1e-12)
     # Temperature: sqrt(1/t) = 0.1 ln s + 1 multiplies cos and sin.
     assert math.isclose(attention_factor, 0.1 * math.log(factor) + 1)

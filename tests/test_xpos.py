@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -65,6 +67,22 @@ def test_logit_depends_on_the_offset_only(generator, layout):
     else:
         per_pair = per_feature[0::2] + per_feature[1::2]
     assert torch.isclose(logit(m, n), (zeta ** ((m - n) / 512) * per_pair).sum(), rtol=1e-12)
+
+
+def test_uncentred_key_scale_overflows_float32_just_past_the_predicted_position():
+    # zeta_0^(-n/512) reaches float32's maximum at n* = 512 ln(max) / ln(1/zeta_0),
+    # about 36 260.7 for gamma = 0.4; one position either side of n* decides.
+    zeta_0 = xpos.xpos_zeta(128, dtype=torch.float64)[0].item()
+    n_star = 512 * math.log(torch.finfo(torch.float32).max) / math.log(1 / zeta_0)
+    positions = [math.floor(n_star), math.ceil(n_star)]
+    key = xpos.xpos_scale(positions, 128, kind="key", dtype=torch.float32)[:, 0]
+    assert torch.isfinite(key[0]) and torch.isinf(key[1])
+    query = xpos.xpos_scale(positions, 128, kind="query", dtype=torch.float32)[:, 0]
+    assert torch.all((query > 0) & (query < 1))      # queries shrink instead
+    # A centre near the positions keeps both finite.
+    centred = xpos.xpos_scale(positions, 128, kind="key", center=36000.0,
+                              dtype=torch.float32)
+    assert torch.isfinite(centred).all()
 
 
 def test_qk_transform_with_cached_keys_matches_the_full_sequence(generator):

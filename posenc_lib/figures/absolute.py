@@ -10,50 +10,101 @@ import torch
 from .. import _validate, absolute
 from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
 
-__all__ = ["integer_magnitude", "binary_code", "sinusoidal_heatmap", "sinusoidal_similarity",
-           "wavelengths", "float32_error"]
+__all__ = ["integer_magnitude", "binary_code", "binary_to_sinusoid", "sinusoidal_heatmap",
+           "sinusoidal_similarity", "wavelengths", "float32_error"]
 
 
-def integer_magnitude(n_positions: int = 512, d_model: int = 64, *, seed: int = 0) -> BookFigure:
-    """Norm of the integer encoding ``p·1`` against a LayerNorm-ed token embedding."""
+def integer_magnitude(n_positions: int = 512, d_model: int = 64, *,
+                      seed: int = 0) -> BookFigure:
+    """Norm of the integer encoding ``p·1`` against token embeddings at two scales.
+
+    Tokens at Vaswani et al.'s scale have unit-variance entries (an
+    ``N(0, 1/d_model)`` table times ``sqrt(d_model)``); tokens at GPT-2's
+    initial scale have entries ``N(0, 0.02²)``. The sinusoidal row, of norm
+    ``sqrt(d_model/2)``, is shown for comparison.
+    """
     n_positions = _validate.positive_int("n_positions", n_positions, minimum=2)
+    d_model = _validate.even_int("d_model", d_model)
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randn(n_positions, d_model, generator=generator, dtype=torch.float64)
-    token_norm = torch.nn.functional.layer_norm(tokens, (d_model,)).norm(dim=-1)
-    pe_norm = absolute.integer_encoding(n_positions, d_model, dtype=torch.float64).norm(dim=-1)
+    draws = torch.randn(n_positions, d_model, generator=generator, dtype=torch.float64)
+    integer = absolute.integer_encoding(n_positions, d_model, dtype=torch.float64)
+    sinusoidal = absolute.sinusoidal_encoding(n_positions, d_model, dtype=torch.float64)
     p = np.arange(n_positions)
-    fig = new_figure(6.4, 3.2)
+    fig = new_figure(6.4, 4.0)
     ax = fig.subplots()
-    ax.plot(p[1:], pe_norm[1:], label=r"integer encoding $\|p\cdot\mathbf{1}\|=p\sqrt{d}$")
-    ax.plot(p, token_norm, label=r"LayerNorm-ed token embedding ($\approx\sqrt{d}$)")
+    ax.plot(p[1:], integer.norm(dim=-1)[1:],
+            label=r"integer encoding $\|p\cdot\mathbf{1}\| = p\sqrt{d_{model}}$")
+    ax.plot(p, draws.norm(dim=-1), lw=0.8,
+            label=r"token, Vaswani et al. scale (unit-variance entries)")
+    ax.plot(p, sinusoidal.norm(dim=-1), ls="--",
+            label=r"sinusoidal encoding, $\sqrt{d_{model}/2}$")
+    ax.plot(p, 0.02 * draws.norm(dim=-1), lw=0.8,
+            label="token, GPT-2 initial scale (std 0.02)")
     ax.set_yscale("log")
-    ax.set_xlabel("position p")
-    ax.set_ylabel("Euclidean norm")
-    ax.set_title(f"The position swamps the token (d = {d_model})", fontsize=10)
-    ax.legend(fontsize=8)
+    plain_log_axis(ax.yaxis)
+    ax.set_xlabel("position p (tokens)")
+    ax.set_ylabel("Euclidean norm (log scale)")
+    ax.set_title(f"The integer encoding swamps the token (d_model = {d_model})",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
+              frameon=False)
     ax.grid(alpha=0.3)
     return fig
 
 
 def binary_code(n_positions: int = 64, dim: int = 6) -> BookFigure:
-    """The bits of each position (top) and the bits flipped between neighbours (bottom)."""
+    """The bits of each position (top) and the bits flipped between neighbours."""
     table = absolute.binary_encoding(n_positions, dim)
     flips = absolute.neighbour_hamming(n_positions, dim)
     fig = new_figure(6.4, 4.2)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1.2, 1])
-    top.imshow(table.T.numpy(), aspect="auto", cmap="Greys", interpolation="nearest",
-               extent=(-0.5, n_positions - 0.5, dim - 0.5, -0.5))
+    image = top.imshow(table.T.numpy(), aspect="auto", cmap="Greys",
+                       interpolation="nearest", vmin=0, vmax=1,
+                       extent=(-0.5, n_positions - 0.5, dim - 0.5, -0.5))
     top.set_yticks(range(dim), [f"bit {j} (period {2 ** (j + 1)})" for j in range(dim)],
                    fontsize=7)
-    top.set_title("Binary encoding: black = 1", fontsize=10)
+    top.set_title("Binary encoding, least significant bit first", fontsize=10)
+    fig.colorbar(image, ax=top, ticks=[0, 1], label="bit value")
     bottom.bar(np.arange(n_positions - 1) + 0.5, flips.numpy(), width=0.8, color="C3")
     bottom.set_xlabel("position p (bars sit between p and p + 1)")
     bottom.set_ylabel("bits flipped\np -> p + 1")
     bottom.grid(axis="y", alpha=0.3)
+    fig.colorbar(image, ax=bottom).remove()  # keeps the two panels the same width
     return fig
 
 
-def sinusoidal_heatmap(base: float = 10000.0, dim: int = 64, n_positions: int = 128) -> BookFigure:
+def binary_to_sinusoid(n_positions: int = 32, bits: int = 3) -> BookFigure:
+    """Each bit as a square wave, with the sinusoid of the same period and phase.
+
+    Bit ``j`` equals 1 exactly where ``(1 − sin(π(p + ½)/2^j))/2`` exceeds
+    one half.
+    """
+    n_positions = _validate.positive_int("n_positions", n_positions, minimum=2)
+    bits = _validate.positive_int("bits", bits)
+    width = max(bits, (n_positions - 1).bit_length())
+    table = absolute.binary_encoding(n_positions, width, dtype=torch.float64).numpy()
+    p = np.arange(n_positions)
+    x = np.linspace(-0.5, n_positions - 0.5, 40 * n_positions)
+    fig = new_figure(6.4, 1.1 + 1.0 * bits)
+    axes = fig.subplots(bits, 1, sharex=True, squeeze=False)[:, 0]
+    for j, ax in enumerate(axes):
+        smooth = (1 - np.sin(np.pi * (x + 0.5) / 2 ** j)) / 2
+        ax.step(p, table[:, j], where="mid", color="k", lw=1.2,
+                label="bit $b_j(p)$ (square wave)")
+        ax.plot(x, smooth, color="C0", lw=1.2,
+                label=r"$(1-\sin(\pi(p+\frac{1}{2})/2^j))/2$")
+        ax.axhline(0.5, color="C3", ls=":", lw=1, label="threshold 1/2")
+        ax.set_ylabel(f"bit {j}\n(period {2 ** (j + 1)})", fontsize=8)
+        ax.set_yticks([0, 1])
+        ax.set_ylim(-0.15, 1.15)
+    axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[0].set_title("From bits to waves: same period, same phase", fontsize=10)
+    axes[-1].set_xlabel("position p (tokens)")
+    return fig
+
+
+def sinusoidal_heatmap(base: float = 10000.0, dim: int = 64,
+                       n_positions: int = 128) -> BookFigure:
     """The sinusoidal table ``PE[p, j]`` as a heatmap (positions down, features across)."""
     pe = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
     fig = new_figure(6.4, 3.8)
@@ -61,9 +112,9 @@ def sinusoidal_heatmap(base: float = 10000.0, dim: int = 64, n_positions: int = 
     image = ax.imshow(pe.numpy(), aspect="auto", cmap=DIVERGING, vmin=-1, vmax=1,
                       interpolation="nearest")
     ax.set_xlabel("feature j (even: sin, odd: cos; frequency falls to the right)")
-    ax.set_ylabel("position p")
+    ax.set_ylabel("position p (tokens)")
     ax.set_title(f"Sinusoidal encoding, base = {base:g}, dim = {dim}", fontsize=10)
-    fig.colorbar(image, ax=ax, label="PE[p, j]")
+    fig.colorbar(image, ax=ax, label="PE[p, j] (dimensionless, in [-1, 1])")
     return fig
 
 
@@ -80,12 +131,11 @@ def sinusoidal_similarity(base: float = 10000.0, dim: int = 64,
     if rises.size:
         ax.plot(kk[rises], s[rises], ".", color="C3", ms=3,
                 label=f"k > 0 where it rises ({rises.size} of {max_offset})")
-    ax.axhline(0, color="grey", lw=0.6)
+    ax.axhline(0, color="grey", lw=0.6, label="zero")
     ax.set_xlabel("offset k (positions)")
-    ax.set_ylabel("dot product")
+    ax.set_ylabel("dot product (dimensionless)")
     ax.set_ylim(min(s.min(), 0) - 0.05 * dim, dim / 2 * 1.08)
-    ax.set_title(f"Similarity is even in k but not monotone (base = {base:g}, dim = {dim})",
-                 fontsize=10)
+    ax.set_title(f"Even in k, not monotone (base = {base:g}, dim = {dim})", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3)
     return fig
@@ -105,8 +155,8 @@ def wavelengths(dim: int = 128, base: float = 10000.0, context: int = 4096) -> B
     ax.axhline(context, color="C2", ls=":", lw=1.2, label=f"context length {context:,}")
     ax.set_xlabel("pair index i (features 2i, 2i + 1)")
     ax.set_ylabel("wavelength (positions)")
-    ax.set_title(rf"From $2\pi$ to $2\pi\cdot$base$^{{(d-2)/d}}$ = {lam[-1]:,.0f} (dim = {dim})",
-                 fontsize=10)
+    ax.set_title(rf"From $2\pi$ to $2\pi\cdot$base$^{{(d-2)/d}}$ = {lam[-1]:,.0f} "
+                 f"(dim = {dim})", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig
@@ -114,21 +164,26 @@ def wavelengths(dim: int = 128, base: float = 10000.0, context: int = 4096) -> B
 
 def float32_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10000.0,
                   *, n_points: int = 200) -> BookFigure:
-    """Largest float32 rounding error of a row, against the nearest-row distance."""
+    """Float32 rounding error of a row and its bound, against the neighbour distance."""
     positions = torch.linspace(0, max_position, n_points).round().to(torch.int64)
     pe32 = absolute.sinusoidal_rows(positions, dim, base, dtype=torch.float32)
     pe64 = absolute.sinusoidal_rows(positions, dim, base, dtype=torch.float64)
     error = (pe32.double() - pe64).norm(dim=-1).numpy()
+    bound = absolute.sinusoidal_error_bound(positions, dim, base).numpy()
     nearest = absolute.offset_distance(1, dim, base).item()
+    x = positions[1:].numpy()
     fig = new_figure(6.4, 3.4)
     ax = fig.subplots()
-    ax.loglog(positions[1:].numpy(), error[1:], label=r"$\|PE_{32}(p)-PE_{64}(p)\|$")
+    ax.loglog(x, error[1:], label=r"measured $\|PE_{32}(p)-PE(p)\|$")
+    ax.loglog(x, bound[1:], color="C1", ls="-.", label="bound (float32 round-off)")
     ax.axhline(nearest, color="C3", ls="--",
                label=f"distance between neighbours, {nearest:.2f}")
-    ax.axhline(nearest / 2, color="C3", ls=":", label="half of it: rows stay distinct below")
-    ax.set_xlabel("position p")
-    ax.set_ylabel("distance")
-    ax.set_title(f"float32 rounding vs. the gap between encodings (dim = {dim})", fontsize=10)
+    ax.axhline(nearest / 2, color="C3", ls=":",
+               label="half of it: rows stay distinct below")
+    ax.set_xlabel("position p (tokens)")
+    ax.set_ylabel("Euclidean distance")
+    ax.set_title(f"float32 rounding vs. the gap between encodings (dim = {dim})",
+                 fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
     return fig

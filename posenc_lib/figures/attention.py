@@ -2,43 +2,64 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from matplotlib.patches import Rectangle
 
-import torch
-
+from .. import _validate, toy
 from ._base import SEQUENTIAL, BookFigure, new_figure
 
-__all__ = ["attention_weights"]
+__all__ = ["DOG_SENTENCE", "sentence_attention"]
+
+#: The chapter's example, with the same word at positions 1 and 4.
+DOG_SENTENCE = "the dog chased another dog"
 
 
-def attention_weights(panels: Mapping[str, torch.Tensor], tokens: Sequence[str],
-                      *, width_per_panel: float = 3.2) -> BookFigure:
-    """Heatmaps of attention weights, one panel per entry of ``panels``.
+def sentence_attention(encoding: str = "none", mask: str = "off", *,
+                       sentence: str = DOG_SENTENCE, head: int = 0) -> BookFigure:
+    """Heatmap of one head's attention weights over ``sentence``.
+
+    The weights come from :func:`posenc_lib.toy.sentence_attention` (seeded
+    embeddings and layer). The query rows of the first word that occurs twice
+    are outlined, and the title gives the largest difference between them.
 
     Args:
-        panels: title -> ``(n, n)`` weights (query rows, key columns).
-        tokens: the ``n`` token strings, used as tick labels.
-
-    Returns:
-        A figure with one heatmap per panel and a shared colour bar.
+        encoding: one of :data:`posenc_lib.toy.ENCODINGS`.
+        mask: ``"off"`` or ``"on"``, the causal mask.
+        sentence: words from :data:`posenc_lib.toy.VOCAB`.
+        head: which of the four heads to show.
     """
-    if not panels:
-        raise ValueError("panels must hold at least one weight matrix")
+    _validate.one_of("mask", mask, ("off", "on"))
+    _, weights = toy.sentence_attention(sentence, encoding=encoding, causal=mask == "on")
+    head = _validate.positive_int("head", head, minimum=0)
+    if head >= weights.shape[0]:
+        raise ValueError(f"head must be < {weights.shape[0]}, got {head}")
+    w = weights[head].numpy()
+    tokens = sentence.lower().split()
     n = len(tokens)
-    for title, w in panels.items():
-        if tuple(w.shape) != (n, n):
-            raise ValueError(f"panels[{title!r}] must have shape ({n}, {n}), "
-                             f"got {tuple(w.shape)}")
-    fig = new_figure(width_per_panel * len(panels) + 0.8, 3.2)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    image = None
-    for ax, (title, w) in zip(axes, panels.items()):
-        image = ax.imshow(w.detach().double().numpy(), cmap=SEQUENTIAL, vmin=0.0, vmax=1.0)
-        ax.set_title(title, fontsize=10)
-        ax.set_xticks(range(n), [f"{t} {j}" for j, t in enumerate(tokens)], fontsize=8,
-                      rotation=45, ha="right", rotation_mode="anchor")
-        ax.set_yticks(range(n), [f"{i} {t}" for i, t in enumerate(tokens)], fontsize=8)
-        ax.set_xlabel("key (token position)")
-    axes[0].set_ylabel("query (position token)")
-    fig.colorbar(image, ax=list(axes), label="attention weight", shrink=0.8)
+    repeated = next((t for t in tokens if tokens.count(t) > 1), None)
+    rows = [i for i, t in enumerate(tokens) if t == repeated]
+
+    fig = new_figure(5.6, 4.4)
+    ax = fig.subplots()
+    image = ax.imshow(w, cmap=SEQUENTIAL, vmin=0.0, vmax=1.0)
+    for i in range(n):
+        for j in range(n):
+            ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                    color="black" if w[i, j] > 0.6 else "white")
+    for number, i in enumerate(rows):
+        ax.add_patch(Rectangle((-0.5, i - 0.5), n, 1, fill=False, edgecolor="C3", lw=2,
+                               label=f"queries '{repeated}'" if number == 0 else None))
+    ax.set_xticks(range(n), [f"{j} {t}" for j, t in enumerate(tokens)], fontsize=8,
+                  rotation=30, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(n), [f"{i} {t}" for i, t in enumerate(tokens)], fontsize=8)
+    ax.set_xlabel("key (position, word)")
+    ax.set_ylabel("query (position, word)")
+    if len(rows) >= 2:
+        gap = abs(w[rows[0]] - w[rows[1]]).max()
+        ax.set_title(f"encoding: {encoding}, causal mask: {mask}\n"
+                     f"max |row {rows[0]} − row {rows[1]}| = {gap:.3f}", fontsize=10)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8,
+                  frameon=False)
+    else:
+        ax.set_title(f"encoding: {encoding}, causal mask: {mask}", fontsize=10)
+    fig.colorbar(image, ax=ax, label=f"attention weight of head {head} (probability)")
     return fig

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
 import numpy as np
 import torch
 
@@ -53,7 +54,7 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
         ratio = scaling.angle_range_ratio(original, at_target[method], train_length,
                                           target_length)
         right.semilogy(ratio.numpy(), lw=1.4, **_STYLE[method])
-    left.axvline(target_length, color="k", lw=0.8, alpha=0.6)
+    left.axvline(target_length, color="k", lw=0.8, alpha=0.6, label="target length")
     left.set_xscale("log")
     plain_log_axis(left.xaxis)
     left.set_xlabel("inference length (tokens)")
@@ -63,14 +64,14 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     left.legend(fontsize=7, loc="upper left")
     left.grid(alpha=0.3)
     closed = int((train_length * original >= 2 * math.pi).sum())
-    right.axvspan(-0.5, closed - 0.5, color="0.85", lw=0)
-    right.text(closed / 2, 0.05, "closed the circle\nin training", ha="center", fontsize=7,
-               transform=right.get_xaxis_transform())
-    right.axhline(1, color="k", lw=0.8)
+    right.axvspan(-0.5, closed - 0.5, color="0.85", lw=0,
+                  label="pairs that closed the circle in training")
+    right.axhline(1, color="k", lw=0.8, label="ratio 1: edge of the trained range")
     right.set_ylim(0.02, 100)
     right.set_xlabel("pair index i (frequency falls to the right)")
-    right.set_ylabel("largest angle: inference / training")
+    right.set_ylabel("largest angle, inference / training")
     right.set_title(f"Per pair at {target_length:,} tokens (above 1: unseen)", fontsize=10)
+    right.legend(fontsize=7, loc="lower left")
     right.grid(alpha=0.3)
     return fig
 
@@ -85,11 +86,9 @@ def wavelengths(factor: float = 8.0, original_max_position_embeddings: int = 409
     ax = fig.subplots()
     for method, label in METHOD_LABELS.items():
         ax.semilogy((2 * math.pi / freqs[method]).numpy(), label=label, lw=1.4, **_STYLE[method])
-    ax.axhline(length, color="k", lw=0.8, ls="--")
-    ax.axhline(factor * length, color="k", lw=0.8, ls=":")
-    ax.text(0.5, length * 1.15, f"original context {length:,}", fontsize=7)
-    ax.text(0.5, factor * length * 1.15, f"target context {round(factor * length):,}",
-            fontsize=7)
+    ax.axhline(length, color="k", lw=0.8, ls="--", label=f"original context L = {length:,}")
+    ax.axhline(factor * length, color="k", lw=0.8, ls=":",
+               label=f"target context = {round(factor * length):,}")
     plain_log_axis(ax.yaxis)
     ax.set_ylim(3, 2e7)
     ax.set_xlabel("pair index i (frequency falls to the right)")
@@ -131,18 +130,19 @@ def ramps(beta_fast: float = 32.0, beta_slow: float = 1.0, low_freq_factor: floa
         dtype=torch.float64)
     weight = scaling.interpolation_weight(freqs, original, factor).numpy()
     ax.plot(r, weight, color="C4", marker="x", ms=4, lw=1.2, label="Llama 3")
-    for value, style in ((beta_slow, dict(color="C3", ls=":")),
-                         (beta_fast, dict(color="C3", ls=":")),
-                         (low_freq_factor, dict(color="C4", ls="-.")),
-                         (high_freq_factor, dict(color="C4", ls="-."))):
-        ax.axvline(value, lw=0.7, alpha=0.6, **style)
+    for value, label, style in (
+            (beta_slow, "YaRN thresholds β_slow, β_fast", dict(color="C3", ls=":")),
+            (beta_fast, None, dict(color="C3", ls=":")),
+            (low_freq_factor, "Llama 3 thresholds low, high", dict(color="C4", ls="-.")),
+            (high_freq_factor, None, dict(color="C4", ls="-."))):
+        ax.axvline(value, lw=0.7, alpha=0.6, label=label, **style)
     ax.set_xscale("log")
     plain_log_axis(ax.xaxis)
     ax.set_xlim(r.min(), r.max())
     ax.invert_xaxis()  # fast pairs (many rotations) on the left, as in pair order
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel(f"rotations r = L/λ within the original context L = {length:,}")
-    ax.set_ylabel("interpolation weight")
+    ax.set_ylabel("interpolation weight w (1: θ/factor)")
     ax.set_title(f"YaRN (β_fast = {beta_fast:g}, β_slow = {beta_slow:g}) and Llama 3 "
                  f"(low = {low_freq_factor:g}, high = {high_freq_factor:g})", fontsize=10)
     ax.legend(fontsize=7, loc="center right")
@@ -151,7 +151,7 @@ def ramps(beta_fast: float = 32.0, beta_slow: float = 1.0, low_freq_factor: floa
 
 
 def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
-    """ALiBi's bias ``-m_k·(i - j)`` over heads and distance, with the slopes."""
+    """ALiBi's bias ``-μ_k·(m - n)`` over heads and distance ``m - n``, with the slopes."""
     n_heads = _validate.positive_int("n_heads", n_heads)
     max_distance = _validate.positive_int("max_distance", max_distance)
     slopes = alibi.alibi_slopes(n_heads, dtype=torch.float64)
@@ -161,16 +161,18 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     left, right = fig.subplots(1, 2, width_ratios=[1.6, 1])
     image = left.imshow(bias.numpy(), aspect="auto", cmap=SEQUENTIAL, interpolation="nearest",
                         extent=(-0.5, max_distance + 0.5, n_heads + 0.5, 0.5))
-    fig.colorbar(image, ax=left, label="bias (added to the score)")
-    left.set_xlabel("distance i - j (tokens back)")
+    fig.colorbar(image, ax=left, label="bias −μ_k(m − n) added to the logit (nats)")
+    left.set_xlabel("distance m − n (tokens back)")
     left.set_ylabel("head k")
     left.set_title(f"ALiBi bias, {n_heads} heads", fontsize=10)
     k = np.arange(1, n_heads + 1)
     right.semilogy(k, slopes.numpy(), "o-", ms=3, label="reference rule")
-    right.semilogy(k, 2.0 ** (-8.0 / k), "x:", ms=3, color="C3", label=r"$1/2^{8/k}$ (wrong)")
+    right.semilogy(k, 2.0 ** (-8.0 / k), "x:", ms=3, color="C3",
+                   label=r"$1/2^{8/k}$ (misreading)")
     right.set_xlabel("head k")
+    right.set_ylabel("slope μ_k (logit per token)")
     right.set_ylim(2.0 ** -9, 1.5)
-    right.set_title("Slopes m_k (log scale)", fontsize=10)
+    right.set_title("Slopes μ_k (log scale)", fontsize=10)
     right.legend(fontsize=7, loc="lower left")
     right.grid(alpha=0.3, which="both")
     return fig
@@ -198,25 +200,30 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     a_fine = scaling.score_function(s_fine, h, inv_freq).double().numpy()
     fig = new_figure(9.0, 3.0)
     first, second, third = fig.subplots(1, 3)
-    first.plot(s_in.double().numpy(), a_in, color="C3", lw=0.8)
-    first.plot(positions.double().numpy(), targets.double().numpy(), ".", ms=2.5, color="C0")
-    first.set_xlabel("offset s")
-    first.set_ylabel("a(s)")
+    first.plot(s_in.double().numpy(), a_in, color="C3", lw=0.8, label="fitted a(s)")
+    first.plot(positions.double().numpy(), targets.double().numpy(), ".", ms=2.5, color="C0",
+               label="random targets")
+    first.set_xlabel("offset s (tokens)")
+    first.set_ylabel("score a(s)")
     first.set_title("Fit on [0, L]", fontsize=10)
+    first.legend(fontsize=7, loc="lower left")
     second.plot(s_all.double().numpy(), a_all, color="C3", lw=0.8)
-    second.axvline(length, color="k", lw=0.8, ls="--")
+    second.axvline(length, color="k", lw=0.8, ls="--", label="L: end of the fitted range")
     second.set_yscale("symlog", linthresh=2)
-    second.set_xlabel("offset s")
+    second.set_xlabel("offset s (tokens)")
+    second.legend(fontsize=7, loc="upper left")
     peak = np.abs(a_all[s_all.double().numpy() > length]).max()
     second.set_title(f"Extrapolation: max |a| = {peak:.3g}", fontsize=10)
     third.plot(s_fine.double().numpy(), a_fine, color="C3", lw=1.0)
     for s in range(1000, 1011):
-        third.axvline(s, color="k", lw=0.5, ls=":")
-    third.set_xlabel("offset s")
+        third.axvline(s, color="k", lw=0.5, ls=":",
+                      label="integer offsets" if s == 1000 else None)
+    third.set_xlabel("offset s (tokens)")
+    third.legend(fontsize=7, loc="upper right")
     third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
     for ax in (first, second, third):
         ax.grid(alpha=0.3)
-    fig.suptitle(f"d = {dim}, L = {length}, {n_points} points, seed {seed}, {dtype}, "
+    fig.suptitle(f"d = {dim}, L = {length}, {n_points} points, draw {seed}, {dtype}, "
                  f"ridge {ridge:g}", fontsize=9)
     return fig
 
@@ -237,7 +244,7 @@ def xpos_decay(gamma: float = 0.4, scale_base: float = 512.0, *, dim: int = 128,
                 label="mean over pairs")
     ax.set_ylim(1e-6, 1.5)
     ax.set_xlabel("distance m - n (tokens)")
-    ax.set_ylabel("factor on the logit")
+    ax.set_ylabel("factor on the pair's logit")
     ax.set_title(f"xPos decay (γ = {gamma:g}, scale_base = {scale_base:g}, dim = {dim})",
                  fontsize=10)
     ax.legend(fontsize=7, loc="lower left")
@@ -255,16 +262,26 @@ def llama4_nope(num_hidden_layers: int = 48, no_rope_layer_interval: int = 4, *,
                                         floor_scale=floor_scale)
     fig = new_figure(8.0, 3.0)
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.3])
-    left.imshow(np.array(layers)[None, :], aspect="auto", cmap="Greys", vmin=-0.3, vmax=1.3,
+    from matplotlib.patches import Patch
+
+    greys = matplotlib.colormaps["Greys"]
+    left.imshow(np.array(layers)[None, :], aspect="auto", cmap=greys, vmin=-0.3, vmax=1.3,
                 extent=(-0.5, num_hidden_layers - 0.5, 0, 1))
     left.set_yticks([])
     left.set_xlabel("layer index")
-    left.set_title("Dark: RoPE (chunked), light: NoPE (global)", fontsize=10)
-    right.semilogx(positions.numpy(), scales.numpy(), lw=1.2)
+    left.set_title(f"{num_hidden_layers} layers, interval {no_rope_layer_interval}",
+                   fontsize=10)
+    left.legend(handles=[Patch(color=greys(1 / 1.6), label="RoPE layer (chunked attention)"),
+                         Patch(color=greys(0.3 / 1.6), label="NoPE layer (global attention)",
+                               ec="0.5")],
+                fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    right.semilogx(positions.numpy(), scales.numpy(), lw=1.2, label="NoPE query scale")
     plain_log_axis(right.xaxis)
-    right.axvline(floor_scale - 1, color="k", lw=0.8, ls="--")
-    right.set_xlabel("position p")
-    right.set_ylabel("query scale")
+    right.axvline(floor_scale - 1, color="k", lw=0.8, ls="--",
+                  label=f"p = floor_scale − 1 = {floor_scale - 1:g}")
+    right.set_xlabel("position p (tokens)")
+    right.set_ylabel("factor on the logits")
+    right.legend(fontsize=7, loc="upper left")
     right.set_title(f"1 + {attn_scale:g}·ln(1 + ⌊(p + 1)/{floor_scale:g}⌋)", fontsize=10)
     right.grid(alpha=0.3, which="both")
     return fig

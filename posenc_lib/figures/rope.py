@@ -7,43 +7,57 @@ import math
 import numpy as np
 import torch
 
-from .. import _validate, rope
+from .. import _validate, rope, scaling
 from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
 
-__all__ = ["rotation_matrices", "decay_bound", "rotation_angles", "numerics_error"]
+__all__ = ["rotation_matrices", "decay_bound", "rotation_angles", "rotation_clocks",
+           "partial_rotary", "numerics_error"]
 
 
-def rotation_matrices(position: float = 1.0, dim: int = 16, base: float = 100.0) -> BookFigure:
-    """The dense matrix ``R_{Θ,m}`` in the interleaved and in the half layout, side by side."""
+def rotation_matrices(position: float = 1.0, dim: int = 16,
+                      base: float = 100.0) -> BookFigure:
+    """The dense matrix ``R_{Θ,m}`` in the interleaved and the half layout, side by side."""
     f = rope.inv_freq(dim, base, dtype=torch.float64)
     fig = new_figure(6.4, 3.4)
     axes = fig.subplots(1, 2)
     for ax, layout, who in zip(axes, rope.LAYOUTS[::-1],
                                ("RoFormer, Meta Llama, GPT-J", "GPT-NeoX, HF Llama")):
         matrix = rope.rotation_matrix(position, f, layout=layout).numpy()
-        image = ax.imshow(matrix, cmap=DIVERGING, vmin=-1, vmax=1, interpolation="nearest")
-        ax.set_title(f"{layout}: pairs "
-                     + ("(2i, 2i+1)" if layout == "interleaved" else f"(i, i+{dim // 2})")
-                     + f"\n{who}", fontsize=9)
+        image = ax.imshow(matrix, cmap=DIVERGING, vmin=-1, vmax=1,
+                          interpolation="nearest")
+        pairs = "(2i, 2i+1)" if layout == "interleaved" else f"(i, i+{dim // 2})"
+        ax.set_title(f"{layout}: pairs {pairs}\n{who}", fontsize=9)
         ticks = np.arange(0, dim, max(1, dim // 4))
         ax.set_xticks(ticks)
         ax.set_yticks(ticks)
-        ax.set_xlabel("input feature")
-        ax.set_ylabel("output feature")
-    fig.colorbar(image, ax=axes, shrink=0.8, label="matrix entry")
-    fig.suptitle(f"Rotation matrix at position m = {position:g} (dim = {dim}, base = {base:g})",
-                 fontsize=10)
+        ax.set_xlabel("input feature (index)")
+        ax.set_ylabel("output feature (index)")
+    fig.colorbar(image, ax=axes, shrink=0.8, label="matrix entry (cos or ±sin)")
+    fig.suptitle(f"Rotation matrix at position m = {position:g} "
+                 f"(dim = {dim}, base = {base:g})", fontsize=10)
     return fig
 
 
-def decay_bound(dim: int = 128, base: float = 10000.0, max_distance: int = 2 ** 16, *,
-                n_draws: int = 256, seed: int = 0) -> BookFigure:
-    """RoFormer's bound against two actual scores, each relative to its value at distance 0.
+def _exact_rms(distances: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """``sqrt(E[score²]/d)`` for standard normal ``q, k``: ``‖R_r‖_F / √d``, exactly.
+
+    ``E[(qᵀ A k)²] = tr(A Aᵀ)``; row ``b`` of ``apply_rope(I, r)`` is
+    ``(R_r e_b)ᵀ``, so the sum of squares of that matrix is ``tr(R_r R_rᵀ)``.
+    """
+    dim = 2 * f.shape[0]
+    eye = torch.eye(dim, dtype=torch.float64).expand(distances.shape[0], dim, dim)
+    rotated = rope.apply_rope(eye, distances[:, None].to(torch.float64), f)
+    return rotated.pow(2).sum(dim=(-2, -1)).div(dim).sqrt()
+
+
+def decay_bound(dim: int = 128, base: float = 10000.0,
+                max_distance: int = 2 ** 16) -> BookFigure:
+    """RoFormer's bound against two actual scores, each relative to its value at 0.
 
     Curves: the bound ``(1/(d/2)) Σ|S_j|`` over its value ``d/4 + 1/2`` at 0;
     the score of ``q = k = 1`` over its value ``d`` at 0; and the root mean
-    square score of random Gaussian ``q, k`` (``n_draws`` seeded draws) over
-    ``√d``, its exact value at every distance.
+    square score of independent standard normal ``q, k`` over ``√d``,
+    computed exactly as ``sqrt(tr(R_r R_rᵀ)/d)`` (no sampling).
     """
     dim = _validate.even_int("dim", dim)
     max_distance = _validate.positive_int("max_distance", max_distance, minimum=2)
@@ -53,10 +67,9 @@ def decay_bound(dim: int = 128, base: float = 10000.0, max_distance: int = 2 ** 
     bound = rope.decay_bound(distances, dim, base) / (dim / 4 + 0.5)
     ones = torch.ones(dim, dtype=torch.float64)
     constant = rope.relative_score(ones, ones, distances, f) / dim
-    generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(n_draws, dim, generator=generator, dtype=torch.float64)
-    k = torch.randn(n_draws, dim, generator=generator, dtype=torch.float64)
-    rms = rope.relative_score(q, k, distances, f).pow(2).mean(0).sqrt() / math.sqrt(dim)
+    sparse = torch.from_numpy(np.unique(np.round(
+        np.logspace(0, math.log10(max_distance), 25)).astype(np.int64)))
+    rms = _exact_rms(sparse, f)
 
     fig = new_figure(6.4, 3.6)
     ax = fig.subplots()
@@ -64,15 +77,16 @@ def decay_bound(dim: int = 128, base: float = 10000.0, max_distance: int = 2 ** 
                 label=r"RoFormer bound $\frac{1}{d/2}\sum_j|S_j|$, over $d/4+1/2$")
     ax.semilogx(r, constant.numpy(), color="C0", lw=1.0,
                 label=r"score of $q=k=\mathbf{1}$, over $d$")
-    ax.semilogx(r, rms.numpy(), color="C2", lw=1.0,
-                label=rf"RMS score of random $q,k$ ({n_draws} draws), over $\sqrt{{d}}$")
+    ax.semilogx(sparse.numpy(), rms.numpy(), color="C2", lw=1.2, marker="o", ms=3,
+                label=r"RMS score of random $q,k$, over $\sqrt{d}$ (exact: "
+                      r"$\sqrt{\mathrm{tr}\,AA^\top/d}$)")
+    ax.axhline(0, color="grey", lw=0.6, label="zero")
     plain_log_axis(ax.xaxis)
-    ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylim(-0.35, 1.25)
     ax.set_xlabel("relative distance n - m (positions)")
     ax.set_ylabel("value / value at distance 0")
-    ax.set_title(f"The bound decays, the typical score does not (dim = {dim}, base = {base:g})",
-                 fontsize=10)
+    ax.set_title(f"The bound decays, the typical score does not "
+                 f"(dim = {dim}, base = {base:g})", fontsize=10)
     ax.legend(fontsize=7.5, loc="lower left")
     ax.grid(alpha=0.3, which="both")
     return fig
@@ -101,21 +115,25 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     left, right = fig.subplots(1, 2, sharey=True, width_ratios=[1.35, 1])
     mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap="twilight",
                            vmin=0, vmax=2 * math.pi, shading="flat", rasterized=True)
-    left.plot(wavelength[full], pairs[full], color="white", lw=1.2, marker=".", ms=3)
+    left.plot(wavelength[full], pairs[full], color="white", lw=1.2, marker=".", ms=3,
+              label=r"first full turn, $m = 2\pi/\theta_i$")
     left.set_xscale("log")
     plain_log_axis(left.xaxis)
     left.set_xlim(1, context_length)
     left.set_xlabel("position m")
     left.set_ylabel("pair i")
-    left.set_title(r"angle $m\theta_i$ mod $2\pi$; white: first full turn", fontsize=9)
-    bar = fig.colorbar(mesh, ax=left, location="bottom", shrink=0.8, pad=0.02, aspect=30)
+    left.set_title(r"angle $m\theta_i$ mod $2\pi$", fontsize=9)
+    left.legend(fontsize=7, loc="upper left", facecolor="0.6", framealpha=0.8)
+    bar = fig.colorbar(mesh, ax=left, location="bottom", shrink=0.8, pad=0.02, aspect=30,
+                       label=r"angle $m\theta_i$ mod $2\pi$ (rad)")
     bar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
 
     right.semilogx(wavelength[full], pairs[full], "o", ms=3, color="C0",
                    label=f"{full.sum()} pairs turn at least once")
     right.semilogx(wavelength[~full], pairs[~full], "o", ms=3, mfc="none", color="C3",
                    label=f"{(~full).sum()} pairs never complete a turn")
-    right.axvline(context_length, color="k", ls="--", lw=1, label=f"L = {context_length:,}")
+    right.axvline(context_length, color="k", ls="--", lw=1,
+                  label=f"context length L = {context_length:,}")
     plain_log_axis(right.xaxis)
     right.set_xlim(2, 2 * math.pi * 1.2e6)
     right.set_ylim(-0.5, dim // 2 - 0.5)
@@ -128,6 +146,140 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     return fig
 
 
+def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 16,
+                    base: float = 100.0) -> BookFigure:
+    """Every pair as a clock: the query's hand at ``m·θ_i``, the key's at ``n·θ_i``.
+
+    Query and key hold the same content, the unit vector ``(1, 0)`` in every
+    pair, so pair ``i`` contributes ``cos((n - m)·θ_i)`` to the score: only
+    the angle between the two hands (the arc) counts, and it depends on
+    ``n - m`` alone. The lower panel draws those contributions.
+    """
+    dim = _validate.even_int("dim", dim)
+    m = _validate.finite_float("query_position", query_position)
+    n = _validate.finite_float("key_position", key_position)
+    f = rope.inv_freq(dim, base, dtype=torch.float64)
+    pairs = dim // 2
+    query_angle = rope.rope_angles(torch.tensor([m]), f)[0].numpy()
+    key_angle = rope.rope_angles(torch.tensor([n]), f)[0].numpy()
+    # The turn from the query's hand to the key's, in (-π, π]: (n - m)θ_i mod 2π.
+    turn = np.angle(np.exp(1j * (key_angle - query_angle)))
+    contribution = np.cos(key_angle - query_angle)
+
+    fig = new_figure(6.4, 4.2)
+    clocks, bars = fig.subplots(2, 1, height_ratios=[1.25, 1])
+    columns = min(pairs, 8)
+    rows = math.ceil(pairs / columns)
+    circle = np.linspace(0, 2 * math.pi, 65)
+    for i in range(pairs):
+        cx, cy = 2.6 * (i % columns), -2.9 * (i // columns)
+        clocks.plot(cx + np.cos(circle), cy + np.sin(circle), color="0.75", lw=0.8)
+        arc = query_angle[i] + np.linspace(0, turn[i], 24)
+        clocks.plot(cx + 0.55 * np.cos(arc), cy + 0.55 * np.sin(arc), color="C2", lw=2.2,
+                    label="turn from query to key, (n − m)θ_i" if i == 0 else None)
+        clocks.plot([cx, cx + np.cos(query_angle[i])], [cy, cy + np.sin(query_angle[i])],
+                    color="C0", lw=1.8, label="query hand, angle mθ_i" if i == 0 else None)
+        clocks.plot([cx, cx + 0.85 * np.cos(key_angle[i])],
+                    [cy, cy + 0.85 * np.sin(key_angle[i])], color="C3", lw=1.8,
+                    label="key hand, angle nθ_i" if i == 0 else None)
+        clocks.text(cx, cy - 1.45, f"pair {i}\nθ = {f[i].item():.3g}", ha="center",
+                    va="top", fontsize=7)
+    clocks.set_xlim(-1.3, 2.6 * (columns - 1) + 1.3)
+    clocks.set_ylim(-2.9 * (rows - 1) - 2.3, 1.5)
+    clocks.set_aspect("equal")
+    clocks.axis("off")
+    clocks.legend(fontsize=7, loc="upper center", ncols=3, bbox_to_anchor=(0.5, 1.25),
+                  frameon=False)
+
+    bars.bar(np.arange(pairs), contribution, color="C2", width=0.7,
+             label="cos((n − m)θ_i)")
+    bars.axhline(0, color="grey", lw=0.6, label="zero")
+    bars.set_xlim(-0.6, pairs - 0.4)
+    bars.set_ylim(-1.1, 1.1)
+    bars.set_xticks(np.arange(0, pairs, max(1, pairs // 8)))
+    bars.set_xlabel("pair i")
+    bars.set_ylabel("contribution to\nthe score")
+    bars.legend(fontsize=7, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
+                frameon=False)
+    bars.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"query at m = {m:g}, key at n = {n:g}: n − m = {n - m:g}, score "
+                 f"Σ cos((n − m)θ_i) = {contribution.sum():.3f} (dim = {dim}, "
+                 f"base = {base:g})", fontsize=9)
+    return fig
+
+
+def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
+                   head_dim: int = 128, context_length: int = 4096,
+                   max_distance: int = 2 ** 20) -> BookFigure:
+    """The two partial-rotary conventions against full RoPE, at fraction ``p``.
+
+    Left: the score of ``q = k = 1`` over its value ``d`` at 0, against the
+    distance; the dashed line is the position-free part, ``(d - d_r)/d`` for
+    ``d_r`` rotated features. Right: how many turns each rotating pair makes
+    within ``context_length`` (:func:`posenc_lib.scaling.rotations`); pairs
+    below one turn are out of range beyond it
+    (:func:`posenc_lib.scaling.out_of_range_pairs`); p-RoPE's pairs with
+    ``θ = 0`` are drawn at the bottom edge.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    context_length = _validate.positive_int("context_length", context_length, minimum=2)
+    max_distance = _validate.positive_int("max_distance", max_distance, minimum=2)
+    p = partial_rotary_factor
+    variants = [
+        ("full RoPE", rope.inv_freq(head_dim, base, dtype=torch.float64), "k", "-"),
+        ("rotary_dim spacing (GPT-NeoX)",
+         rope.partial_inv_freq(head_dim, p, base, dtype=torch.float64), "C0", "-"),
+        ("head_dim spacing (p-RoPE)",
+         rope.partial_inv_freq(head_dim, p, base, spacing="head_dim",
+                               dtype=torch.float64), "C3", "-"),
+    ]
+    r = np.unique(np.round(np.logspace(0, math.log10(max_distance), 600)).astype(np.int64))
+    distances = torch.from_numpy(r)
+    ones = torch.ones(head_dim, dtype=torch.float64)
+
+    fig = new_figure(6.8, 3.8)
+    left, right = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    counts = []
+    for label, f, color, style in variants:
+        rotated = 2 * f.shape[0]                 # features that the frequencies cover
+        moving = f > 0
+        # Whole head: rotated part plus the position-free rest, q = k = 1.
+        score = (rope.relative_score(ones[:rotated], ones[:rotated], distances, f)
+                 + (head_dim - rotated)) / head_dim
+        left.semilogx(r, score.numpy(), color=color, ls=style, lw=1.0, label=label)
+        turns = scaling.rotations(f[moving], context_length).numpy()
+        out = scaling.out_of_range_pairs(f[moving], f[moving], context_length,
+                                         2 * context_length)
+        counts.append(int(out.sum()))
+        index = np.arange(f.shape[0])
+        right.semilogy(index[moving.numpy()], turns, "o", ms=2.5, color=color,
+                       mfc=color if color != "C3" else "none", label=label)
+        if (~moving).any():
+            right.plot(index[~moving.numpy()], np.full(int((~moving).sum()), 1.2e-6), "v",
+                       ms=3, color=color, label="θ = 0: never turns")
+    kept = 2 * int(p * head_dim // 2)
+    left.axhline((head_dim - kept) / head_dim, color="grey", ls="--", lw=1,
+                 label="position-free part (d − d_r)/d")
+    plain_log_axis(left.xaxis)
+    left.set_ylim(-0.35, 1.05)
+    left.set_xlabel("relative distance n − m (positions)")
+    left.set_ylabel("score of q = k = 1, over d")
+    left.set_title("score of a constant query and key", fontsize=9)
+    left.legend(fontsize=6.5, loc="lower left")
+    left.grid(alpha=0.3, which="both")
+    right.axhline(1, color="k", ls=":", lw=1, label=f"one turn within L = {context_length:,}")
+    right.set_ylim(1e-6, 1e4)
+    right.set_xlabel("pair i")
+    right.set_ylabel("turns within L, Lθ_i / 2π")
+    right.set_title("turns within the context length", fontsize=9)
+    right.legend(fontsize=6.5, loc="upper right")
+    right.grid(alpha=0.3, which="major")
+    fig.suptitle(f"p = {p:g} (head_dim = {head_dim}, base = {base:g}): pairs out of "
+                 f"range at 2L: full {counts[0]}, rotary_dim spacing {counts[1]}, "
+                 f"p-RoPE {counts[2]}", fontsize=9)
+    return fig
+
+
 def numerics_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10000.0, *,
                    n_points: int = 400) -> BookFigure:
     """Largest cos/sin error per position for several precision recipes, log-log."""
@@ -135,18 +287,18 @@ def numerics_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10
     positions = torch.unique(torch.logspace(0, math.log10(max_position), n_points,
                                             dtype=torch.float64).round()).to(torch.int64)
     recipes = [
-        ("float32 angles, float32 cos/sin", torch.float32, torch.float32, "C0", "-"),
-        ("float32 angles, bfloat16 cos/sin", torch.float32, torch.bfloat16, "C1", "-"),
-        ("float64 angles, float32 cos/sin", torch.float64, torch.float32, "C2", "-"),
-        ("bfloat16 angles (positions in bfloat16)", torch.bfloat16, torch.bfloat16, "C3", "-"),
+        ("float32 angles, float32 cos/sin", torch.float32, torch.float32, "C0"),
+        ("float32 angles, bfloat16 cos/sin", torch.float32, torch.bfloat16, "C1"),
+        ("float64 angles, float32 cos/sin", torch.float64, torch.float32, "C2"),
+        ("bfloat16 angles (positions in bfloat16)", torch.bfloat16, torch.bfloat16, "C3"),
     ]
     p = positions.numpy()
     fig = new_figure(6.4, 3.8)
     ax = fig.subplots()
-    for label, angle_dtype, cs_dtype, color, style in recipes:
+    for label, angle_dtype, cs_dtype, color in recipes:
         error = rope.cos_sin_error(positions, dim, base, angle_dtype=angle_dtype,
                                    cos_sin_dtype=cs_dtype).numpy()
-        ax.loglog(p, np.maximum(error, 1e-10), style, color=color, lw=1, label=label)
+        ax.loglog(p, np.maximum(error, 1e-10), color=color, lw=1, label=label)
     ax.loglog(p, p * 2.0 ** -23, "k--", lw=0.8,
               label=r"bound for float32 angles, $m\cdot 2^{-23}$")
     ax.axhline(2.0 ** -9, color="grey", ls=":", lw=1,
@@ -154,7 +306,7 @@ def numerics_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10
     plain_log_axis(ax.xaxis)
     ax.set_ylim(1e-10, 5)
     ax.set_xlabel("position m")
-    ax.set_ylabel("max error of cos, sin")
+    ax.set_ylabel("max error of cos, sin (absolute)")
     ax.set_title(f"cos and sin of mθ_i against float64 (dim = {dim}, base = {base:g})",
                  fontsize=10)
     ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1, 0.1))

@@ -45,7 +45,7 @@ ALIBI_BIAS = InteractiveFigure(
 
 PI_FIT = InteractiveFigure(
     figures.pi_fit,
-    [Slider.integers("seed", 0, 5, default=0, static=(0, 1, 2)),
+    [Slider.integers("seed", 0, 5, default=0, static=(0, 1, 2), label="random draw"),
      Slider.choice("dtype", ("float32", "float64"), default="float64"),
      Slider.geometric("ridge", (0.0, 1e-10, 1e-6, 1e-3, 1.0), default=1e-6)],
     alt="Least-squares fit of a RoPE attention score to random points: bounded inside the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..figures import rope as figures
 from .core import InteractiveFigure, Slider
 
-__all__ = ["DECAY_BOUND", "ROTATION_ANGLES"]
+__all__ = ["DECAY_BOUND", "ROTATION_ANGLES", "ROTATION_CLOCKS", "PARTIAL_ROTARY"]
 
 _BASES = (100.0, 1000.0, 10000.0, 100000.0, 500000.0, 1000000.0)
 
@@ -22,12 +22,35 @@ DECAY_BOUND = InteractiveFigure(
     figures.decay_bound,
     [_dim(static=(16, 32, 64, 128, 256)), _base(static=(100.0, 1000.0, 10000.0, 500000.0))],
     alt="RoFormer's long-range bound against relative distance, with the score of a "
-        "constant vector and the typical score of random vectors.")
+        "constant vector and the exact root mean square score of random vectors.")
 
 ROTATION_ANGLES = InteractiveFigure(
     figures.rotation_angles,
     [_base(), _dim(static=(32, 64, 128)),
      Slider.geometric("context_length", (512, 2048, 4096, 8192, 32768, 131072),
-                      default=4096, label="context length L", static=(512, 4096, 32768, 131072))],
+                      default=4096, label="context length L",
+                      static=(512, 4096, 32768, 131072))],
     alt="Angle of each RoPE pair against position, and each pair's wavelength against "
         "the context length.")
+
+# Static frames: both positions over 0..8 (81 frames), so moving both sliders by
+# the same step shows the same arcs.
+ROTATION_CLOCKS = InteractiveFigure(
+    figures.rotation_clocks,
+    [Slider.integers("query_position", 0, 40, default=2, label="query position m",
+                     static=tuple(range(9))),
+     Slider.integers("key_position", 0, 40, default=5, label="key position n",
+                     static=tuple(range(9)))],
+    fixed={"dim": 16, "base": 100.0},
+    alt="Every RoPE pair drawn as a clock with a query hand at angle m times theta and a "
+        "key hand at angle n times theta; the bars show each pair's contribution "
+        "cos((n - m) theta) to the score.")
+
+PARTIAL_ROTARY = InteractiveFigure(
+    figures.partial_rotary,
+    [Slider.choice("partial_rotary_factor", tuple(k / 8 for k in range(1, 9)),
+                   default=0.25, label="fraction p",
+                   static=tuple(k / 8 for k in range(1, 9))),
+     _base(static=(10000.0, 500000.0, 1000000.0))],
+    alt="Score of a constant query and key for full RoPE, GPT-NeoX partial rotary and "
+        "p-RoPE, and the number of turns each pair makes within the context length.")
