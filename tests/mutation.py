@@ -1,0 +1,388 @@
+"""Mutation check: do the unit tests and the book's own cells catch planted bugs?
+
+Each :class:`Mutant` is one realistic bug from this field (the kind that ships
+in public code), written as an exact text substitution in one file of
+``posenc_lib``. For every mutant the harness
+
+1. copies the working tree (tracked and untracked, not ignored files) to a
+   temporary folder and applies the substitution there, never in the checkout;
+2. runs the unit tests on the copy (``pytest -x -m "not browser and not
+   mutation" tests``) with ``PYTHONPATH`` pointing at the copy, so that
+   ``import posenc_lib`` loads the mutant and not the editable install;
+3. runs nbval on the notebooks of the chapter(s) that derive the mutated
+   formula, alone, so that only the chapter's *own* cells can catch it.
+
+A mutant is *caught* by a step when that step fails. The un-mutated copy is run
+first and must pass both steps, or the harness stops. Usage::
+
+    make mutants                          # every mutant, prints the table
+    python tests/mutation.py --list       # the catalogue
+    python tests/mutation.py --only rope-conj-dropped alibi-slope-popular
+
+The full run takes tens of minutes, so it is not part of ``make test``;
+``tests/test_mutation.py`` runs one mutant end to end and checks that every
+mutant's text still occurs exactly once in the library, so the harness cannot
+rot silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One planted bug: replace ``old`` (which must occur exactly once) by ``new``.
+
+    Args:
+        id: short name, used on the command line.
+        path: the mutated file, relative to the repository root.
+        old: the exact text replaced; must occur once in ``path``.
+        new: its replacement.
+        chapters: the notebooks (``book/<name>.ipynb``) whose own cells should
+            catch the bug.
+        bug: the real-world mistake the mutant imitates.
+    """
+
+    id: str
+    path: str
+    old: str
+    new: str
+    chapters: tuple
+    bug: str
+
+
+def _m(id, path, old, new, chapters, bug):
+    return Mutant(id, f"posenc_lib/{path}", old, new, tuple(chapters), bug)
+
+
+#: The catalogue. Keep each substitution minimal: one realistic slip.
+MUTANTS: tuple[Mutant, ...] = (
+    # ---- attention (chapter 1) --------------------------------------------------------
+    _m("causal-excludes-self", "attention.py",
+       "    return j <= i\n", "    return j < i\n",
+       ["01_why_positions"], "causal mask off by one: a query may not see itself"),
+    _m("causal-cache-offset", "attention.py",
+       "unsqueeze(1) + (n_k - n_q)", "unsqueeze(1)",
+       ["01_why_positions"], "queries placed first instead of last when keys are cached"),
+    _m("attention-scale-dk", "attention.py",
+       "scale = 1.0 / math.sqrt(q.shape[-1])", "scale = 1.0 / q.shape[-1]",
+       ["01_why_positions"], "scores scaled by 1/d instead of 1/sqrt(d)"),
+    # ---- absolute encodings (chapter 2) -------------------------------------------------
+    _m("sinusoid-exponent-i", "absolute.py",
+       "base ** (-2.0 * i / dim)", "base ** (-1.0 * i / dim)",
+       ["02_absolute"], "frequency exponent i/d instead of 2i/d"),
+    _m("sinusoid-sin-cos-swapped", "absolute.py",
+       "table[..., 0::2] = torch.sin(angles)", "table[..., 0::2] = -torch.sin(angles)",
+       ["02_absolute"], "sign slip in the sine features"),
+    _m("sinusoid-positions-float16", "absolute.py",
+       "p = torch.as_tensor(positions).to(dtype)",
+       "p = torch.as_tensor(positions).to(torch.float16).to(dtype)",
+       ["02_absolute"], "positions cast to a low-precision dtype before the angles"),
+    # ---- relative encodings (chapter 3) -------------------------------------------------
+    _m("relative-sign-flipped", "relative.py",
+       "return key[None, :] - query[:, None]", "return query[:, None] - key[None, :]",
+       ["03_relative"], "relative position query - key instead of key - query"),
+    _m("rel-shift-off-by-one", "relative.py",
+       "return padded[..., 1:, :].reshape(*batch, n_q, n_r)",
+       "return padded[..., :-1, :].reshape(*batch, n_q, n_r)",
+       ["03_relative"], "Transformer-XL's rel_shift keeps the wrong rows (off by one)"),
+    _m("t5-exact-log-boundary", "relative.py",
+       "max_exact = num_buckets // 2  # distances", "max_exact = num_buckets // 4  # distances",
+       ["03_relative"], "T5's exact/log bucket boundary at N/4 instead of N/2"),
+    _m("t5-bidirectional-side", "relative.py",
+       "buckets += (relative_position > 0).to(torch.int64) * num_buckets",
+       "buckets += (relative_position < 0).to(torch.int64) * num_buckets",
+       ["03_relative"], "T5's bidirectional buckets put past and future on the wrong side"),
+    # ---- RoPE (chapter 4) ---------------------------------------------------------------
+    _m("rope-inv-freq-exponent", "rope.py",
+       "exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim",
+       "exponent = torch.arange(0, dim // 2, dtype=torch.float64) / dim",
+       ["04_rope"], "inv_freq exponent i/d instead of 2i/d"),
+    _m("rope-layout-confusion", "rope.py",
+       "    if layout == \"half\":\n        return t.chunk(2, dim=-1)\n",
+       "    if layout == \"half\":\n        return t[..., 0::2], t[..., 1::2]\n",
+       ["04_rope"], "rotate-half weights paired as if interleaved"),
+    _m("rope-rotation-sign", "rope.py",
+       "    out_first.addcmul_(second, sin, value=-1)\n    out_second.addcmul_(first, sin)\n",
+       "    out_first.addcmul_(second, sin)\n    out_second.addcmul_(first, sin, value=-1)\n",
+       ["04_rope"], "sin sign flipped: keys and queries turn backwards (R_{m-n})"),
+    _m("rope-rotate-quarter-sign", "rope.py",
+       "    torch.neg(second, out=out_first)\n    out_second.copy_(first)\n",
+       "    out_first.copy_(second)\n    torch.neg(first, out=out_second)\n",
+       ["04_rope"], "rotate_half returns (b, -a) instead of (-b, a)"),
+    _m("rope-conjugate-dropped", "rope.py",
+       "h = q_pairs * k_pairs.conj()", "h = q_pairs * k_pairs",
+       ["04_rope"], "the dropped conjugate in the complex form of the score"),
+    _m("rope-positions-bfloat16", "rope.py",
+       "    p = p.to(inv_freq.dtype)\n",
+       "    p = p.to(torch.bfloat16).to(inv_freq.dtype)\n",
+       ["04_rope"], "positions cast to bfloat16 before the angles"),
+    # ---- multi-dimensional RoPE (chapter 5) --------------------------------------------
+    _m("mrope-section-order", "multidim.py",
+       "return torch.repeat_interleave(axes, torch.tensor(sections))",
+       "return torch.repeat_interleave(axes.flip(0), torch.tensor(sections).flip(0))",
+       ["05_multidim"], "M-RoPE sections assigned in reverse order (width first)"),
+    _m("mrope-text-resume-off-by-one", "multidim.py",
+       "start = int(ids.max()) + 1", "start = int(ids.max()) + 2",
+       ["05_multidim"], "text after a vision block resumes one id too late"),
+    _m("mrope-interleave-reversed", "multidim.py",
+       "for axis, left in enumerate(remaining):",
+       "for axis, left in reversed(list(enumerate(remaining))):",
+       ["05_multidim"], "interleaved M-RoPE's round-robin visits the axes in reverse"),
+    _m("mrope-absolute-time-round", "multidim.py",
+       "ids[0] = time.floor().long()", "ids[0] = time.round().long()",
+       ["05_multidim"], "Qwen2.5-VL's absolute time rounded instead of floored"),
+    # ---- context extension (chapter 6) --------------------------------------------------
+    _m("ntk-exponent-dropped", "scaling.py",
+       "    return base * factor ** (dim / (dim - 2))\n", "    return base * factor\n",
+       ["06_extension"], "NTK-aware base without the exponent d/(d-2)"),
+    _m("dynamic-ntk-plain-ratio", "scaling.py",
+       "scale = factor * length / max_len - (factor - 1)", "scale = length / max_len",
+       ["06_extension"], "dynamic NTK scale n/L instead of factor*n/L - (factor - 1)"),
+    _m("yarn-ramp-inverted", "scaling.py",
+       "return inv_freq * (1 - weight) + inv_freq / factor * weight, attention_factor",
+       "return inv_freq * weight + inv_freq / factor * (1 - weight), attention_factor",
+       ["06_extension"], "YaRN ramp inverted: fast pairs interpolated, slow kept"),
+    _m("yarn-temperature-log10", "scaling.py",
+       "0.1 * weight * math.log(scale) + 1.0", "0.1 * weight * math.log10(scale) + 1.0",
+       ["06_extension"], "YaRN's 0.1 ln s + 1 written with log10"),
+    _m("llama3-smoothing-inverted", "scaling.py",
+       "return inv_freq * smooth + inv_freq / factor * (1 - smooth), 1.0",
+       "return inv_freq * (1 - smooth) + inv_freq / factor * smooth, 1.0",
+       ["06_extension"], "Llama 3 smoothing weights swapped"),
+    _m("longrope-switch-at-L", "scaling.py",
+       "rescale = long if seq_len is not None and seq_len > length else short",
+       "rescale = long if seq_len is not None and seq_len >= length else short",
+       ["06_extension"], "LongRoPE switches to the long factors one position early"),
+    _m("alibi-slope-popular", "alibi.py",
+       "return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]",
+       "return [2.0 ** (-8.0 / k) for k in range(1, n + 1)]",
+       ["06_extension"], "ALiBi's popular wrong slope formula 1/2^(8/k)"),
+    _m("alibi-interleave-wrong-half", "alibi.py",
+       "_power_of_two_slopes(2 * closest)[0::2]", "_power_of_two_slopes(2 * closest)[1::2]",
+       ["06_extension"], "non-power-of-2 heads take the wrong interleaved slopes"),
+    _m("xpos-exponent-sign", "xpos.py",
+       "sign = 1.0 if kind == \"query\" else -1.0", "sign = -1.0 if kind == \"query\" else 1.0",
+       ["06_extension"], "xPos query/key exponent signs swapped"),
+    # ---- positions in a running model (chapter 8) ---------------------------------------
+    _m("padding-positions-arange", "positions.py",
+       "return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)",
+       "return torch.arange(mask.shape[-1]).expand_as(mask)",
+       ["08_practice"], "left-padded rows numbered with arange, padding counted"),
+    _m("packing-mask-no-documents", "positions.py",
+       "return same_document & (index[None, :] <= index[:, None])",
+       "return index[None, :] <= index[:, None]",
+       ["08_practice"], "packed documents share one causal mask: they see each other"),
+    _m("rerotate-sign", "rope.py",
+       "        shift = torch.tensor([delta])\n", "        shift = torch.tensor([-delta])\n",
+       ["08_practice"], "cached keys moved by -delta instead of +delta"),
+    # ---- reading a model's config (chapter 9) ---------------------------------------------
+    _m("yarn-original-ignored", "_config.py",
+       "            original = block_original or max_len\n",
+       "            original = max_len or block_original\n",
+       ["09_models"], "YaRN reads max_position_embeddings, not the rope block's "
+       "original_max_position_embeddings"),
+    _m("partial-rotary-ignored", "_config.py",
+       "    dim = int(head_dim * partial)\n", "    dim = head_dim\n",
+       ["09_models"], "partial_rotary_factor ignored: the whole head is rotated"),
+)
+
+
+# --------------------------------------------------------------------------------------
+
+
+def occurrences(mutant: Mutant, root: Path = ROOT) -> int:
+    """How many times ``mutant.old`` occurs in its file under ``root``."""
+    path = root / mutant.path
+    return path.read_text().count(mutant.old) if path.is_file() else 0
+
+
+def _tree_files(root: Path) -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root, check=True, capture_output=True).stdout.decode().split("\0")
+    return [p for p in listed if p and (root / p).is_file()]
+
+
+def copy_tree(dest: Path, root: Path = ROOT) -> None:
+    """Copy the working tree's tracked and untracked-but-not-ignored files to ``dest``."""
+    for rel in _tree_files(root):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+
+
+def apply(mutant: Mutant, tree: Path) -> None:
+    """Apply ``mutant`` to the copy at ``tree``; refuse if its text is not there once."""
+    path = tree / mutant.path
+    text = path.read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise ValueError(f"mutant {mutant.id!r}: its text occurs {count} times in "
+                         f"{mutant.path}, expected exactly once")
+    path.write_text(text.replace(mutant.old, mutant.new))
+
+
+def _run(cmd: list[str], tree: Path, timeout: float) -> tuple[bool | None, float, str]:
+    """Run ``cmd`` in ``tree`` with the copy first on the path; (passed, seconds, tail).
+
+    ``passed`` is ``None`` when the command ran past ``timeout``."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1",
+               POSENC_LIB_FRONTEND="live", MPLBACKEND="Agg")
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        passed, out = done.returncode == 0, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as error:
+        # Neither caught nor missed: the table says "timed out" (rerun with less load).
+        passed, out = None, f"timed out after {timeout:.0f} s\n{error.stdout or ''}"
+    return passed, time.perf_counter() - start, "\n".join(out.strip().splitlines()[-3:])
+
+
+def unit_command(tests: list[str] | None = None) -> list[str]:
+    return [PYTHON, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+            "-m", "not browser and not mutation", *(tests or ["tests"])]
+
+
+def notebook_command(chapters: tuple) -> list[str]:
+    return [PYTHON, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+            "--nbval-current-env", *(f"book/{c}.ipynb" for c in chapters)]
+
+
+TIMED_OUT = "timed out"   # an outcome that is neither caught nor missed
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant | None
+    unit_caught: bool | None
+    book_caught: bool | None
+    unit_s: float = 0.0
+    book_s: float = 0.0
+    unit_tail: str = ""
+    book_tail: str = ""
+
+
+def check(mutant: Mutant | None, *, tests: list[str] | None = None, unit: bool = True,
+          book: bool = True, chapters: tuple | None = None,
+          timeout: float = 900.0) -> Outcome:
+    """Run the unit tests and the chapter notebooks on a mutated copy of the tree.
+
+    ``mutant=None`` checks the un-mutated copy (both steps must then pass).
+    """
+    chapters = chapters if chapters is not None else (mutant.chapters if mutant else ())
+    with tempfile.TemporaryDirectory(prefix="posenc-mutant-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        if mutant is not None:
+            apply(mutant, tree)
+        outcome = Outcome(mutant, None, None)
+        if unit:
+            passed, outcome.unit_s, outcome.unit_tail = _run(unit_command(tests), tree, timeout)
+            outcome.unit_caught = TIMED_OUT if passed is None else not passed
+        if book and chapters:
+            passed, outcome.book_s, outcome.book_tail = _run(notebook_command(chapters),
+                                                             tree, timeout)
+            outcome.book_caught = TIMED_OUT if passed is None else not passed
+    return outcome
+
+
+def _mark(value) -> str:
+    if value is TIMED_OUT:
+        return "timed out"
+    return "-" if value is None else ("caught" if value else "**missed**")
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = ["| mutant | file | bug it imitates | unit tests | book cells (chapter) |",
+            "| --- | --- | --- | --- | --- |"]
+    for o in outcomes:
+        m = o.mutant
+        rows.append(f"| `{m.id}` | `{m.path.removeprefix('posenc_lib/')}` | {m.bug} | "
+                    f"{_mark(o.unit_caught)} | {_mark(o.book_caught)} "
+                    f"({', '.join(c[:2] for c in m.chapters)}) |")
+    n = len(outcomes)
+    unit = sum(o.unit_caught is True for o in outcomes)
+    booked = [o for o in outcomes if o.book_caught is not None]
+    book = sum(o.book_caught is True for o in booked)
+    rows.append("")
+    rows.append(f"Caught by the unit tests: {unit}/{n} ({100 * unit / max(n, 1):.0f} %).")
+    rows.append(f"Caught by the book's own cells: {book}/{len(booked)} "
+                f"({100 * book / max(len(booked), 1):.0f} %).")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="ID", help="run these mutants only")
+    parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument("--no-book", action="store_true", help="skip the notebooks")
+    parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
+    parser.add_argument("--tests", nargs="+", metavar="PATH",
+                        help="unit test files to run instead of the whole suite")
+    parser.add_argument("--skip-baseline", action="store_true",
+                        help="do not check the un-mutated tree first")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per step before it counts as timed out (default 900)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the last lines of every failing step")
+    args = parser.parse_args(argv)
+
+    chosen = list(MUTANTS)
+    if args.only:
+        known = {m.id: m for m in MUTANTS}
+        unknown = [i for i in args.only if i not in known]
+        if unknown:
+            parser.error(f"unknown mutant id(s) {unknown}; see --list")
+        chosen = [known[i] for i in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:28s} {m.path:32s} {', '.join(m.chapters):28s} {m.bug}")
+        return 0
+    stale = [m.id for m in chosen if occurrences(m) != 1]
+    if stale:
+        print(f"these mutants no longer match the library: {stale}", file=sys.stderr)
+        return 2
+
+    from tqdm.auto import tqdm
+
+    if not args.skip_baseline:
+        chapters = tuple(sorted({c for m in chosen for c in m.chapters}))
+        base = check(None, tests=args.tests, unit=not args.no_unit, book=not args.no_book,
+                     chapters=chapters, timeout=args.timeout)
+        if base.unit_caught not in (False, None) or base.book_caught not in (False, None):
+            print("the un-mutated tree fails; fix that first:\n"
+                  f"{base.unit_tail}\n{base.book_tail}", file=sys.stderr)
+            return 1
+        print(f"baseline passes (unit {base.unit_s:.0f} s, book {base.book_s:.0f} s)",
+              file=sys.stderr)
+    outcomes = []
+    for m in tqdm(chosen, desc="mutants", file=sys.stderr):
+        o = check(m, tests=args.tests, unit=not args.no_unit, book=not args.no_book,
+                  timeout=args.timeout)
+        outcomes.append(o)
+        tqdm.write(f"{m.id:28s} unit {_mark(o.unit_caught):10s} ({o.unit_s:4.0f} s)  "
+                   f"book {_mark(o.book_caught):10s} ({o.book_s:4.0f} s)", file=sys.stderr)
+        if args.verbose:
+            for caught, tail in ((o.unit_caught, o.unit_tail), (o.book_caught, o.book_tail)):
+                if caught:
+                    tqdm.write("    " + tail.replace("\n", "\n    "), file=sys.stderr)
+    print(table(outcomes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
