@@ -1,0 +1,486 @@
+"""Reading the positional set-up out of a model's ``config.json`` (private helpers).
+
+:func:`parse_rope_config` turns a mapping, exactly as found in a Hugging Face
+``config.json``, into the arguments of :func:`posenc_lib.scaling.rope_parameters`
+plus the lengths the inspector needs. It reads the three layouts transformers
+has used:
+
+* **4.x, ``rope_type``**: top-level ``rope_theta`` and a ``rope_scaling``
+  dictionary that names its method in ``rope_type`` (transformers 4.43 and later);
+* **4.x, ``type``**: the same with the older key ``type`` (Llama 2 era
+  configs, DeepSeek-V3, Phi-3), which transformers copies into ``rope_type``;
+* **5.x**: one ``rope_parameters`` dictionary that also holds ``rope_theta``
+  and ``partial_rotary_factor`` (``RotaryEmbeddingConfigMixin`` in
+  transformers' ``modeling_rope_utils.py`` on the main branch).
+
+The behaviour to reproduce is transformers 4.57.6's: its config classes
+(``LlamaConfig.__init__`` and friends), ``rope_config_validation`` with the
+per-type validators, and the ``ROPE_INIT_FUNCTIONS`` (all in
+``src/transformers/modeling_rope_utils.py`` and ``models/*/configuration_*.py``).
+Where 4.57.6 and 5.x would compute different numbers from the same file, the
+config is ambiguous and a ``ValueError`` says so.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import _validate
+
+#: Keys of the rope block each method accepts (transformers 4.57.6's validators:
+#: required keys first, then optional ones); ``rope_type``/``type`` aside.
+ROPE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "default": ((), ()),
+    "linear": (("factor",), ()),
+    "dynamic": (("factor",), ("original_max_position_embeddings",)),
+    "yarn": (("factor",), ("attention_factor", "beta_fast", "beta_slow",
+                           "original_max_position_embeddings", "mscale",
+                           "mscale_all_dim", "truncate")),
+    "longrope": (("short_factor", "long_factor"),
+                 ("attention_factor", "factor", "original_max_position_embeddings")),
+    "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor",
+                "high_freq_factor"), ()),
+}
+
+class UnknownRopeKeyWarning(UserWarning):
+    """A key of the rope block that transformers does not read (and ignores)."""
+
+
+#: Keys some config classes exempt from validation (Qwen2-VL, Qwen2.5-VL,
+#: Qwen3-VL, GLM-4V pass them as ``ignore_keys``): M-RoPE's axis allocation.
+IGNORED_ROPE_KEYS = ("mrope_section", "mrope_interleaved")
+
+#: Fields that fix the rotary frequencies, as a config class fills them in when
+#: ``config.json`` omits them (the defaults of its ``__init__``;
+#: ``tests/test_models.py`` checks each against transformers 4.57.6). Lengths are
+#: left out on purpose: a missing length is reported, not guessed.
+#: For a model_type not listed here, a missing ``rope_theta`` is an error, and a
+#: missing ``partial_rotary_factor`` / ``head_dim`` means 1.0 / hidden_size //
+#: num_attention_heads, the fallbacks of transformers' rotary code.
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"rope_theta": 10000.0}, "mistral": {"rope_theta": 10000.0},
+    "mixtral": {"rope_theta": 1000000.0}, "qwen2": {"rope_theta": 10000.0},
+    "qwen2_vl": {"rope_theta": 1000000.0}, "qwen2_5_vl": {"rope_theta": 1000000.0},
+    "gemma": {"rope_theta": 10000.0, "head_dim": 256},
+    "gemma2": {"rope_theta": 10000.0, "head_dim": 256},
+    "phi3": {"rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    "gpt_neox": {"rotary_emb_base": 10000, "rotary_pct": 0.25},
+    "deepseek_v3": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
+    "deepseek_v2": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
+    "gemma3": {"rope_theta": 1000000.0, "head_dim": 256},  # the global layers
+    "gemma3_text": {"rope_theta": 1000000.0, "head_dim": 256},
+    "qwen2_moe": {"rope_theta": 10000.0}, "qwen3": {"rope_theta": 10000.0, "head_dim": 128},
+    "qwen3_moe": {"rope_theta": 10000.0},
+    "llama4": {"rope_theta": 500000, "head_dim": 128},
+    "phi": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "stablelm": {"rope_theta": 10000, "partial_rotary_factor": 0.25},
+    "persimmon": {"rope_theta": 25000.0, "partial_rotary_factor": 0.5},
+    "glm": {"rope_theta": 10000.0, "head_dim": 128, "partial_rotary_factor": 0.5},
+    "glm4": {"rope_theta": 10000.0, "head_dim": 128, "partial_rotary_factor": 0.5},
+    "starcoder2": {"rope_theta": 10000.0}, "olmo": {"rope_theta": 10000.0},
+    "olmo2": {"rope_theta": 10000.0}, "cohere": {"rope_theta": 10000.0},
+    "granite": {"rope_theta": 10000.0}, "falcon": {"rope_theta": 10000.0},
+    "smollm3": {"rope_theta": 2000000.0},
+}
+# Names that stand for the same field (a default is not used if any is present).
+_SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
+               "rotary_emb_base": ("rope_theta", "rotary_emb_base"),
+               "partial_rotary_factor": ("partial_rotary_factor", "rotary_pct"),
+               "rotary_pct": ("partial_rotary_factor", "rotary_pct"),
+               "head_dim": ("head_dim",), "qk_rope_head_dim": ("qk_rope_head_dim",)}
+
+#: Model types whose positions are not rotary, and what they use instead.
+NOT_ROTARY = {
+    "bloom": "ALiBi", "mpt": "ALiBi", "t5": "T5 relative buckets",
+    "mt5": "T5 relative buckets", "umt5": "T5 relative buckets",
+    "longt5": "T5 relative buckets", "gpt2": "learned absolute positions",
+    "bert": "learned absolute positions", "roberta": "learned absolute positions",
+    "opt": "learned absolute positions",
+}
+
+# Aliases some config classes map onto the canonical names (attribute_map).
+_HIDDEN_ALIASES = ("hidden_size", "n_embd", "n_embed", "d_model")
+_HEADS_ALIASES = ("num_attention_heads", "n_head", "num_heads")
+
+
+@dataclass(frozen=True)
+class RopeConfig:
+    """The rotary set-up read from a config.
+
+    Attributes:
+        rope_type: transformers' method name after normalisation.
+        dim: rotated features per head, ``int(head_dim · partial_rotary_factor)``.
+        head_dim: features per attention head.
+        partial_rotary_factor: share of ``head_dim`` that is rotated.
+        base: ``rope_theta``.
+        params: keyword arguments of :func:`~posenc_lib.scaling.rope_parameters`.
+        max_position_embeddings: the config's ``max_position_embeddings`` (or ``None``).
+        original_max_position_embeddings: the pre-extension context length, for
+            methods that have one (``None`` otherwise).
+        factor: the extension factor in effect (``None`` without one).
+        mrope_section: M-RoPE's pairs per axis, if the config gives them.
+        layout: ``"4.x rope_type"``, ``"4.x type"``, ``"5.x"`` or ``"none"``.
+        model_type: the config's ``model_type`` (or ``None``).
+    """
+
+    rope_type: str
+    dim: int
+    head_dim: int
+    partial_rotary_factor: float
+    base: float
+    params: dict = field(default_factory=dict)
+    max_position_embeddings: int | None = None
+    original_max_position_embeddings: int | None = None
+    factor: float | None = None
+    mrope_section: tuple | None = None
+    layout: str = "none"
+    model_type: str | None = None
+
+    @property
+    def train_length(self) -> int | None:
+        """Context the model was pre-trained on: the original length if the
+        method names one, else ``max_position_embeddings``."""
+        return self.original_max_position_embeddings or self.max_position_embeddings
+
+    @property
+    def extended_length(self) -> int | None:
+        """Context the config extends to: ``max_position_embeddings`` when it
+        exceeds the trained length, else ``factor · train_length`` (Qwen2.5's
+        YaRN recipe leaves ``max_position_embeddings`` at the original length);
+        ``None`` for plain RoPE."""
+        train = self.train_length
+        if self.rope_type == "default" or train is None:
+            return None
+        if self.max_position_embeddings and self.max_position_embeddings > train:
+            return self.max_position_embeddings
+        if self.factor is not None and self.factor > 1:
+            return round(self.factor * train)
+        return None
+
+
+def _one_of_aliases(config: Mapping, names: tuple) -> tuple[str | None, Any]:
+    found = {name: config[name] for name in names if config.get(name) is not None}
+    if len(set(map(repr, found.values()))) > 1:
+        raise ValueError(f"config is ambiguous: {found} name the same quantity with "
+                         "different values")
+    if not found:
+        return None, None
+    name = next(iter(found))
+    return name, found[name]
+
+
+def _text_config(config: Mapping) -> tuple[dict, str | None]:
+    """The mapping that holds the language model's fields, and the model_type."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping (a parsed config.json), got "
+                         f"{type(config).__name__}")
+    model_type = config.get("model_type")
+    text = config.get("text_config")
+    if text is None:
+        return dict(config), model_type
+    if isinstance(text, Mapping) and isinstance(text.get("model_type"), str):
+        model_type = text["model_type"].removesuffix("_text")  # qwen2_5_vl_text
+    if not isinstance(text, Mapping):
+        raise ValueError(f"text_config must be a mapping, got {type(text).__name__}")
+    merged = dict(text)
+    for key in ("rope_theta", "rope_scaling", "rope_parameters", "hidden_size",
+                "num_attention_heads", "head_dim", "max_position_embeddings",
+                "partial_rotary_factor"):
+        if key in config and key in text and config[key] != text[key]:
+            raise ValueError(f"config is ambiguous: {key} is {config[key]!r} at the top "
+                             f"level but {text[key]!r} in text_config")
+    return merged, model_type
+
+
+def _rope_block(config: Mapping) -> tuple[dict, str]:
+    """The rope dictionary and which layout it came in."""
+    scaling = config.get("rope_scaling")
+    parameters = config.get("rope_parameters")
+    if parameters is not None and scaling is not None:
+        raise ValueError("config is ambiguous: it has both rope_scaling (transformers "
+                         "4.x) and rope_parameters (5.x); keep one")
+    if parameters is not None:
+        if not isinstance(parameters, Mapping):
+            raise ValueError(f"rope_parameters must be a mapping, got {parameters!r}")
+        if parameters and all(isinstance(v, Mapping) for v in parameters.values()):
+            raise ValueError(f"rope_parameters holds one dictionary per layer type "
+                             f"({sorted(parameters)}); pass one of them as "
+                             f"rope_parameters")
+        return dict(parameters), "5.x"
+    if scaling is None:
+        return {}, "none"
+    if not isinstance(scaling, Mapping):
+        raise ValueError(f"rope_scaling must be a mapping or null, got {scaling!r}")
+    block = dict(scaling)
+    return block, ("4.x type" if "type" in block and "rope_type" not in block
+                   else "4.x rope_type")
+
+
+def _method(block: dict, model_type: str | None) -> str:
+    rope_type, old = block.pop("rope_type", None), block.pop("type", None)
+    if rope_type is not None and old is not None and rope_type != old:
+        raise ValueError(f"config is ambiguous: rope_type={rope_type!r} but "
+                         f"type={old!r} (transformers 4.x copies type over rope_type)")
+    name = old if old is not None else rope_type
+    if name is None:
+        name = "default"
+    if name == "mrope":  # Qwen2-VL / Qwen2.5-VL configs: M-RoPE on default frequencies
+        name = "default"
+    if model_type == "phi3" and name in ("su", "yarn"):
+        name = "longrope"  # Phi3Config._rope_scaling_adjustment (backward compatibility)
+    if name not in ROPE_KEYS:
+        raise ValueError(f"rope_type {name!r} is not one transformers 4.57 computes; "
+                         f"it knows {sorted(ROPE_KEYS)}")
+    return name
+
+
+def _positive_length(name: str, value) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _validate.positive_int(name, value)
+
+
+def _check_keys(rope_type: str, block: dict) -> None:
+    """Transformers' ``_check_received_keys``: a missing required key is an error
+    (its ``KeyError``); an unknown key is reported (its "Unrecognized keys"
+    warning) and then ignored, as transformers ignores it."""
+    required, optional = ROPE_KEYS[rope_type]
+    missing = [name for name in required if block.get(name) is None]
+    if missing:
+        raise ValueError(f"rope_type {rope_type!r} needs {missing} (transformers raises "
+                         f"KeyError: missing required keys)")
+    unknown = sorted(set(block) - set(required) - set(optional) - set(IGNORED_ROPE_KEYS))
+    if unknown:
+        warnings.warn(f"unknown key(s) {unknown} for rope_type {rope_type!r} are "
+                      f"ignored, as transformers ignores them (it logs them as "
+                      f"unrecognized); it reads {sorted(required + optional)}. A "
+                      f"misspelt key means its default is used instead",
+                      UnknownRopeKeyWarning, stacklevel=4)
+        for name in unknown:
+            del block[name]
+
+
+def _head_dim(config: Mapping) -> int:
+    head_dim = config.get("head_dim")
+    rope_head = config.get("qk_rope_head_dim")  # DeepSeek-V2/V3 (MLA): rotary part only
+    if rope_head is not None:
+        if head_dim is not None and head_dim != rope_head:
+            raise ValueError(f"config is ambiguous: head_dim={head_dim} but "
+                             f"qk_rope_head_dim={rope_head} (DeepseekV3Config sets "
+                             f"head_dim = qk_rope_head_dim)")
+        return _validate.positive_int("qk_rope_head_dim", rope_head)
+    if head_dim is not None:
+        return _validate.positive_int("head_dim", head_dim)
+    _, hidden = _one_of_aliases(config, _HIDDEN_ALIASES)
+    _, heads = _one_of_aliases(config, _HEADS_ALIASES)
+    if hidden is None or heads is None:
+        missing = [n for n, v in (("hidden_size", hidden), ("num_attention_heads", heads))
+                   if v is None]
+        raise ValueError(f"config is incomplete: the head size needs head_dim, or "
+                         f"hidden_size and num_attention_heads; missing {missing}")
+    hidden = _validate.positive_int("hidden_size", hidden)
+    heads = _validate.positive_int("num_attention_heads", heads)
+    return hidden // heads
+
+
+def _partial_factor(config: Mapping, block: dict, layout: str) -> float:
+    found = {}
+    for name, source in (("partial_rotary_factor", config), ("rotary_pct", config)):
+        if source.get(name) is not None:
+            found[name] = source[name]
+    if layout == "5.x":
+        if block.get("partial_rotary_factor") is not None:
+            found["rope_parameters.partial_rotary_factor"] = block["partial_rotary_factor"]
+        block.pop("partial_rotary_factor", None)
+    values = {name: _validate.finite_float(name, v, greater_than=0.0)
+              for name, v in found.items()}
+    if len(set(values.values())) > 1:
+        raise ValueError(f"config is ambiguous: {values} disagree on the rotated share")
+    factor = next(iter(values.values()), 1.0)
+    if factor > 1:
+        raise ValueError(f"partial_rotary_factor must be <= 1, got {factor}")
+    return factor
+
+
+def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> float:
+    found = {}
+    if config.get("rope_theta") is not None:
+        found["rope_theta"] = config["rope_theta"]
+    if config.get("rotary_emb_base") is not None:  # GPT-NeoX
+        found["rotary_emb_base"] = config["rotary_emb_base"]
+    if layout == "5.x":
+        if block.get("rope_theta") is not None:
+            found["rope_parameters.rope_theta"] = block["rope_theta"]
+        block.pop("rope_theta", None)
+    values = {name: _validate.finite_float(name, v, greater_than=1.0)
+              for name, v in found.items()}
+    if len(set(values.values())) > 1:
+        raise ValueError(f"config is ambiguous: {values} disagree on the RoPE base")
+    if values:
+        return next(iter(values.values()))
+    raise ValueError(f"config is incomplete: no rope_theta, and model_type "
+                     f"{model_type!r} has no known default (known: "
+                     f"{sorted(MODEL_DEFAULTS)})")
+
+
+def _optional_length(config: Mapping, name: str) -> int | None:
+    value = config.get(name)
+    return None if value is None else _positive_length(name, value)
+
+
+def _with_defaults(config: dict, block: dict, model_type: str | None) -> dict:
+    """``config`` with its class's defaults for the fields it omits."""
+    if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
+        for kept, lost in (("rotary_pct", "partial_rotary_factor"),
+                           ("rotary_emb_base", "rope_theta")):
+            if config.get(lost) is not None and config.get(kept) is None:
+                raise ValueError(f"config is ambiguous: GPTNeoXConfig ignores {lost}="
+                                 f"{config[lost]!r} and uses {kept} (default "
+                                 f"{MODEL_DEFAULTS['gpt_neox'][kept]!r}); give {kept}")
+    filled = dict(config)
+    for name, value in MODEL_DEFAULTS.get(model_type, {}).items():
+        names = _SAME_FIELD[name]
+        if all(config.get(n) is None and block.get(n) is None for n in names):
+            filled[name] = value
+    return filled
+
+
+def _same_original(top: int | None, block: int | None) -> None:
+    if top is not None and block is not None and top != block:
+        raise ValueError(f"config is ambiguous: original_max_position_embeddings is "
+                         f"{top} at the top level but {block} in the rope block")
+
+
+def parse_rope_config(config: Mapping) -> RopeConfig:
+    """Read the rotary set-up of a ``config.json`` mapping (see the module docstring).
+
+    Raises:
+        ValueError: for a model without rotary positions, a missing key, or a
+            config that transformers 4.57 and 5.x would read differently.
+
+    Warns:
+        UnknownRopeKeyWarning: for a key of the rope block that transformers
+            does not read; the key is ignored, as transformers ignores it.
+    """
+    text, model_type = _text_config(config)
+    if model_type in NOT_ROTARY:
+        raise ValueError(f"model_type {model_type!r} uses {NOT_ROTARY[model_type]}, not "
+                         f"rotary embeddings: there are no RoPE frequencies to compute")
+    if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
+                             and text["attn_config"].get("alibi")):
+        raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
+                         "are no RoPE frequencies to compute")
+    block, layout = _rope_block(text)
+    if model_type == "phi3" and layout.startswith("4.x") and \
+            set(block) != {"type", "short_factor", "long_factor"}:
+        raise ValueError(f"Phi3Config (transformers 4.57) accepts rope_scaling with "
+                         f"exactly the keys type, short_factor and long_factor, got "
+                         f"{sorted(block)}")
+    text = _with_defaults(text, block if layout == "5.x" else {}, model_type)
+    base = _base(text, block, layout, model_type)
+    partial = _partial_factor(text, block, layout)
+    rope_type = _method(block, model_type)
+    mrope = block.get("mrope_section")
+    _check_keys(rope_type, block)
+    head_dim = _head_dim(text)
+    dim = int(head_dim * partial)
+    if dim < 2 or dim % 2:
+        raise ValueError(f"the rotary dim int(head_dim * partial_rotary_factor) = "
+                         f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
+    max_len = _optional_length(text, "max_position_embeddings")
+    top_original = _optional_length(text, "original_max_position_embeddings")
+    block_original = block.get("original_max_position_embeddings")
+    if block_original is not None:
+        block_original = _positive_length("original_max_position_embeddings",
+                                          block_original)
+    params = {k: v for k, v in block.items()
+              if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
+    original = factor = None
+    if "factor" in params and params["factor"] is not None:
+        factor = _validate.finite_float("factor", params["factor"], at_least=1.0)
+
+    if rope_type == "dynamic":
+        if max_len is None:
+            raise ValueError("config is incomplete: rope_type 'dynamic' needs "
+                             "max_position_embeddings (the length beyond which the "
+                             "base grows)")
+        params["max_position_embeddings"] = max_len
+        params["original_max_position_embeddings"] = block_original  # accepted, unused
+        original = max_len
+    elif rope_type == "yarn":
+        if layout == "5.x":  # standardize_rope_params: a top-level value has priority
+            _same_original(top_original, block_original)
+            original = top_original or block_original or max_len
+        else:  # 4.57: the rope block's value if truthy, else max_position_embeddings
+            original = block_original or max_len
+            if top_original is not None and top_original != original:
+                raise ValueError(f"config is ambiguous: a top-level "
+                                 f"original_max_position_embeddings={top_original} is "
+                                 f"ignored by transformers 4.57 (which uses {original}) "
+                                 f"but takes priority in 5.x")
+        if original is None:
+            raise ValueError("config is incomplete: rope_type 'yarn' needs "
+                             "original_max_position_embeddings (in the rope block) or "
+                             "max_position_embeddings")
+        if "truncate" in params and params["truncate"] is None:
+            raise ValueError("truncate must be true or false, got null")
+        for name in ("beta_fast", "beta_slow"):  # `get(name) or default`
+            if name in params and not params[name]:
+                params[name] = None
+        params["original_max_position_embeddings"] = original
+    elif rope_type == "longrope":
+        if max_len is None:
+            raise ValueError("config is incomplete: rope_type 'longrope' needs "
+                             "max_position_embeddings")
+        if model_type == "phi3" and top_original is None and layout != "5.x":
+            raise ValueError("config is incomplete: Phi-3 configs need a top-level "
+                             "original_max_position_embeddings (Phi3Config would "
+                             "silently default it to 4096)")
+        _same_original(top_original, block_original)
+        if layout == "5.x":  # factor as given, else max_position_embeddings / original
+            original = top_original or block_original or max_len
+            if factor is None:
+                factor = max_len / original
+        elif top_original is not None:  # Phi-3: 4.57 derives factor from the lengths
+            original, ratio = top_original, max_len / top_original
+            if factor is not None and not math.isclose(factor, ratio):
+                raise ValueError(f"config is ambiguous: factor={factor} but "
+                                 f"max_position_embeddings / original_max_position_"
+                                 f"embeddings = {ratio:g}; transformers 4.57 uses the "
+                                 f"ratio, 5.x the factor")
+            factor = ratio
+        else:
+            original = max_len
+            if block_original is not None and block_original != max_len:
+                raise ValueError(f"config is ambiguous: transformers 4.57 ignores the "
+                                 f"rope block's original_max_position_embeddings="
+                                 f"{block_original} and uses max_position_embeddings="
+                                 f"{max_len}; 5.x uses {block_original}. Set one "
+                                 f"top-level original_max_position_embeddings")
+        params["factor"] = factor
+        params["original_max_position_embeddings"] = original
+    elif rope_type == "llama3":
+        original = block_original
+        params["original_max_position_embeddings"] = original
+    if mrope is not None:
+        mrope = tuple(_validate.positive_int(f"mrope_section[{i}]", s, minimum=0)
+                      for i, s in enumerate(mrope))
+    return RopeConfig(rope_type=rope_type, dim=dim, head_dim=head_dim,
+                      partial_rotary_factor=partial, base=base, params=params,
+                      max_position_embeddings=max_len,
+                      original_max_position_embeddings=original, factor=factor,
+                      mrope_section=mrope, layout=layout, model_type=model_type)
+
+
+def positional_scheme(config: Mapping) -> str:
+    """``"rotary"``, or what a non-rotary model uses (``"ALiBi"``, ...)."""
+    text, model_type = _text_config(config)
+    if model_type in NOT_ROTARY:
+        return NOT_ROTARY[model_type]
+    if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
+                             and text["attn_config"].get("alibi")):
+        return "ALiBi"
+    return "rotary"

@@ -1,0 +1,117 @@
+"""Figures for chapter 9: real models, from their configs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import _config, scaling
+from .. import inspect as model_inspect
+from ._base import BookFigure, new_figure, plain_log_axis
+
+__all__ = ["ROTARY_MODELS", "overview", "wavelengths"]
+
+#: The table's models with rotary positions, in table order.
+ROTARY_MODELS = tuple(
+    name for name in model_inspect.model_names()
+    if _config.positional_scheme(model_inspect.model_config(name)) == "rotary")
+
+_Y_RANGE = (1.0, 1e9)  # every model's wavelengths fit, so the slider keeps the axes
+_X_RANGE = (2.0, 5e8)
+
+
+def overview() -> BookFigure:
+    """Every rotary model of the table: its pairs' wavelengths against its lengths.
+
+    One row per model; each dot is one pair's wavelength ``2π/θ_i`` under the
+    config's own frequencies (hollow: plain RoPE with the same base and dim,
+    where the config changes it). The black bar is the trained length ``L``,
+    the red bar the length the config extends to.
+    """
+    fig = new_figure(7.6, 4.6)
+    ax = fig.subplots()
+    for row, name in enumerate(ROTARY_MODELS):  # labels repeat; the legend dedupes
+        entry = model_inspect.model_entry(name)
+        parts = model_inspect.trained_and_extended(entry["config"])
+        rope = parts["rope"]
+        y = len(ROTARY_MODELS) - 1 - row
+        plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
+                                           dtype=torch.float64)
+        lam = (2 * math.pi / parts["extended"]).numpy()
+        lam_plain = (2 * math.pi / plain).numpy()
+        if not np.allclose(lam, lam_plain, rtol=1e-12):
+            ax.scatter(lam_plain, np.full_like(lam_plain, y), s=9, facecolors="none",
+                       edgecolors="0.55", lw=0.6, label="plain RoPE, same base and dim")
+        ax.scatter(lam, np.full_like(lam, y), s=7, color="C0", lw=0,
+                   label="wavelength of a pair (config's frequencies)")
+        ax.plot([parts["train_length"]] * 2, [y - 0.38, y + 0.38], color="k", lw=2,
+                label="trained length L")
+        if rope.extended_length:
+            ax.plot([rope.extended_length] * 2, [y - 0.38, y + 0.38], color="C3", lw=2,
+                    label="extended length L'")
+    ax.set_yticks(range(len(ROTARY_MODELS)),
+                  [model_inspect.model_entry(n)["title"] for n in ROTARY_MODELS[::-1]],
+                  fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(*_X_RANGE)
+    plain_log_axis(ax.xaxis)
+    ax.set_xlabel("wavelength 2π/θ (tokens)")
+    ax.set_title("Pairs left of L turn at least once within the trained length",
+                 fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.42, -0.13), ncol=2)
+    ax.grid(alpha=0.3, axis="x")
+    return fig
+
+
+def wavelengths(model: str = "llama-3.1-8b") -> BookFigure:
+    """One model: per-pair wavelength before and after its extension, against its lengths.
+
+    The x axis is ``2i/d`` (pair ``i`` of ``d/2``), so models with different
+    rotary dims share it; plain RoPE is then a straight line of slope
+    ``ln(base)`` on the log axis. Shaded: the pairs that leave their trained
+    angle range at the extended length (or at ``2L`` without an extension).
+    """
+    entry = model_inspect.model_entry(model)
+    report = model_inspect.inspect_config(entry["config"], name=entry["title"])
+    if report["scheme"] != "rotary":
+        raise ValueError(f"model {model!r} uses {report['scheme']}, not rotary "
+                         f"embeddings; choose one of {list(ROTARY_MODELS)}")
+    parts = model_inspect.trained_and_extended(entry["config"])
+    pairs = report["pairs"]
+    x = np.arange(pairs) * 2 / report["rotary_dim"]
+    fig = new_figure(6.8, 3.8)
+    ax = fig.subplots()
+    for first, last in report["out_of_range_pairs"]:
+        ax.axvspan(x[first] - 1 / report["rotary_dim"], x[last] + 1 / report["rotary_dim"],
+                   color="C3", alpha=0.12, lw=0)
+    ax.fill_between([], [], color="C3", alpha=0.12,
+                    label=f"out of range at {report['target_length']:,} "
+                          f"({report['out_of_range_count']} pairs)")
+    trained_label = ("short list, within L" if report["rope_type"] == "longrope"
+                     else "plain RoPE (pre-training)")
+    ax.semilogy(x, (2 * math.pi / parts["trained"]).numpy(), color="0.4", ls="--",
+                marker=".", ms=3, lw=1.0, label=trained_label)
+    ax.semilogy(x, (2 * math.pi / parts["extended"]).numpy(), color="C0", marker=".",
+                ms=3, lw=1.4, label=f"config: {report['rope_type']}")
+    ax.axhline(report["train_length"], color="k", lw=0.9,
+               label=f"trained length L = {report['train_length']:,}")
+    ax.axhline(report["target_length"], color="C3", lw=0.9, ls=":",
+               label=(f"extended length L' = {report['target_length']:,}"
+                      if report["extended_length"] else
+                      f"2L = {report['target_length']:,} (no extension)"))
+    ax.set_ylim(*_Y_RANGE)
+    ax.set_xlim(-0.02, 1.0)
+    plain_log_axis(ax.yaxis)
+    ax.set_xlabel("2i/d: pair index over half the rotary dim (frequency falls →)")
+    ax.set_ylabel("wavelength 2π/θ (tokens)")
+    ax.set_title(f"{entry['title']}: d = {report['rotary_dim']}, base "
+                 f"{report['base']:,.10g}, {report['full_turn_pairs']} of {pairs} pairs "
+                 f"turn within L", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    return fig

@@ -1,0 +1,307 @@
+"""What a model's positional set-up does, read from its ``config.json``.
+
+Run it as ``python -m posenc_lib.inspect CONFIG.json`` (or a model name from
+:func:`model_names`, e.g. ``llama-3.1-8b``; ``--json`` for scripts,
+``--list`` for the names). The report gives the rotary dim, base, method and
+attention factor; the wavelength range; how many pairs complete a full turn
+within the trained length (the critical dimension of Liu et al. 2023); which
+pairs leave their trained angle range at the extended length; and, for
+M-RoPE, the pairs each axis gets.
+
+Only importable as ``posenc_lib.inspect``: the name never shadows Python's
+``inspect`` (nothing puts the package directory itself on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+if not __package__:  # run as a file, or found as a top-level ``inspect``
+    raise ImportError("posenc_lib/inspect.py is the module posenc_lib.inspect: run it "
+                      "as `python -m posenc_lib.inspect`")
+
+import argparse
+import copy
+import functools
+import json
+import math
+import sys
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+
+from . import _config, _validate, alibi, multidim, scaling
+
+__all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
+           "trained_and_extended", "format_report", "main"]
+
+#: Display names of transformers' rope types.
+METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
+           "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
+           "longrope": "LongRoPE"}
+#: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
+T5_MAX_DISTANCE = 128
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict[str, dict]:
+    text = resources.files(__package__).joinpath("data/models.json").read_text("utf-8")
+    return {entry["name"]: entry for entry in json.loads(text)["models"]}
+
+
+def model_names() -> list[str]:
+    """Names of the models in the package's table (``posenc_lib/data/models.json``)."""
+    return list(_table())
+
+
+def model_entry(name: str) -> dict:
+    """The table entry of a model: ``name``, ``title``, ``hub_id``, ``config``, ``source``.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+    """
+    table = _table()
+    key = name.lower() if isinstance(name, str) else name
+    if key not in table:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(table)}")
+    return copy.deepcopy(table[key])
+
+
+def model_config(name: str) -> dict:
+    """The ``config.json`` fields of a model in the table (a fresh copy)."""
+    return model_entry(name)["config"]
+
+
+def load_config(source) -> tuple[str, dict]:
+    """``(name, config)`` from a path to a ``config.json``, a model name or a mapping.
+
+    Raises:
+        ValueError: if ``source`` is neither an existing file nor a known model
+            name (the message lists the known names), or the file is not a JSON
+            object.
+    """
+    if isinstance(source, Mapping):
+        return "config", dict(source)
+    if not isinstance(source, (str, Path)):
+        raise ValueError(f"source must be a path, a model name or a mapping, got "
+                         f"{type(source).__name__}")
+    path = Path(source)
+    if path.is_file():
+        try:
+            config = json.loads(path.read_text("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path} is not a JSON file: {error}") from None
+        if not isinstance(config, dict):
+            raise ValueError(f"{path} must hold a JSON object, got "
+                             f"{type(config).__name__}")
+        return path.name, config
+    if str(source).lower() in _table():
+        entry = model_entry(str(source))
+        return entry["title"], entry["config"]
+    raise ValueError(f"{str(source)!r} is neither a file nor a model of the table; "
+                     f"known models: {', '.join(_table())}")
+
+
+def trained_and_extended(config: Mapping, target_length: int | None = None) -> dict:
+    """The frequencies and lengths the report compares (float64).
+
+    ``trained`` holds the frequencies in effect within the trained length ``L``:
+    plain RoPE with the config's dim and base (what was pre-trained), except for
+    LongRoPE, whose short list is what runs up to ``L``. ``extended`` holds the
+    config's frequencies at ``target`` (the extended length, or ``2L`` when the
+    config extends nothing).
+
+    Returns:
+        dict with ``rope`` (the parsed config), ``trained`` and ``extended``
+        (``(dim/2,)`` tensors), ``attention_factor``, ``train_length`` and
+        ``target_length``.
+    """
+    rope = _config.parse_rope_config(config)
+    train = rope.train_length
+    if train is None:
+        raise ValueError("config is incomplete: the trained length needs "
+                         "max_position_embeddings (or original_max_position_embeddings)")
+    if target_length is None:
+        target_length = rope.extended_length or 2 * train
+    target = _validate.positive_int("target_length", target_length)
+    if rope.rope_type == "longrope":
+        trained, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
+    else:
+        trained, _ = scaling.rope_parameters("default", rope.dim, rope.base,
+                                             dtype=torch.float64)
+    extended, factor = scaling.rope_from_config(config, seq_len=target,
+                                                dtype=torch.float64)
+    return {"rope": rope, "trained": trained, "extended": extended,
+            "attention_factor": factor, "train_length": train, "target_length": target}
+
+
+def _ranges(indices: Sequence[int]) -> list[list[int]]:
+    """``[0, 1, 2, 5]`` -> ``[[0, 2], [5, 5]]``."""
+    out: list[list[int]] = []
+    for i in indices:
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def _mrope(sections: Sequence[int], dim: int) -> dict:
+    axis = multidim.mrope_axis_map(list(sections), dim=dim)
+    return {name: {"pairs": int((axis == a).sum()),
+                   "ranges": _ranges(torch.nonzero(axis == a).flatten().tolist())}
+            for a, name in enumerate(multidim.MROPE_AXES[:len(sections)])}
+
+
+def inspect_config(config: Mapping, *, target_length: int | None = None,
+                   name: str = "config") -> dict:
+    """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
+
+    Args:
+        config: a parsed ``config.json``.
+        target_length: length at which to look for pairs out of range (default:
+            the extended length of the config, or twice the trained length).
+        name: a label for the report.
+
+    Keys of the rope block that transformers ignores are ignored here too; the
+    report lists them under ``warnings`` (instead of raising a warning).
+    """
+    scheme = _config.positional_scheme(config)
+    report: dict = {"name": name, "model_type": config.get("model_type"),
+                    "scheme": scheme}
+    if scheme == "ALiBi":
+        _, heads = _config._one_of_aliases(config, _config._HEADS_ALIASES)
+        slopes = alibi.alibi_slopes(_validate.positive_int("n_head", heads),
+                                    dtype=torch.float64)
+        report.update(heads=int(heads), slope_min=float(slopes.min()),
+                      slope_max=float(slopes.max()))
+        return report
+    if scheme == "T5 relative buckets":
+        report.update(heads=config.get("num_heads"),
+                      num_buckets=config.get("relative_attention_num_buckets", 32),
+                      max_distance=config.get("relative_attention_max_distance",
+                                              T5_MAX_DISTANCE))
+        return report
+    if scheme != "rotary":
+        return report
+    with warnings.catch_warnings(record=True) as caught:  # unknown rope keys
+        warnings.simplefilter("always", _config.UnknownRopeKeyWarning)
+        parts = trained_and_extended(config, target_length)
+    for item in caught:
+        if not issubclass(item.category, _config.UnknownRopeKeyWarning):
+            warnings.warn_explicit(item.message, item.category, item.filename,
+                                   item.lineno)
+    report["warnings"] = list(dict.fromkeys(
+        str(item.message) for item in caught
+        if issubclass(item.category, _config.UnknownRopeKeyWarning)))
+    rope, trained, extended = parts["rope"], parts["trained"], parts["extended"]
+    train, target = parts["train_length"], parts["target_length"]
+    full_turn = scaling.rotations(trained, train) >= 1  # λ_i <= L
+    out = scaling.out_of_range_pairs(trained, extended, train, target)
+    report.update(
+        layout=rope.layout, rope_type=rope.rope_type, method=METHODS[rope.rope_type],
+        head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
+        partial_rotary_factor=rope.partial_rotary_factor, base=rope.base,
+        attention_factor=parts["attention_factor"], factor=rope.factor,
+        train_length=train, extended_length=rope.extended_length,
+        target_length=target,
+        wavelength_trained=[float(2 * math.pi / trained.max()),
+                            float(2 * math.pi / trained.min())],
+        wavelength_extended=[float(2 * math.pi / extended.max()),
+                             float(2 * math.pi / extended.min())],
+        full_turn_pairs=int(full_turn.sum()),
+        # Liu et al.'s closed form for plain RoPE; LongRoPE's short list moves the
+        # wavelengths, so there it is twice the pairs counted above.
+        critical_dimension=(2 * int(full_turn.sum()) if rope.rope_type == "longrope"
+                            else scaling.critical_dimension(rope.dim, rope.base, train)),
+        out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
+        out_of_range_count=int(out.sum()),
+        mrope=(_mrope(rope.mrope_section, rope.dim) if rope.mrope_section else None))
+    return report
+
+
+def _fmt_ranges(ranges: list) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges) or "none"
+
+
+def format_report(report: dict) -> str:
+    """The report of :func:`inspect_config` as a few lines of text."""
+    title = f"{report['name']} ({report.get('model_type') or 'unknown model_type'})"
+    if report["scheme"] == "ALiBi":
+        return (f"{title}\n  positions          ALiBi, no rotary embedding\n"
+                f"  heads              {report['heads']} (slopes "
+                f"{report['slope_min']:.3g} .. {report['slope_max']:.3g})\n")
+    if report["scheme"] == "T5 relative buckets":
+        return (f"{title}\n  positions          T5 relative buckets, no rotary embedding\n"
+                f"  buckets            {report['num_buckets']} per direction, log-spaced "
+                f"up to distance {report['max_distance']}\n")
+    if report["scheme"] != "rotary":
+        return f"{title}\n  positions          {report['scheme']}, no rotary embedding\n"
+    lines = [f"{title}, config layout: {report['layout']}"]
+
+    def row(label: str, text: str) -> None:
+        lines.append(f"  {label:<19}{text}")
+
+    factor = f", factor {report['factor']:g}" if report["factor"] else ""
+    row("method", f"{report['rope_type']} ({report['method']}{factor}), attention "
+                  f"factor {report['attention_factor']:.6g}")
+    row("rotary dim", f"{report['rotary_dim']} of head_dim {report['head_dim']} "
+                      f"({report['pairs']} pairs), base {report['base']:,.10g}")
+    extended = report["extended_length"]
+    row("trained length", f"{report['train_length']:,} tokens" +
+        (f", extended to {extended:,}" if extended else ", no extension configured"))
+    low, high = report["wavelength_extended"]
+    low_t, high_t = report["wavelength_trained"]
+    row("wavelengths", f"{low:.3g} .. {high:.3g} tokens" +
+        ("" if (low, high) == (low_t, high_t) else
+         f" (within the trained length: {low_t:.3g} .. {high_t:.3g})"))
+    row("full turn within L", f"{report['full_turn_pairs']} of {report['pairs']} pairs "
+                              f"(critical dimension {report['critical_dimension']})")
+    where = f"at {report['target_length']:,} tokens"
+    if not extended:
+        where += " (2 x trained length)"
+    row("out of range", f"{report['out_of_range_count']} pairs {where}: "
+                        f"{_fmt_ranges(report['out_of_range_pairs'])}")
+    for message in report.get("warnings", []):
+        row("warning", message)
+    if report["mrope"]:
+        row("M-RoPE axes", "; ".join(
+            f"{axis} {info['pairs']} pairs ({_fmt_ranges(info['ranges'])})"
+            for axis, info in report["mrope"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m posenc_lib.inspect",
+        description="Report what a model's positional set-up does, from its config.json.")
+    parser.add_argument("source", nargs="?",
+                        help="path to a config.json, or a model name (see --list)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--target-length", type=int, default=None,
+                        help="length at which to count pairs out of range")
+    parser.add_argument("--list", action="store_true", help="list the known models")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(model_names()))
+        return 0
+    if args.source is None:
+        parser.error(f"give a config.json or a model name; known models: "
+                     f"{', '.join(model_names())}")
+    try:
+        name, config = load_config(args.source)
+        report = inspect_config(config, target_length=args.target_length, name=name)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(format_report(report), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
