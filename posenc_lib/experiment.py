@@ -1,19 +1,36 @@
 """Does it extrapolate? Train small byte-level language models, evaluate them long.
 
-Every model in :data:`posenc_lib.lm.SCHEMES` is trained on windows of
-``train_length`` bytes of Python standard-library source code and evaluated on
-held-out files at 1x, 2x, 4x and 8x that length. The RoPE model is also
-evaluated, without fine-tuning, with the context-extension methods of
-:mod:`posenc_lib.scaling` (PI, NTK-aware, dynamic NTK, YaRN) set to the factor
-``eval_length / train_length``.
+Every model of :data:`MODELS` is trained, with several seeds, on windows of
+``train_length`` positions of Python standard-library source code, and scored
+on the *same* held-out target bytes at every position up to
+``max_multiplier`` times that length: each held-out window is read once, from
+its first byte, and its losses are stored per position bucket, per window and
+per seed, so that every comparison can be paired and bootstrapped.
 
-Run the full experiment (about half an hour on two CPU cores) with::
+Besides the full-context pass, each model is scored
+
+* with a **sliding window** of ``train_length`` positions (stride half of
+  it): the same targets, seen with in-distribution positions only. The paired
+  difference tells whether the positions beyond ``train_length`` help or hurt;
+* on a **retrieval probe**: a random string planted twice at distance ``D``;
+  the loss on the second copy measures whether the model can use what lies
+  ``D`` bytes back.
+
+The trained RoPE model is also scored, without fine-tuning, with the
+inference-time context extensions of :data:`EXTENSIONS`, a registry: adding a
+method is one function and one entry, and costs evaluation only.
+
+Run the whole study (a progress bar shows it) with::
 
     python -m posenc_lib.experiment --out results/length_generalization.json
 
-``--smoke`` runs the same code on a tiny configuration in seconds (the test
-suite does this). The results file records the configuration and its hash,
-seeds, library and torch versions, the data digest and the wall time.
+Finished models are kept under ``.cache/experiment/``, keyed by a hash of
+everything that determines their training, and every evaluation is kept
+keyed by what determines it: an interrupted run resumes, and a change to the
+evaluation re-uses the trained models. ``--smoke`` runs every code path on a
+tiny configuration in seconds (the test suite does this). ``--device`` picks
+the device; under ``torchrun`` every process takes its share of the
+(model, seed) jobs and rank 0 writes the results.
 """
 
 from __future__ import annotations
@@ -21,27 +38,41 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import inspect
+import io
 import json
 import math
+import os
 import platform
 import sys
 import sysconfig
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from . import _validate, lm
 
-__all__ = ["TRAIN_FILES", "EVAL_FILES", "EXTENSIONS", "Config", "load_bytes", "train_model",
-           "per_position_loss", "evaluate", "run", "load_results", "RESULTS_PATH",
-           "SCHEMA_VERSION"]
+__all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
+           "Config", "load_bytes", "build_model", "lr_factor", "train_model",
+           "position_losses", "run", "write_results", "load_results", "RESULTS_PATH",
+           "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "losses", "band_losses",
+           "Comparison", "compare", "unclosed_fraction", "main"]
 
-SCHEMA_VERSION = 1
-RESULTS_PATH = Path(__file__).resolve().parents[1] / "results" / "length_generalization.json"
+#: Version of the results file's layout; :func:`load_results` refuses any other.
+SCHEMA_VERSION = 2
+_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_PATH = _ROOT / "results" / "length_generalization.json"
+#: Trained models and evaluations, one directory per (model, seed).
+CACHE_DIR = _ROOT / ".cache" / "experiment"
+# Bump when the training or the evaluation code changes what it computes, so
+# that cached checkpoints and evaluations are not reused.
+_TRAIN_CODE_VERSION = 2
+_EVAL_CODE_VERSION = 2
 
 #: Standard-library modules used for training (top-level ``.py`` files present
 #: in CPython 3.10 to 3.12).
@@ -62,9 +93,116 @@ EVAL_FILES = (
     "runpy", "sched", "selectors", "socketserver", "symtable", "tabnanny", "trace",
     "tracemalloc", "webbrowser", "zipapp",
 )
-#: Context-extension methods applied to the trained RoPE model at inference.
-EXTENSIONS = ("linear", "ntk", "dynamic", "yarn")
 
+
+# -- the models -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One trained model: a scheme of :data:`posenc_lib.lm.SCHEMES`, whether its
+    sequences start with :data:`posenc_lib.lm.BOS`, and options of
+    :func:`posenc_lib.lm.make_scheme` that differ from the configuration's."""
+
+    scheme: str
+    bos: bool = True
+    options: Mapping = field(default_factory=dict)
+
+
+#: Every trained model, by name. ``"rope-b32"`` is RoPE with a base that leaves
+#: about as large a fraction of its pairs short of a full turn within the
+#: training length as Llama 2 does within its own (see :func:`unclosed_fraction`).
+MODELS: dict[str, ModelSpec] = {
+    "nope": ModelSpec("nope"),
+    "nope-nobos": ModelSpec("nope", bos=False),
+    "sinusoidal": ModelSpec("sinusoidal"),
+    "learned": ModelSpec("learned"),
+    "t5": ModelSpec("t5"),
+    "alibi": ModelSpec("alibi"),
+    "rope": ModelSpec("rope"),
+    "rope-b32": ModelSpec("rope", options={"rope_base": 32.0}),
+    "xpos": ModelSpec("xpos"),
+}
+
+
+# -- the inference-time extensions ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Extension:
+    """An inference-time change to a trained RoPE model (no training).
+
+    Attributes:
+        configure: ``configure(scheme, factor, train_length)`` sets up the
+            :class:`~posenc_lib.lm.RopeScheme` for windows of
+            ``factor · train_length`` positions (e.g. with
+            :meth:`~posenc_lib.lm.RopeScheme.set_scaling`, or by replacing its
+            ``attention_hooks``).
+        evaluation: how a window is read. ``"full"``: one pass.
+            ``"reencode"``: the sequence grows ``dynamic_chunk`` positions at a
+            time and every step re-encodes the whole prefix. ``"kv"``: the
+            same steps with a key-value cache, so keys keep the rotation they
+            were cached with.
+        scaled: whether the method takes a factor; if not (dynamic NTK follows
+            the length itself) it is evaluated once, on the longest windows.
+    """
+
+    configure: Callable
+    evaluation: str = "full"
+    scaled: bool = True
+
+    def __post_init__(self):
+        _validate.one_of("evaluation", self.evaluation, ("full", "reencode", "kv"))
+
+    def source(self) -> str:
+        """What identifies the method in cache keys: its evaluation and its code."""
+        try:
+            code = inspect.getsource(self.configure)
+        except (OSError, TypeError):
+            code = getattr(self.configure, "__qualname__", repr(self.configure))
+        return f"{self.evaluation}|{self.scaled}|{code}"
+
+
+def _pi(scheme, factor, train_length):
+    scheme.set_scaling("linear", factor=factor)
+
+
+def _ntk(scheme, factor, train_length):
+    scheme.set_scaling("ntk", factor=factor)
+
+
+def _yarn(scheme, factor, train_length):
+    scheme.set_scaling("yarn", factor=factor, original_max_position_embeddings=train_length)
+
+
+def _yarn_no_temperature(scheme, factor, train_length):
+    scheme.set_scaling("yarn", factor=factor, original_max_position_embeddings=train_length,
+                       attention_factor=1.0)
+
+
+def _ntk_yarn_temperature(scheme, factor, train_length):
+    from . import scaling
+
+    scheme.set_scaling("ntk", factor=factor,
+                       attention_factor=scaling.yarn_attention_factor(factor))
+
+
+def _dynamic(scheme, factor, train_length):
+    # factor 1: the NTK scale is exactly (current length) / train_length beyond it.
+    scheme.set_scaling("dynamic", factor=1.0, max_position_embeddings=train_length)
+
+
+#: Inference-time extensions of the trained ``"rope"`` model, by name.
+EXTENSIONS: dict[str, Extension] = {
+    "pi": Extension(_pi),
+    "ntk": Extension(_ntk),
+    "yarn": Extension(_yarn),
+    "yarn-notemp": Extension(_yarn_no_temperature),
+    "ntk-yarntemp": Extension(_ntk_yarn_temperature),
+    "dynamic": Extension(_dynamic, evaluation="reencode", scaled=False),
+    "dynamic-kv": Extension(_dynamic, evaluation="kv", scaled=False),
+}
+
+
+# -- the configuration ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Config:
@@ -72,65 +210,130 @@ class Config:
 
     train_files: tuple = TRAIN_FILES
     eval_files: tuple = EVAL_FILES
+    models: tuple = tuple(MODELS)
+    extensions: tuple = tuple(EXTENSIONS)
+    seeds: tuple = (0, 1, 2)
     train_length: int = 64
-    eval_multipliers: tuple = (1, 2, 4, 8)
-    eval_windows: int = 48
-    position_buckets: int = 16
-    schemes: tuple = lm.SCHEMES
-    extensions: tuple = EXTENSIONS
+    max_multiplier: int = 8
+    factors: tuple = (2, 4, 8)
+    eval_windows: int = 64
+    bucket: int = 32
+    dynamic_chunk: int = 16
+    probe_distances: tuple = (16, 32, 64, 128, 256, 448)
+    probe_count: int = 48
+    probe_length: int = 8
+    probe_offset: int = 8
+    train_plant_fraction: float = 0.5
+    probe_symbols: tuple = tuple(range(128, 160))
     d_model: int = 64
     n_layers: int = 3
     n_heads: int = 4
     batch_size: int = 32
-    steps: int = 4000
+    steps: int = 2000
     lr: float = 3e-3
     warmup: int = 100
     weight_decay: float = 0.01
     t5_num_buckets: int = 16
     t5_max_distance: int = 32
     rope_base: float = 10000.0
-    xpos_scale_base: float = 512.0
-    seed: int = 0
-    threads: int = 2
-    log_every: int = 50
+    xpos_scale_base: float = 32.0
+    threads: int = 1
+    eval_batch: int = 16
+    log_every: int = 100
 
     def __post_init__(self):
-        _validate.positive_int("train_length", self.train_length, minimum=2)
+        L = _validate.positive_int("train_length", self.train_length, minimum=4)
         _validate.positive_int("steps", self.steps)
         _validate.positive_int("eval_windows", self.eval_windows)
-        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model ({self.d_model}) / n_heads ({self.n_heads}) must be an "
-                             "even integer (RoPE needs an even head size)")
-        for name in self.schemes:
-            _validate.one_of("schemes", name, lm.SCHEMES)
+        _validate.positive_int("max_multiplier", self.max_multiplier)
+        if not self.seeds:
+            raise ValueError("seeds must hold at least one seed")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 4:
+            raise ValueError(f"d_model ({self.d_model}) / n_heads ({self.n_heads}) must be a "
+                             "multiple of 4 (RoPE pairs; NTK-aware needs 4 features)")
+        for name in self.models:
+            _validate.one_of("models", name, list(MODELS))
         for name in self.extensions:
-            _validate.one_of("extensions", name, EXTENSIONS)
-        if self.extensions and "rope" not in self.schemes:
-            raise ValueError("extensions need the 'rope' scheme in schemes")
-        longest = self.train_length * max(self.eval_multipliers)
-        if longest % self.position_buckets:
-            raise ValueError(f"position_buckets ({self.position_buckets}) must divide the "
-                             f"longest evaluation length ({longest})")
+            _validate.one_of("extensions", name, list(EXTENSIONS))
+        if self.extensions and "rope" not in self.models:
+            raise ValueError("extensions need the 'rope' model in models")
+        for f in self.factors:
+            if f not in range(2, self.max_multiplier + 1) or self.max_multiplier % f:
+                raise ValueError(f"factors must be integers >= 2 dividing max_multiplier "
+                                 f"({self.max_multiplier}), got {f}")
+        if L % 2 or L % self.bucket or (L // 2) % self.bucket:
+            raise ValueError(f"bucket ({self.bucket}) must divide train_length / 2 "
+                             f"({L // 2})")
+        if L % self.dynamic_chunk:
+            raise ValueError(f"dynamic_chunk ({self.dynamic_chunk}) must divide "
+                             f"train_length ({L})")
+        longest = max(self.probe_distances) + self.probe_offset + self.probe_length
+        if not 0 <= self.train_plant_fraction <= 1:
+            raise ValueError(f"train_plant_fraction must lie in [0, 1], got "
+                             f"{self.train_plant_fraction}")
+        if 3 * self.probe_length > L:
+            raise ValueError(f"probe_length ({self.probe_length}) must be at most "
+                             f"train_length / 3 (two copies must fit in a training window)")
+        if longest > self.eval_length or min(self.probe_distances) < self.probe_length:
+            raise ValueError(f"probe_distances must lie in [probe_length, "
+                             f"{self.eval_length - self.probe_offset - self.probe_length}]")
 
     @classmethod
     def smoke(cls) -> "Config":
-        """A tiny configuration of the same code, for tests (a few seconds)."""
-        return cls(train_files=TRAIN_FILES[:2], eval_files=EVAL_FILES[:2], train_length=16,
-                   eval_multipliers=(1, 2), eval_windows=4, position_buckets=4, d_model=16,
-                   n_layers=1, n_heads=2, batch_size=4, steps=6, warmup=2, log_every=2)
+        """A tiny configuration of the same code, for tests (seconds)."""
+        return cls(train_files=TRAIN_FILES[:2], eval_files=EVAL_FILES[:2], seeds=(0, 1),
+                   train_length=16, max_multiplier=4, factors=(2, 4), eval_windows=4,
+                   bucket=4, dynamic_chunk=4, probe_distances=(4, 8, 40), probe_count=3,
+                   probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16, n_layers=1, n_heads=2,
+                   batch_size=4, steps=6, warmup=2, t5_num_buckets=8, t5_max_distance=8,
+                   xpos_scale_base=8.0, threads=1, eval_batch=3, log_every=2)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def hash(self) -> str:
-        """SHA-256 of the canonical JSON of the configuration (first 16 hex digits)."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    @property
+    def eval_length(self) -> int:
+        """Positions per evaluation window: ``max_multiplier · train_length``."""
+        return self.max_multiplier * self.train_length
 
     @property
     def eval_lengths(self) -> list[int]:
-        return [self.train_length * m for m in self.eval_multipliers]
+        """The training length and every ``factor · train_length``."""
+        return [self.train_length] + [f * self.train_length for f in self.factors]
 
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> "Config":
+        """The configuration that :meth:`to_dict` (e.g. a results file's
+        ``"config"``) describes; JSON lists become tuples again."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"values: unknown configuration fields {unknown}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+    def hash(self) -> str:
+        """SHA-256 of the canonical JSON of the configuration (first 16 hex digits)."""
+        return _digest(self.to_dict())
+
+
+def _digest(obj) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def unclosed_fraction(head_dim: int, base: float, length: int) -> float:
+    """Fraction of RoPE pairs that do not complete one turn within ``length`` positions.
+
+    Pair ``i`` turns ``length·θ_i / 2π`` times (:func:`posenc_lib.scaling.rotations`);
+    a pair with fewer than one turn only ever sees part of the circle in training.
+    """
+    from . import rope, scaling
+
+    turns = scaling.rotations(rope.inv_freq(head_dim, base, dtype=torch.float64), length)
+    return float((turns < 1).double().mean())
+
+
+# -- data -----------------------------------------------------------------------------
 
 def load_bytes(modules: Sequence[str]) -> tuple[Tensor, str]:
     """Concatenate the source of standard-library ``modules`` as a byte tensor.
@@ -149,188 +352,534 @@ def load_bytes(modules: Sequence[str]) -> tuple[Tensor, str]:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8), hashlib.sha256(data).hexdigest()
 
 
-def _build_model(config: Config, scheme_name: str) -> lm.DecoderLM:
-    scheme = lm.make_scheme(
-        scheme_name, d_model=config.d_model, n_heads=config.n_heads,
-        max_positions=max(config.eval_lengths), t5_num_buckets=config.t5_num_buckets,
-        t5_max_distance=config.t5_max_distance, rope_base=config.rope_base,
-        xpos_scale_base=config.xpos_scale_base)
-    return lm.DecoderLM(256, config.d_model, config.n_layers, config.n_heads, scheme)
+def _split(rows: Tensor, bos: bool) -> tuple[Tensor, Tensor]:
+    """``rows: (b, n + 1)`` bytes (the byte before the targets, then n targets)
+    -> ``(inputs, targets)``, both ``(b, n)`` int64. With ``bos`` the first
+    input is :data:`~posenc_lib.lm.BOS` instead of the byte before: every model
+    predicts the same targets at the same positions."""
+    rows = rows.long()
+    inputs, targets = rows[:, :-1].clone(), rows[:, 1:]
+    if bos:
+        inputs[:, 0] = lm.BOS
+    return inputs, targets
 
 
-def train_model(config: Config, scheme_name: str, data: Tensor, *, progress: bool = True):
-    """Train one model on random windows of ``data``.
+def _eval_rows(config: Config, data: Tensor) -> Tensor:
+    """``(eval_windows, eval_length + 1)`` evenly spaced, non-overlapping windows."""
+    n = config.eval_length
+    if data.numel() < config.eval_windows * (n + 1) + 1:
+        raise ValueError(f"the evaluation data ({data.numel()} bytes) is too short for "
+                         f"{config.eval_windows} windows of {n + 1}")
+    starts = torch.linspace(0, data.numel() - n - 1, config.eval_windows).long()
+    return torch.stack([data[s:s + n + 1] for s in starts.tolist()])
+
+
+def _probe_rows(config: Config, data: Tensor, distance: int) -> Tensor:
+    """Rows of the retrieval probe at ``distance``: held-out text with one random
+    string of ``probe_length`` symbols at ``probe_offset`` and again ``distance``
+    later. Shape ``(probe_count, probe_offset + distance + probe_length + 1)``."""
+    generator = torch.Generator().manual_seed(1_000 + distance)
+    alphabet = torch.tensor(config.probe_symbols, dtype=torch.uint8)
+    a, k = config.probe_offset, config.probe_length
+    filler_len = a + distance - k + 1
+    rows = []
+    for _ in range(config.probe_count):
+        start = int(torch.randint(0, data.numel() - filler_len, (1,), generator=generator))
+        filler = data[start:start + filler_len]
+        secret = alphabet[torch.randint(0, len(alphabet), (k,), generator=generator)]
+        rows.append(torch.cat([filler[:a + 1], secret, filler[a + 1:], secret]))
+    return torch.stack(rows)
+
+
+# -- models and training --------------------------------------------------------------
+
+def build_model(config: Config, name: str, seed: int) -> lm.DecoderLM:
+    """The model ``name`` of :data:`MODELS` at initialisation.
+
+    Every weight the models share (embedding, blocks, output) comes from a
+    generator seeded with ``seed`` alone, so it is identical across encodings;
+    the scheme's own parameters come from a separate generator.
+    """
+    _validate.one_of("name", name, list(MODELS))
+    spec = MODELS[name]
+    options = dict(d_model=config.d_model, n_heads=config.n_heads,
+                   max_positions=config.eval_length, t5_num_buckets=config.t5_num_buckets,
+                   t5_max_distance=config.t5_max_distance, rope_base=config.rope_base,
+                   xpos_scale_base=config.xpos_scale_base)
+    options.update(spec.options)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(10_000 + seed)
+        scheme = lm.make_scheme(spec.scheme, **options)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return lm.DecoderLM(lm.VOCAB_SIZE, config.d_model, config.n_layers, config.n_heads,
+                            scheme)
+
+
+def lr_factor(config: Config, step: int) -> float:
+    """The learning-rate multiplier at ``step``: linear warm-up, then cosine to 10 %."""
+    if step < config.warmup:
+        return (step + 1) / config.warmup
+    t = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def _plant(config: Config, rows: Tensor, generator: torch.Generator) -> Tensor:
+    """The copy task mixed into training: in the first ``train_plant_fraction``
+    of the rows ``(b, L + 1)``, a random string of ``probe_length`` symbols of
+    ``probe_symbols`` replaces the text at a random target position and again
+    at a random distance ``D`` (``probe_length <= D``, both copies inside the
+    window). The retrieval probe asks for the same skill at distances up to
+    ``8L``."""
+    k, L = config.probe_length, config.train_length
+    alphabet = torch.tensor(config.probe_symbols, dtype=torch.uint8)
+    rows = rows.clone()
+    for r in range(round(config.train_plant_fraction * rows.shape[0])):
+        distance = int(torch.randint(k, L - k, (1,), generator=generator))
+        start = 1 + int(torch.randint(0, L - distance - k, (1,), generator=generator))
+        secret = alphabet[torch.randint(0, len(alphabet), (k,), generator=generator)]
+        # row index = target index + 1 (the row starts with the byte before)
+        rows[r, start + 1:start + 1 + k] = secret
+        rows[r, start + distance + 1:start + distance + 1 + k] = secret
+    return rows
+
+
+def train_model(config: Config, name: str, seed: int, data: Tensor, *,
+                device: str | torch.device = "cpu", progress: bool = False):
+    """Train model ``name`` with ``seed`` on random windows of ``data``.
+
+    The batches (and the copy task planted in some of them, :func:`_plant`)
+    depend on ``seed`` only, so every model sees the same ones.
 
     Returns:
-        ``(model, log)`` where ``log`` holds the training loss every
-        ``log_every`` steps and the wall time.
+        ``(model, log)``; ``log`` holds the training loss every ``log_every``
+        steps, the wall time, and for the learned table the norm of its rows
+        beyond ``train_length`` after training over their initial norm.
     """
-    torch.manual_seed(config.seed)
-    model = _build_model(config, scheme_name)
-    generator = torch.Generator().manual_seed(config.seed + 1)
+    device = torch.device(device)
+    model = build_model(config, name, seed).to(device)
+    bos = MODELS[name].bos
+    generator = torch.Generator().manual_seed(20_000 + seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
-
-    def lr_factor(step):  # linear warm-up, then cosine decay to 10 %
-        if step < config.warmup:
-            return (step + 1) / config.warmup
-        t = (step - config.warmup) / max(1, config.steps - config.warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    length = config.train_length
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
+    table = getattr(model.scheme, "table", None)
+    if table is not None:
+        initial = table.table.weight.detach().clone()
+    L = config.train_length
     steps = range(config.steps)
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"train {scheme_name}", leave=False, file=sys.stderr)
-    losses, start = [], time.perf_counter()
+        steps = tqdm(steps, desc=f"train {name} seed {seed}", leave=False, file=sys.stderr)
+    curve, start = [], time.perf_counter()
     model.train()
     for step in steps:
-        starts = torch.randint(0, data.numel() - length - 1, (config.batch_size,),
+        starts = torch.randint(0, data.numel() - L - 1, (config.batch_size,),
                                generator=generator)
-        batch = torch.stack([data[s:s + length + 1] for s in starts.tolist()]).long()
-        logits = model(batch[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
-                                                 batch[:, 1:].reshape(-1))
+        rows = _plant(config, torch.stack([data[s:s + L + 1] for s in starts.tolist()]),
+                      generator)
+        inputs, targets = (t.to(device) for t in _split(rows, bos))
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
+                                                 targets.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         if step % config.log_every == 0 or step == config.steps - 1:
-            losses.append([step, round(loss.item(), 5)])
+            curve.append([step, round(loss.item(), 4)])
     model.eval()
-    return model, {"seconds": round(time.perf_counter() - start, 2), "loss_curve": losses}
+    log = {"seconds": round(time.perf_counter() - start, 2), "loss_curve": curve}
+    if table is not None:
+        final = table.table.weight.detach().cpu()
+        initial = initial.cpu()
+        log["table_norm_ratio"] = {
+            "unused": float(final[L:].norm() / initial[L:].norm()),
+            "unused_rowwise_spread": float(
+                (final[L:].norm(dim=1) / initial[L:].norm(dim=1)).std()),
+            "used": float(final[:L].norm() / initial[:L].norm()),
+        }
+    return model, log
 
 
-def _windows(data: Tensor, length: int, count: int) -> Tensor:
-    """``count`` evenly spaced windows of ``length + 1`` bytes (inputs and targets)."""
-    if data.numel() < length + 1:
-        raise ValueError(f"the evaluation data ({data.numel()} bytes) is shorter than one "
-                         f"window of {length + 1}")
-    starts = torch.linspace(0, data.numel() - length - 1, count).long()
-    return torch.stack([data[s:s + length + 1] for s in starts.tolist()]).long()
-
+# -- scoring --------------------------------------------------------------------------
 
 @torch.no_grad()
-def per_position_loss(model: lm.DecoderLM, windows: Tensor, *, chunk: int | None = None,
-                      batch_size: int = 16) -> Tensor:
-    """Cross-entropy (nats) at every position of every window.
+def position_losses(model: lm.DecoderLM, inputs: Tensor, targets: Tensor, *,
+                    evaluation: str = "full", chunk: int | None = None,
+                    batch_size: int = 16,
+                    needed: Sequence[tuple[int, int]] | None = None) -> tuple[Tensor, Tensor]:
+    """Cross-entropy (nats) and top-1 hit at every position.
 
-    With ``chunk``, the loss of positions ``[e - chunk, e)`` comes from a
-    forward pass over the prefix ``[0, e)``: the model sees the sequence grow,
-    as in generation, which is what dynamic NTK scaling responds to.
+    Args:
+        inputs, targets: ``(b, n)`` int64.
+        evaluation: ``"full"`` (one pass), ``"reencode"`` (the loss at
+            positions ``[e - chunk, e)`` comes from a pass over the prefix
+            ``[0, e)``) or ``"kv"`` (the same steps through a key-value cache).
+        chunk: positions added per step for ``"reencode"`` and ``"kv"``.
+        needed: ``(start, stop)`` ranges of the positions whose losses are
+            needed (default: all); ``"reencode"`` skips the passes that score
+            none of them, and leaves their losses NaN.
 
     Returns:
-        ``(n_windows, length)`` tensor.
+        ``(b, n)`` float32 losses and ``(b, n)`` bool hits.
     """
-    inputs, targets = windows[:, :-1], windows[:, 1:]
-    length = inputs.shape[1]
-    ends = list(range(chunk, length + 1, chunk)) if chunk else [length]
-    if ends[-1] != length:
-        ends.append(length)
-    out = torch.empty(inputs.shape, dtype=torch.float64)
+    _validate.one_of("evaluation", evaluation, ("full", "reencode", "kv"))
+    n = inputs.shape[1]
+    if evaluation == "full":
+        ends = [n]
+    else:
+        chunk = _validate.positive_int("chunk", chunk)
+        ends = list(range(chunk, n, chunk)) + [n]
+    device = next(model.parameters()).device
+    loss = torch.full(inputs.shape, math.nan, dtype=torch.float32)
+    hit = torch.zeros(inputs.shape, dtype=torch.bool)
     for b in range(0, inputs.shape[0], batch_size):
-        rows = slice(b, b + batch_size)
-        done = 0
+        x, y = inputs[b:b + batch_size].to(device), targets[b:b + batch_size].to(device)
+        done, cache = 0, []
         for end in ends:
-            logits = model(inputs[rows, :end])[:, done:end]
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, 256), targets[rows, done:end].reshape(-1), reduction="none")
-            out[rows, done:end] = loss.view(logits.shape[0], -1).double()
+            if evaluation == "reencode" and needed is not None and not any(
+                    lo < end and done < hi for lo, hi in needed):
+                done = end
+                continue
+            if evaluation == "kv":
+                logits = model(x[:, done:end], cache=cache)
+            else:
+                logits = model(x[:, :end])[:, done:end]
+            part = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, lm.VOCAB_SIZE), y[:, done:end].reshape(-1),
+                reduction="none").view(logits.shape[:2])
+            loss[b:b + batch_size, done:end] = part.float().cpu()
+            hit[b:b + batch_size, done:end] = (logits.argmax(-1) == y[:, done:end]).cpu()
             done = end
+    return loss, hit
+
+
+def _buckets(loss: Tensor, size: int) -> np.ndarray:
+    """``(b, n)`` -> ``(b, n / size)`` means of consecutive positions."""
+    return loss.view(loss.shape[0], -1, size).mean(-1).numpy()
+
+
+def _sliding_losses(config: Config, model, rows: Tensor, bos: bool) -> Tensor:
+    """Every target seen through a window of ``train_length`` positions
+    (stride ``train_length / 2``): positions beyond the training length never occur."""
+    L, n = config.train_length, rows.shape[1] - 1
+    stride = L // 2
+    out = torch.empty(rows.shape[0], n)
+    for b in range(0, n - L + 1, stride):
+        inputs, targets = _split(rows[:, b:b + L + 1], bos)
+        loss, _ = position_losses(model, inputs, targets, batch_size=config.eval_batch)
+        keep = 0 if b == 0 else L - stride
+        out[:, b + keep:b + L] = loss[:, keep:]
     return out
 
 
-def _summarise(losses: Tensor, buckets: int) -> dict:
-    mean = losses.mean().item()
-    per_bucket = losses.mean(0).view(buckets, -1).mean(-1) if losses.shape[1] % buckets == 0 \
-        else losses.mean(0)
-    return {"loss": round(mean, 5), "ppl": round(math.exp(mean), 4),
-            "bucket_ppl": [round(math.exp(v), 4) for v in per_bucket.tolist()]}
+def _probe_scores(config: Config, model, data: Tensor, bos: bool, *,
+                  configure: Callable[[int], str] | None = None) -> dict:
+    """Loss and hit rate on the second copy (and loss on the first) per probe.
 
-
-def evaluate(config: Config, model: lm.DecoderLM, data: Tensor, *,
-             extension: str | None = None) -> dict:
-    """Perplexity at every evaluation length, overall and per position bucket.
-
-    ``extension`` sets a context-extension method on a RoPE model, with
-    ``factor = length / train_length`` (at least 1).
+    ``configure(window_length) -> evaluation`` sets up an extension for a
+    window of that length and says how to read it.
     """
-    results = {}
-    scheme = model.scheme
-    for length in config.eval_lengths:
-        factor = max(1.0, length / config.train_length)
-        chunk = None
-        if extension is not None:
-            if not isinstance(scheme, lm.RopeScheme):
-                raise ValueError("extension needs a model with the 'rope' scheme")
-            if extension == "linear":
-                scheme.set_scaling("linear", factor=factor)
-            elif extension == "ntk":
-                scheme.set_scaling("ntk", factor=factor)
-            elif extension == "dynamic":
-                scheme.set_scaling("dynamic", factor=1.0,
-                                   max_position_embeddings=config.train_length)
-                chunk = config.train_length
-            elif extension == "yarn":
-                scheme.set_scaling("yarn", factor=factor,
-                                   original_max_position_embeddings=config.train_length)
-        buckets = config.position_buckets * length // max(config.eval_lengths)
-        losses = per_position_loss(model, _windows(data, length, config.eval_windows),
-                                   chunk=chunk)
-        results[str(length)] = _summarise(losses, max(buckets, 1))
-    if extension is not None:
+    a, k = config.probe_offset, config.probe_length
+    second_loss, second_hit, first_loss = [], [], []
+    for distance in config.probe_distances:
+        inputs, targets = _split(_probe_rows(config, data, distance), bos)
+        evaluation = "full" if configure is None else configure(inputs.shape[1])
+        loss, hit = position_losses(model, inputs, targets, evaluation=evaluation,
+                                    chunk=config.dynamic_chunk, batch_size=config.eval_batch,
+                                    needed=[(a, a + k), (a + distance, a + distance + k)])
+        # The first symbol of a copy cannot be predicted; score the other k - 1.
+        second = slice(a + distance + 1, a + distance + k)
+        second_loss.append(loss[:, second].mean(1))
+        second_hit.append(hit[:, second].float().mean(1))
+        first_loss.append(loss[:, a + 1:a + k].mean(1))
+    stack = lambda xs: torch.stack(xs, 1).numpy()  # noqa: E731  (probes, distances)
+    return {"second_loss": stack(second_loss), "second_acc": stack(second_hit),
+            "first_loss": stack(first_loss)}
+
+
+def _evaluate_unit(config: Config, model, unit: str, eval_rows: Tensor, eval_data: Tensor,
+                   bos: bool) -> dict:
+    """One cached unit of evaluation: ``"full"``, ``"sliding"``, ``"probe"``,
+    ``"ext:<name>"`` or ``"probe:<name>"``."""
+    L, size = config.train_length, config.bucket
+    if unit == "full":
+        loss, _ = position_losses(model, *_split(eval_rows, bos), batch_size=config.eval_batch)
+        return {"loss": _buckets(loss, size)}
+    if unit == "sliding":
+        return {"loss": _buckets(_sliding_losses(config, model, eval_rows, bos), size)}
+    if unit == "probe":
+        return _probe_scores(config, model, eval_data, bos)
+    kind, name = unit.split(":")
+    extension, scheme = EXTENSIONS[name], model.scheme
+    try:
+        if kind == "probe":
+            def configure(length):
+                extension.configure(scheme, max(1.0, length / L), L)
+                return extension.evaluation
+            return _probe_scores(config, model, eval_data, bos, configure=configure)
+        out = {}
+        factors = config.factors if extension.scaled else (config.max_multiplier,)
+        for factor in factors:
+            extension.configure(scheme, float(factor), L)
+            inputs, targets = _split(eval_rows[:, :factor * L + 1], bos)
+            loss, _ = position_losses(model, inputs, targets, evaluation=extension.evaluation,
+                                      chunk=config.dynamic_chunk, batch_size=config.eval_batch)
+            out[str(factor * L)] = _buckets(loss, size)
+        return out
+    finally:
         scheme.set_scaling("default")
+        scheme.__dict__.pop("attention_hooks", None)   # an extension may replace it
+
+
+# -- running the study ----------------------------------------------------------------
+
+def _environment(device: torch.device, world_size: int) -> dict:
+    from . import __version__
+
+    return {"posenc_lib": __version__, "torch": torch.__version__,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "threads": torch.get_num_threads(), "device": str(device),
+            "world_size": world_size}
+
+
+def _train_key(config: Config, name: str, seed: int, train_sha: str,
+               device: torch.device) -> str:
+    keys = ("train_length", "max_multiplier", "d_model", "n_layers", "n_heads", "batch_size",
+            "steps", "lr", "warmup", "weight_decay", "t5_num_buckets", "t5_max_distance",
+            "rope_base", "xpos_scale_base", "threads", "log_every", "probe_length",
+            "probe_symbols", "train_plant_fraction")
+    spec = MODELS[name]
+    return _digest({"config": {k: getattr(config, k) for k in keys}, "name": name,
+                    "scheme": spec.scheme, "bos": spec.bos, "options": dict(spec.options),
+                    "seed": seed, "train_sha256": train_sha, "torch": torch.__version__,
+                    "device": device.type, "code": _TRAIN_CODE_VERSION})
+
+
+def _eval_key(config: Config, train_key: str, unit: str, eval_sha: str) -> str:
+    keys = ("train_length", "max_multiplier", "factors", "eval_windows", "bucket",
+            "dynamic_chunk", "probe_distances", "probe_count", "probe_length",
+            "probe_offset", "probe_symbols")
+    name = unit.split(":")[-1]
+    source = EXTENSIONS[name].source() if ":" in unit else ""
+    return _digest({"config": json.loads(json.dumps({k: getattr(config, k) for k in keys})),
+                    "model": train_key, "unit": unit, "source": source,
+                    "eval_sha256": eval_sha, "code": _EVAL_CODE_VERSION})
+
+
+def _save(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)   # atomic: an interrupted run never leaves half a file
+
+
+def _units(config: Config, name: str) -> list[str]:
+    units = ["full", "sliding", "probe"]
+    if name == "rope":
+        units += [f"{kind}:{ext}" for ext in config.extensions for kind in ("ext", "probe")]
+    return units
+
+
+def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path | None,
+             device: torch.device, progress: bool) -> dict:
+    """Train (or load) one (model, seed) and evaluate (or load) every unit."""
+    train_key = _train_key(config, name, seed, data["train_sha256"], device)
+    folder = None if cache_dir is None else cache_dir / f"{name}-seed{seed}-{train_key}"
+    checkpoint = None if folder is None else folder / "model.pt"
+    if checkpoint is not None and checkpoint.is_file():
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        model = build_model(config, name, seed)
+        model.load_state_dict(saved["state_dict"])
+        model = model.to(device).eval()
+        log = saved["log"]
+    else:
+        model, log = train_model(config, name, seed, data["train"], device=device,
+                                 progress=progress)
+        if checkpoint is not None:
+            state = {k: v.cpu() for k, v in model.state_dict().items()}
+            _save({"state_dict": state, "log": log}, checkpoint)
+    units = {}
+    for unit in _units(config, name):
+        path = None
+        if folder is not None:
+            key = _eval_key(config, train_key, unit, data["eval_sha256"])
+            path = folder / f"eval-{unit.replace(':', '-')}-{key}.pt"
+        if path is not None and path.is_file():
+            units[unit] = torch.load(path, weights_only=False)
+            continue
+        units[unit] = _evaluate_unit(config, model, unit, data["eval_rows"], data["eval"],
+                                     MODELS[name].bos)
+        if path is not None:
+            _save(units[unit], path)
+    return {"log": log, "units": units}
+
+
+def _distributed(device: str | None) -> tuple[int, int, torch.device]:
+    """``(rank, world_size, device)``; joins the process group under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if world == 1:
+        return 0, 1, device
+    import torch.distributed as dist
+
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        import datetime
+
+        # Ranks may finish hours apart; the final gather must wait for all.
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(hours=24))
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def _share(config: Config, jobs: list, world: int) -> list[list[int]]:
+    """Job indices per rank: longest first, each to the least loaded rank.
+
+    A RoPE job also evaluates every extension; count it as
+    ``1 + len(extensions) / 4`` trainings (measured: about that)."""
+    cost = [1 + (len(config.extensions) / 4 if name == "rope" else 0) for name, _ in jobs]
+    load, share = [0.0] * world, [[] for _ in range(world)]
+    for i in sorted(range(len(jobs)), key=lambda i: (-cost[i], i)):
+        rank = min(range(world), key=lambda r: (load[r], r))
+        share[rank].append(i)
+        load[rank] += cost[i]
+    return [sorted(s) for s in share]
+
+
+def run(config: Config, *, device: str | None = None, cache_dir: Path | None = CACHE_DIR,
+        progress: bool = True) -> dict | None:
+    """Train and evaluate every (model, seed); return the results (``None`` on ranks > 0).
+
+    Under ``torchrun`` (``WORLD_SIZE > 1``) every rank runs its share of the
+    (model, seed) jobs and rank 0 gathers every job's results. Each job is
+    seeded on its own, so the results do not depend on how jobs are shared.
+    ``cache_dir=None`` keeps nothing on disk.
+    """
+    start = time.perf_counter()
+    rank, world, device = _distributed(device)
+    torch.set_num_threads(config.threads)
+    train, train_sha = load_bytes(config.train_files)
+    held_out, eval_sha = load_bytes(config.eval_files)
+    data = {"train": train, "train_sha256": train_sha, "eval": held_out,
+            "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out)}
+    jobs = [(name, seed) for name in config.models for seed in config.seeds]
+    mine = [(i, jobs[i]) for i in _share(config, jobs, world)[rank]]
+    bar = None
+    if progress and rank == 0:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(mine), desc="models", file=sys.stderr)
+    done = {}
+    for index, (name, seed) in mine:
+        if bar is not None:
+            bar.set_postfix_str(f"{name} seed {seed}")
+        done[index] = _run_job(config, name, seed, data, cache_dir, device, bar is not None)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    if world > 1:
+        import torch.distributed as dist
+
+        gathered = [None] * world
+        dist.all_gather_object(gathered, done)
+        done = {k: v for part in gathered for k, v in part.items()}
+        if rank != 0:
+            return None
+    jobs_done = {jobs[i]: done[i] for i in sorted(done)}
+    results = _assemble(config, jobs_done)
+    results.update({
+        "environment": _environment(device, world),
+        "data": {"train_bytes": train.numel(), "eval_bytes": held_out.numel(),
+                 "train_sha256": train_sha, "eval_sha256": eval_sha},
+        "wall_time_s": round(time.perf_counter() - start, 1),
+    })
     return results
 
 
-def run(config: Config, *, progress: bool = True) -> dict:
-    """Train every scheme, evaluate it (and the RoPE extensions); return the results."""
-    from . import __version__
+def _rounded(array, decimals: int = 4) -> list:
+    return np.round(np.asarray(array, dtype=np.float64), decimals).tolist()
 
-    start = time.perf_counter()
-    torch.set_num_threads(config.threads)
-    train_data, train_digest = load_bytes(config.train_files)
-    eval_data, eval_digest = load_bytes(config.eval_files)
-    models = {}
-    for name in config.schemes:
-        model, log = train_model(config, name, train_data, progress=progress)
-        models[name] = {"train": log, "eval": evaluate(config, model, eval_data)}
-        if progress:
-            print(f"{name:12s} trained in {log['seconds']:.0f} s, ppl "
-                  + " ".join(f"{k}:{v['ppl']:.2f}" for k, v in models[name]["eval"].items()),
-                  file=sys.stderr)
-        if name == "rope":
-            for extension in config.extensions:
-                key = f"rope+{extension}"
-                models[key] = {"base_model": "rope",
-                               "eval": evaluate(config, model, eval_data, extension=extension)}
-                if progress:
-                    print(f"{key:12s} ppl " + " ".join(
-                        f"{k}:{v['ppl']:.2f}" for k, v in models[key]["eval"].items()),
-                        file=sys.stderr)
+
+def _assemble(config: Config, jobs: dict) -> dict:
+    """The results file's content from every job's log and units."""
+    seeds = list(config.seeds)
+    models, probe = {}, {}
+    for name in config.models:
+        per_seed = [jobs[(name, s)] for s in seeds]
+        logs = [job["log"] for job in per_seed]
+        entry = {
+            "kind": "trained", "spec": dataclasses.asdict(MODELS[name]),
+            "train": {"seconds": [log["seconds"] for log in logs],
+                      "steps": [step for step, _ in logs[0]["loss_curve"]],
+                      "loss_curve": [[v for _, v in log["loss_curve"]] for log in logs]},
+            "loss": {str(config.eval_length): _rounded(
+                [job["units"]["full"]["loss"] for job in per_seed])},
+            "sliding": {str(config.eval_length): _rounded(
+                [job["units"]["sliding"]["loss"] for job in per_seed])},
+        }
+        if "table_norm_ratio" in logs[0]:
+            entry["train"]["table_norm_ratio"] = [log["table_norm_ratio"] for log in logs]
+        models[name] = entry
+        probe[name] = {key: _rounded([job["units"]["probe"][key] for job in per_seed])
+                       for key in ("second_loss", "second_acc", "first_loss")}
+        if name != "rope":
+            continue
+        for ext in config.extensions:
+            units = [job["units"][f"ext:{ext}"] for job in per_seed]
+            models[f"rope+{ext}"] = {
+                "kind": "extension", "base_model": "rope", "extension": ext,
+                "evaluation": EXTENSIONS[ext].evaluation,
+                "loss": {length: _rounded([u[length] for u in units]) for length in units[0]},
+            }
+            probes = [job["units"][f"probe:{ext}"] for job in per_seed]
+            probe[f"rope+{ext}"] = {key: _rounded([p[key] for p in probes])
+                                    for key in ("second_loss", "second_acc", "first_loss")}
+    L = config.train_length
+    bands, lo = [], 0
+    for hi in [L] + [L * 2 ** i for i in range(1, int(math.log2(config.max_multiplier)) + 1)]:
+        bands.append([lo, hi])
+        lo = hi
+    if lo != config.eval_length:
+        bands.append([lo, config.eval_length])
     return {
-        "schema_version": SCHEMA_VERSION,
-        "config": config.to_dict(),
-        "config_hash": config.hash(),
-        "environment": {"posenc_lib": __version__, "torch": torch.__version__,
-                        "python": platform.python_version(), "platform": platform.platform(),
-                        "threads": torch.get_num_threads()},
-        "data": {"train_bytes": train_data.numel(), "eval_bytes": eval_data.numel(),
-                 "train_sha256": train_digest, "eval_sha256": eval_digest},
-        "wall_time_s": round(time.perf_counter() - start, 1),
+        "schema_version": SCHEMA_VERSION, "config": config.to_dict(),
+        "config_hash": config.hash(), "bands": bands, "bucket": config.bucket,
         "models": models,
+        "probe": {"distances": list(config.probe_distances),
+                  "window_lengths": [config.probe_offset + d + config.probe_length
+                                     for d in config.probe_distances],
+                  "models": probe},
     }
 
 
-def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = None) -> dict:
-    """Load stored results and refuse them if they come from another configuration.
+def write_results(results: dict, path: str | Path = RESULTS_PATH) -> Path:
+    """Write ``results`` as JSON (one line per innermost list, so the file stays small)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(results, separators=(",", ":"))
+    path.write_text(text + "\n")
+    return path
+
+
+def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = None,
+                 check_environment: bool = True) -> dict:
+    """Load stored results and refuse them if they are stale.
+
+    Stale means: another schema version, another configuration (default
+    :class:`Config` ()), or, with ``check_environment``, another Python version
+    or other data bytes than the standard library here gives (its digest).
 
     Raises:
-        ValueError: if the file's schema version or config hash does not match
-            ``config`` (default: :class:`Config` ()), i.e. the results are stale.
+        ValueError: naming what differs.
     """
     config = Config() if config is None else config
     results = json.loads(Path(path).read_text())
@@ -341,8 +890,168 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
         raise ValueError(f"path: {path} was produced by configuration "
                          f"{results.get('config_hash')}, but the current one is "
                          f"{config.hash()}: re-run `python -m posenc_lib.experiment`")
+    if check_environment:
+        python = results["environment"]["python"]
+        if python != platform.python_version():
+            raise ValueError(f"path: {path} was produced with Python {python}, this is "
+                             f"{platform.python_version()}: its standard library (the data) "
+                             f"may differ; re-run `python -m posenc_lib.experiment`")
+        for part, files in (("train", config.train_files), ("eval", config.eval_files)):
+            digest = load_bytes(files)[1]
+            if digest != results["data"][f"{part}_sha256"]:
+                raise ValueError(f"path: {path} was produced from other {part} data "
+                                 f"(sha256 {results['data'][f'{part}_sha256'][:12]}..., "
+                                 f"here {digest[:12]}...): re-run "
+                                 f"`python -m posenc_lib.experiment`")
     return results
 
+
+# -- reading the results: losses by position band, paired bootstrap intervals -----------
+
+def losses(results: Mapping, name: str, length: int | None = None, *,
+           sliding: bool = False) -> np.ndarray:
+    """Stored losses of model ``name`` over the first ``length`` positions.
+
+    For a trained model every length is a prefix of the one stored pass (the
+    model is causal, so a position's loss does not depend on what follows); so
+    it is for an extension that follows the length itself (dynamic NTK). A
+    scaled ``"rope+<extension>"`` was set up for windows of ``length`` (at the
+    training length it is plain RoPE).
+
+    Returns:
+        ``(seeds, windows, length / bucket)`` array of mean losses (nats) per bucket.
+    """
+    config, models = results["config"], results["models"]
+    longest = config["max_multiplier"] * config["train_length"]
+    length = longest if length is None else int(length)
+    if name not in models:
+        raise ValueError(f"name: {name!r} is not in the results; have {list(models)}")
+    entry = models[name]
+    if entry["kind"] == "extension":
+        scaled = EXTENSIONS[entry["extension"]].scaled
+        if sliding:
+            raise ValueError("sliding: only trained models have sliding-window losses")
+        if length == config["train_length"] and scaled:
+            entry = models[entry["base_model"]]
+        elif scaled and str(length) not in entry["loss"]:
+            raise ValueError(f"length: {name} was evaluated at {sorted(entry['loss'], key=int)}"
+                             f" (and {config['train_length']}), not {length}")
+    table = entry["sliding" if sliding else "loss"]
+    if str(length) in table:
+        return np.asarray(table[str(length)])
+    if length % results["bucket"] or not 0 < length <= longest:
+        raise ValueError(f"length must be a multiple of {results['bucket']} up to {longest}, "
+                         f"got {length}")
+    return np.asarray(table[str(longest)])[..., :length // results["bucket"]]
+
+
+def band_losses(results: Mapping, name: str, length: int | None = None, *,
+                sliding: bool = False) -> np.ndarray:
+    """Mean loss per position band (``results["bands"]``) inside ``length``.
+
+    Returns:
+        ``(seeds, windows, n_bands)`` array; band ``b`` covers positions
+        ``bands[b][0] .. bands[b][1] - 1``.
+    """
+    buckets = losses(results, name, length, sliding=sliding)
+    size, out = results["bucket"], []
+    for lo, hi in results["bands"]:
+        if hi > buckets.shape[-1] * size:
+            break
+        out.append(buckets[..., lo // size:hi // size].mean(-1))
+    return np.stack(out, -1)
+
+
+class Interval(NamedTuple):
+    """A mean and its bootstrap confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+
+    def excludes(self, value: float = 0.0) -> bool:
+        return not self.low <= value <= self.high
+
+
+def interval(values, other=None, *, confidence: float = 0.95, n_resamples: int = 2000,
+             seed: int = 0) -> Interval:
+    """Mean of ``values - other`` (or of ``values``) with a paired bootstrap interval.
+
+    Args:
+        values, other: ``(seeds, units)`` arrays on the same units (windows or
+            probes) and seeds, so the difference is paired.
+
+    Both margins are resampled independently with replacement (the bootstrap
+    for a crossed design of seeds and units), by ``scipy.stats.bootstrap``
+    with two samples of indices; the interval is the percentile interval.
+    """
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    if other is not None:
+        y = np.asarray(other, dtype=np.float64)
+        if y.shape != x.shape:
+            raise ValueError(f"other has shape {y.shape}, values {x.shape}: a paired "
+                             "difference needs the same seeds and units")
+        x = x - y
+    if x.ndim != 2:
+        raise ValueError(f"values must be (seeds, units), got shape {x.shape}")
+
+    def mean(seed_index, unit_index, axis=-1):
+        s = seed_index.astype(int)[..., :, None]
+        u = unit_index.astype(int)[..., None, :]
+        return x[s, u].mean(axis=(-2, -1))
+
+    seeds, units = np.arange(x.shape[0]), np.arange(x.shape[1])
+    if x.shape[0] == 1:   # one seed: nothing to resample on that margin
+        result = stats.bootstrap((units,), lambda u, axis=-1: mean(np.zeros(1), u),
+                                 vectorized=True, n_resamples=n_resamples,
+                                 confidence_level=confidence, method="percentile",
+                                 rng=np.random.default_rng(seed))
+    else:
+        result = stats.bootstrap((seeds, units), mean, vectorized=True, paired=False,
+                                 n_resamples=n_resamples, confidence_level=confidence,
+                                 method="percentile", rng=np.random.default_rng(seed))
+    ci = result.confidence_interval
+    return Interval(float(x.mean()), float(ci.low), float(ci.high))
+
+
+class Comparison(NamedTuple):
+    """``a`` minus ``b`` in mean loss (nats per byte) over one position band."""
+
+    a: str
+    b: str
+    band: tuple
+    difference: Interval
+
+    @property
+    def verdict(self) -> str:
+        """``"lower"`` / ``"higher"`` if the interval excludes 0, else
+        ``"not distinguishable here"``."""
+        d = self.difference
+        if not d.excludes(0.0):
+            return "not distinguishable here"
+        return "lower" if d.high < 0 else "higher"
+
+    @property
+    def ratio(self) -> Interval:
+        """The perplexity ratio ``ppl_a / ppl_b = exp(difference)`` with its interval."""
+        return Interval(*(math.exp(v) for v in self.difference))
+
+
+def compare(results: Mapping, a: str, b: str, band: int, *, length: int | None = None,
+            sliding_a: bool = False, sliding_b: bool = False, **options) -> Comparison:
+    """Paired comparison of two models (or one model with and without the
+    sliding window) on position band ``band``, same targets, same seeds."""
+    x = band_losses(results, a, length, sliding=sliding_a)
+    y = band_losses(results, b, length, sliding=sliding_b)
+    if band >= min(x.shape[-1], y.shape[-1]):
+        raise ValueError(f"band {band} lies beyond the evaluated length")
+    return Comparison(a, b, tuple(results["bands"][band]),
+                      interval(x[..., band], y[..., band], **options))
+
+
+# -- command line ---------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Train and evaluate the length-"
@@ -350,14 +1059,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS_PATH,
                         help="where to write the JSON results (default: %(default)s)")
     parser.add_argument("--smoke", action="store_true", help="tiny configuration")
+    parser.add_argument("--device", default=None,
+                        help="torch device (default: cuda if available, else cpu)")
+    parser.add_argument("--cache", type=Path, default=CACHE_DIR,
+                        help="checkpoints and evaluations (default: %(default)s)")
+    parser.add_argument("--no-cache", action="store_true", help="keep nothing on disk")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     args = parser.parse_args(argv)
     config = Config.smoke() if args.smoke else Config()
-    results = run(config, progress=not args.quiet)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out} (config {results['config_hash']}, "
-          f"{results['wall_time_s']:.0f} s)", file=sys.stderr)
+    results = run(config, device=args.device, cache_dir=None if args.no_cache else args.cache,
+                  progress=not args.quiet)
+    if results is None:   # not rank 0
+        return
+    write_results(results, args.out)
+    if not args.quiet:
+        print(f"wrote {args.out} (config {results['config_hash']}, "
+              f"{results['wall_time_s']:.0f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":

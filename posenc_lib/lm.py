@@ -18,9 +18,17 @@ scheme                    hook
 ``"xpos"``                ``qk_transform``
 ========================  ==========================================
 
-A RoPE scheme can be given a context-extension method at inference time
+The vocabulary is the 256 byte values plus :data:`BOS`, a beginning-of-sequence
+marker. A RoPE scheme can be given a context-extension method at inference
 (:meth:`RopeScheme.set_scaling`), with the parameters of
 :func:`posenc_lib.scaling.rope_parameters`.
+
+:meth:`DecoderLM.forward` has two paths. Without a cache it runs the whole
+sequence through :class:`~posenc_lib.attention.MultiHeadAttention` with the
+scheme's hooks. With a cache (a list that the call fills) it runs only the new
+tokens and attends to the keys and values of earlier calls *as they were
+cached*: a key keeps the rotation it got when it was computed, as in
+generation with a key-value cache.
 """
 
 from __future__ import annotations
@@ -30,38 +38,61 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from . import _validate, absolute, attention, rope
+from . import _validate, absolute, alibi, attention, relative, rope
 
-__all__ = ["SCHEMES", "PositionScheme", "make_scheme", "RopeScheme", "DecoderLM"]
+__all__ = ["SCHEMES", "BOS", "VOCAB_SIZE", "PositionScheme", "make_scheme", "RopeScheme",
+           "DecoderLM"]
+
+#: Token id of the beginning-of-sequence marker (byte values are 0 .. 255).
+BOS = 256
+#: 256 byte values and :data:`BOS`.
+VOCAB_SIZE = 257
 
 
 class PositionScheme(nn.Module):
-    """How positions enter the model. Subclasses override one of the hooks.
+    """How positions enter the model (this base class: not at all, i.e. NoPE).
 
-    All hooks receive the sequence length ``n`` of the current forward pass
-    (positions ``0 .. n-1``).
+    Subclasses override the hooks they use. The full-sequence path uses
+    :meth:`input_encoding` and :meth:`attention_hooks`; the cached path uses
+    :meth:`input_encoding`, :meth:`rotate` and :meth:`score_bias`, with
+    explicit positions.
     """
 
     name = "nope"
 
-    def input_encoding(self, n: int, d_model: int) -> Optional[Tensor]:
-        """``(n, d_model)`` tensor added to the token embeddings, or ``None``."""
+    def input_encoding(self, positions: Tensor, d_model: int) -> Optional[Tensor]:
+        """``(n, d_model)`` tensor added to the token embeddings at ``positions: (n,)``."""
         return None
 
     def attention_hooks(self, n: int) -> dict:
-        """Keyword arguments for :meth:`~posenc_lib.attention.MultiHeadAttention.forward` (same for every layer)."""
+        """Keyword arguments for :meth:`~posenc_lib.attention.MultiHeadAttention.forward`
+        for positions ``0 .. n-1`` (the same for every layer)."""
         return {}
+
+    def rotate(self, x: Tensor, positions: Tensor, kind: str, seq_len: int) -> Tensor:
+        """Cached path: transform queries or keys ``x: (b, h, n, d)`` at ``positions: (n,)``.
+
+        ``kind`` is ``"query"`` or ``"key"``; ``seq_len`` is the length of the
+        sequence so far (cached keys included).
+        """
+        return x
+
+    def score_bias(self, n_q: int, n_k: int) -> Optional[Tensor]:
+        """Cached path: bias ``(h, n_q, n_k)`` for the last ``n_q`` of ``n_k`` positions."""
+        return None
 
 
 class SinusoidalScheme(PositionScheme):
     name = "sinusoidal"
 
-    def input_encoding(self, n, d_model):
-        return absolute.sinusoidal_encoding(n, d_model, dtype=torch.float32)
+    def input_encoding(self, positions, d_model):
+        return absolute.sinusoidal_rows(positions.cpu(), d_model, dtype=torch.float32)
 
 
 class LearnedScheme(PositionScheme):
-    """A learned table; positions beyond the trained length keep their initial rows."""
+    """A learned table of ``max_positions`` rows. Rows the training never
+    reaches get no gradient; AdamW's decoupled weight decay still shrinks them
+    by ``(1 - lr·weight_decay)`` at every step."""
 
     name = "learned"
 
@@ -69,8 +100,8 @@ class LearnedScheme(PositionScheme):
         super().__init__()
         self.table = absolute.LearnedPositionalEmbedding(max_positions, d_model)
 
-    def input_encoding(self, n, d_model):
-        return self.table(torch.arange(n))
+    def input_encoding(self, positions, d_model):
+        return self.table(positions.to(self.table.table.weight.device))
 
 
 class T5Scheme(PositionScheme):
@@ -80,13 +111,14 @@ class T5Scheme(PositionScheme):
 
     def __init__(self, n_heads: int, num_buckets: int, max_distance: int):
         super().__init__()
-        from . import relative
-
         self.bias = relative.T5RelativeBias(n_heads, num_buckets=num_buckets,
                                             max_distance=max_distance, bidirectional=False)
 
     def attention_hooks(self, n):
         return {"score_bias": self.bias(n, n)}
+
+    def score_bias(self, n_q, n_k):
+        return self.bias(n_q, n_k)
 
 
 class AlibiScheme(PositionScheme):
@@ -95,11 +127,14 @@ class AlibiScheme(PositionScheme):
     def __init__(self, n_heads: int):
         super().__init__()
         self.n_heads = n_heads
+        self.register_buffer("_device", torch.empty(0), persistent=False)
+
+    def score_bias(self, n_q, n_k):
+        bias = alibi.alibi_bias(self.n_heads, n_q, n_k, dtype=torch.float32)
+        return bias.to(self._device.device)
 
     def attention_hooks(self, n):
-        from . import alibi
-
-        return {"score_bias": alibi.alibi_bias(self.n_heads, n).to(torch.float32)}
+        return {"score_bias": self.score_bias(n, n)}
 
 
 class RopeScheme(PositionScheme):
@@ -115,32 +150,48 @@ class RopeScheme(PositionScheme):
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
         self.head_dim, self.base = head_dim, base
+        self.register_buffer("_device", torch.empty(0), persistent=False)
         self.set_scaling("default")
 
-    def set_scaling(self, rope_type: str, **params) -> None:
+    def set_scaling(self, rope_type: str, *, attention_factor: float | None = None,
+                    **params) -> None:
         """Use :func:`posenc_lib.scaling.rope_parameters` from now on.
 
-        For ``rope_type="dynamic"`` leave out ``seq_len``: it is set to the
-        length of each forward pass, as dynamic NTK does.
+        For ``rope_type="dynamic"`` (and ``"longrope"``) leave out ``seq_len``:
+        it is set to the current sequence length, as dynamic NTK does.
+        ``attention_factor`` replaces the one the method returns (for
+        ablations: YaRN without its temperature, NTK-aware with YaRN's).
         """
-        self.rope_type, self.params = rope_type, params
+        from . import scaling
 
-    def _frequencies(self, n: int):
-        if self.rope_type == "default" and not self.params:
-            return rope.inv_freq(self.head_dim, self.base, dtype=torch.float32), 1.0
+        _validate.one_of("rope_type", rope_type, list(scaling.ROPE_SCALINGS))
+        if attention_factor is not None:
+            attention_factor = _validate.finite_float("attention_factor", attention_factor,
+                                                      greater_than=0.0)
+        self.rope_type, self.params = rope_type, dict(params)
+        self.attention_factor = attention_factor
+
+    def frequencies(self, seq_len: int) -> tuple[Tensor, float]:
+        """``(inv_freq (head_dim/2,), attention_factor)`` for a sequence of ``seq_len``."""
         from . import scaling
 
         params = dict(self.params)
         if self.rope_type in ("dynamic", "longrope") and "seq_len" not in params:
-            params["seq_len"] = n
+            params["seq_len"] = seq_len
         inv_freq, factor = scaling.rope_parameters(self.rope_type, self.head_dim, self.base,
-                                                   **params)
-        return inv_freq.to(torch.float32), float(factor)
+                                                   dtype=torch.float32, **params)
+        if self.attention_factor is not None:
+            factor = self.attention_factor
+        return inv_freq.to(self._device.device), float(factor)
 
     def attention_hooks(self, n):
-        inv_freq, factor = self._frequencies(n)
-        return {"qk_transform": rope.qk_transform(torch.arange(n), inv_freq,
-                                                  attention_factor=factor)}
+        inv_freq, factor = self.frequencies(n)
+        positions = torch.arange(n, device=self._device.device)
+        return {"qk_transform": rope.qk_transform(positions, inv_freq, attention_factor=factor)}
+
+    def rotate(self, x, positions, kind, seq_len):
+        inv_freq, factor = self.frequencies(seq_len)
+        return rope.apply_rope(x, positions, inv_freq, attention_factor=factor)
 
 
 class XposScheme(PositionScheme):
@@ -151,12 +202,26 @@ class XposScheme(PositionScheme):
     def __init__(self, head_dim: int, base: float = 10000.0, scale_base: float = 512.0):
         super().__init__()
         self.head_dim, self.base, self.scale_base = head_dim, base, scale_base
+        self.register_buffer("inv_freq", rope.inv_freq(head_dim, base, dtype=torch.float32),
+                             persistent=False)
 
-    def attention_hooks(self, n):
+    def _xpos(self, x, positions, kind, center):
         from . import xpos
 
-        inv_freq = rope.inv_freq(self.head_dim, self.base, dtype=torch.float32)
-        return {"qk_transform": xpos.xpos_qk_transform(inv_freq, scale_base=self.scale_base)}
+        # Positions on the CPU: xpos_scale computes its float64 scales there.
+        return xpos.apply_xpos(x, positions.cpu(), self.inv_freq, kind=kind,
+                               scale_base=self.scale_base, center=center)
+
+    def attention_hooks(self, n):
+        # xpos.xpos_qk_transform, with the scales computed on the CPU (it
+        # builds its positions on q's device, which fails on a GPU).
+        positions, center = torch.arange(n), float(n // 2)
+        return {"qk_transform": lambda q, k: (self._xpos(q, positions, "query", center),
+                                              self._xpos(k, positions, "key", center))}
+
+    def rotate(self, x, positions, kind, seq_len):
+        # Any fixed centre cancels in q·k; 0 keeps cached keys valid as n grows.
+        return self._xpos(x, positions, kind, 0.0)
 
 
 #: The schemes :func:`make_scheme` knows.
@@ -166,7 +231,11 @@ SCHEMES = ("nope", "sinusoidal", "learned", "t5", "alibi", "rope", "xpos")
 def make_scheme(name: str, *, d_model: int, n_heads: int, max_positions: int,
                 t5_num_buckets: int = 16, t5_max_distance: int = 32,
                 rope_base: float = 10000.0, xpos_scale_base: float = 512.0) -> PositionScheme:
-    """Build the scheme called ``name`` (one of :data:`SCHEMES`)."""
+    """Build the scheme called ``name`` (one of :data:`SCHEMES`).
+
+    Parameters (the learned table, T5's biases) are drawn from torch's global
+    generator; seed it (or fork it) around this call.
+    """
     _validate.one_of("name", name, SCHEMES)
     head_dim = d_model // n_heads
     if name == "nope":
@@ -197,6 +266,23 @@ class _Block(nn.Module):
         h = h + self.attn(self.norm1(h), causal=True, **hooks)
         return h + self.ffn(self.norm2(h))
 
+    def forward_cached(self, h: Tensor, scheme: PositionScheme, positions: Tensor,
+                       entry: dict) -> Tensor:
+        """The same block for new tokens at ``positions``, with this layer's cache ``entry``."""
+        attn, x = self.attn, self.norm1(h)
+        q, k, v = (attn._split(w(x)) for w in (attn.w_q, attn.w_k, attn.w_v))
+        seq_len = int(positions[-1]) + 1
+        q = scheme.rotate(q, positions, "query", seq_len)
+        k = scheme.rotate(k, positions, "key", seq_len)
+        if entry:
+            k, v = torch.cat([entry["k"], k], dim=-2), torch.cat([entry["v"], v], dim=-2)
+        entry["k"], entry["v"] = k, v
+        out = attention.scaled_dot_product_attention(
+            q, k, v, score_bias=scheme.score_bias(q.shape[-2], k.shape[-2]), causal=True)
+        b, _, n, _ = out.shape
+        h = h + attn.w_o(out.transpose(1, 2).reshape(b, n, attn.d_model))
+        return h + self.ffn(self.norm2(h))
+
 
 class DecoderLM(nn.Module):
     """A causal language model over ``vocab_size`` symbols.
@@ -206,7 +292,10 @@ class DecoderLM(nn.Module):
         d_model: width; ``n_heads`` must divide it.
         n_layers: number of blocks.
         n_heads: attention heads per block.
-        scheme: the :class:`PositionScheme`.
+        scheme: the :class:`PositionScheme`. It is built before the model, so
+            the model's own weights are drawn from torch's global generator
+            *after* the scheme's: seed it right before this call to give every
+            scheme the same shared weights.
     """
 
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int,
@@ -216,23 +305,45 @@ class DecoderLM(nn.Module):
         _validate.positive_int("n_layers", n_layers)
         self.d_model = d_model
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.scheme = scheme
         self.blocks = nn.ModuleList(_Block(d_model, n_heads) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         # Token rows ~ N(0, 1) have norm ~ sqrt(d_model), the same order as a
         # sinusoidal row (sqrt(d_model / 2)), so no encoding starts out drowned.
         nn.init.normal_(self.embed.weight, std=1.0)
+        self.scheme = scheme
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        """``tokens: (batch, n)`` int64 -> logits ``(batch, n, vocab_size)``."""
+    def forward(self, tokens: Tensor, *, cache: Optional[list] = None) -> Tensor:
+        """``tokens: (batch, n)`` int64 -> logits ``(batch, n, vocab_size)``.
+
+        Args:
+            cache: ``None`` for a full pass over positions ``0 .. n-1``. A list
+                (empty at the start of a sequence) to generate incrementally:
+                the tokens sit at the positions after those already cached,
+                and the call appends their keys and values.
+        """
         _validate.tensor("tokens", tokens, min_dim=2)
-        n = tokens.shape[1]
-        h = self.embed(tokens)
-        encoding = self.scheme.input_encoding(n, self.d_model)
-        if encoding is not None:
-            h = h + encoding.to(h.dtype)
-        hooks = self.scheme.attention_hooks(n)
-        for block in self.blocks:
-            h = block(h, hooks)
+        if cache is None:
+            n = tokens.shape[1]
+            h = self._embed(tokens, torch.arange(n, device=tokens.device))
+            hooks = self.scheme.attention_hooks(n)
+            for block in self.blocks:
+                h = block(h, hooks)
+            return self.head(self.norm(h))
+        if not isinstance(cache, list):
+            raise ValueError(f"cache must be None or a list, got {type(cache).__name__}")
+        if not cache:
+            cache.extend({} for _ in self.blocks)
+        start = cache[0]["k"].shape[-2] if cache[0] else 0
+        positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+        h = self._embed(tokens, positions)
+        for block, entry in zip(self.blocks, cache):
+            h = block.forward_cached(h, self.scheme, positions, entry)
         return self.head(self.norm(h))
+
+    def _embed(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        h = self.embed(tokens)
+        encoding = self.scheme.input_encoding(positions, self.d_model)
+        if encoding is not None:
+            h = h + encoding.to(device=h.device, dtype=h.dtype)
+        return h

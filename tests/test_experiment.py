@@ -1,10 +1,16 @@
-"""The length-generalization experiment: smoke run, determinism, stored results."""
+"""The length-generalization study: smoke run of every code path, determinism,
+resumption, the distributed path, the bootstrap, and the stored results."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,117 +19,332 @@ from posenc_lib import experiment, lm
 SMOKE = experiment.Config.smoke()
 
 
-def _strip_timings(results):
-    """Everything except wall-clock times, which legitimately vary."""
+def _strip(results):
+    """Everything except wall-clock times and where it ran."""
     results = json.loads(json.dumps(results))
     results.pop("wall_time_s")
+    results.pop("environment")
     for entry in results["models"].values():
         entry.get("train", {}).pop("seconds", None)
     return results
 
 
 @pytest.fixture(scope="module")
-def smoke_results():
-    return experiment.run(SMOKE, progress=False)
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("experiment-cache")
 
 
-def test_smoke_run_covers_every_model(smoke_results):
+@pytest.fixture(scope="module")
+def smoke_results(cache_dir):
+    return experiment.run(SMOKE, cache_dir=cache_dir, progress=False)
+
+
+def test_smoke_run_covers_every_model_extension_and_probe(smoke_results):
     models = smoke_results["models"]
-    expected = set(lm.SCHEMES) | {f"rope+{e}" for e in experiment.EXTENSIONS}
+    expected = set(experiment.MODELS) | {f"rope+{e}" for e in experiment.EXTENSIONS}
     assert set(models) == expected
-    for name, entry in models.items():
-        assert set(entry["eval"]) == {str(n) for n in SMOKE.eval_lengths}, name
-        for scores in entry["eval"].values():
-            assert math.isfinite(scores["ppl"]) and scores["ppl"] > 1
-            assert math.isclose(scores["ppl"], math.exp(scores["loss"]), rel_tol=1e-3)
+    assert set(smoke_results["probe"]["models"]) == expected
+    seeds, windows = len(SMOKE.seeds), SMOKE.eval_windows
+    n_buckets = SMOKE.eval_length // SMOKE.bucket
+    for name in experiment.MODELS:
+        for table in ("loss", "sliding"):
+            array = np.asarray(models[name][table][str(SMOKE.eval_length)])
+            assert array.shape == (seeds, windows, n_buckets), (name, table)
+            assert np.isfinite(array).all() and (array > 0).all()
+    for name, spec in experiment.EXTENSIONS.items():
+        lengths = ([f * SMOKE.train_length for f in SMOKE.factors] if spec.scaled
+                   else [SMOKE.eval_length])
+        assert sorted(models[f"rope+{name}"]["loss"], key=int) == [str(n) for n in lengths]
+        for n in lengths:
+            array = np.asarray(models[f"rope+{name}"]["loss"][str(n)])
+            assert array.shape == (seeds, windows, n // SMOKE.bucket) and np.isfinite(array).all()
+    for name, scores in smoke_results["probe"]["models"].items():
+        for key in ("second_loss", "second_acc", "first_loss"):
+            array = np.asarray(scores[key])
+            assert array.shape == (seeds, SMOKE.probe_count, len(SMOKE.probe_distances))
+            assert np.isfinite(array).all(), (name, key)
     assert smoke_results["config_hash"] == SMOKE.hash()
-    json.dumps(smoke_results)  # serialisable
+    assert smoke_results["bands"] == [[0, 16], [16, 32], [32, 64]]
 
 
-def test_seeded_runs_are_bitwise_deterministic(smoke_results):
-    again = experiment.run(SMOKE, progress=False)
-    assert _strip_timings(again) == _strip_timings(smoke_results)
+def test_seeded_runs_are_bitwise_deterministic_and_resume_from_the_cache(
+        smoke_results, cache_dir, monkeypatch):
+    again = experiment.run(SMOKE, cache_dir=None, progress=False)
+    assert _strip(again) == _strip(smoke_results)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a cached model was trained again")
+
+    def no_evaluation(*args, **kwargs):
+        raise AssertionError("a cached evaluation was run again")
+
+    monkeypatch.setattr(experiment, "train_model", no_training)
+    monkeypatch.setattr(experiment, "_evaluate_unit", no_evaluation)
+    assert _strip(experiment.run(SMOKE, cache_dir=cache_dir, progress=False)) == \
+        _strip(smoke_results)
 
 
-def test_stored_results_match_the_current_configuration():
-    """The book's figures come from results/ : they must not be stale."""
-    results = experiment.load_results()
-    # JSON turns tuples into lists; compare the canonical JSON forms.
-    assert results["config"] == json.loads(json.dumps(experiment.Config().to_dict()))
-    lengths = {str(n) for n in experiment.Config().eval_lengths}
-    for name, entry in results["models"].items():
-        assert set(entry["eval"]) == lengths, name
+def test_a_new_extension_costs_evaluation_only(tmp_path, monkeypatch):
+    """Adding an extension (and changing how evaluation reads windows) re-uses
+    the trained checkpoints and the other extensions' cached evaluations."""
+    small = dataclasses.replace(SMOKE, models=("rope",), seeds=(0,),
+                                extensions=("pi", "dynamic"))
+    first = experiment.run(small, cache_dir=tmp_path, progress=False)
+    evaluated = []
+    real = experiment._evaluate_unit
+    monkeypatch.setattr(experiment, "train_model",
+                        lambda *a, **k: pytest.fail("retrained a cached model"))
+    monkeypatch.setattr(experiment, "_evaluate_unit",
+                        lambda config, model, unit, *a: evaluated.append(unit)
+                        or real(config, model, unit, *a))
+    more = dataclasses.replace(small, extensions=("pi", "dynamic", "yarn"))
+    second = experiment.run(more, cache_dir=tmp_path, progress=False)
+    assert evaluated == ["ext:yarn", "probe:yarn"]
+    assert second["models"]["rope+pi"] == first["models"]["rope+pi"]
+    evaluated.clear()
+    experiment.run(dataclasses.replace(more, eval_windows=3), cache_dir=tmp_path,
+                   progress=False)
+    assert "full" in evaluated   # the evaluation changed: re-evaluated, not retrained
 
 
-def test_stale_results_are_refused(tmp_path):
-    results = json.loads(experiment.RESULTS_PATH.read_text())
-    results["config_hash"] = "0" * 16
-    path = tmp_path / "stale.json"
-    path.write_text(json.dumps(results))
-    with pytest.raises(ValueError, match="re-run"):
-        experiment.load_results(path)
-    changed = experiment.Config(steps=experiment.Config().steps + 1)
-    assert changed.hash() != experiment.Config().hash()
+@pytest.mark.slow
+def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path):
+    """The torchrun path (the command line, rank-sharded jobs, gathered with gloo)
+    on the CPU, against the one-process run of the same configuration.
+
+    Slow for a unit test (7 s on an idle 2-core machine), and not for the work
+    (the smoke study takes 3 s in one process, shared here by two ranks): the
+    rest is start-up, three interpreters importing torch (the launcher and two
+    ranks) and their rendezvous. A smaller configuration saves nothing
+    measurable; starting the ranks without torchrun would test less than the
+    command the README gives.
+    """
+    out = tmp_path / "distributed.json"
+    env = {**os.environ, "PYTHONPATH": str(experiment._ROOT), "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc_per_node", "2", "-m", "posenc_lib.experiment", "--smoke",
+                    "--no-cache", "--quiet", "--device", "cpu", "--out", str(out)],
+                   check=True, env=env, cwd=experiment._ROOT, capture_output=True)
+    distributed = json.loads(out.read_text())
+    assert distributed["environment"]["world_size"] == 2
+    jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
+    assert all(experiment._share(SMOKE, jobs, 2))   # both ranks had work
+    assert _strip(distributed) == _strip(smoke_results)
 
 
-@pytest.mark.parametrize("scheme", lm.SCHEMES)
-def test_every_model_is_causal(scheme):
+def test_jobs_are_shared_out_completely():
+    jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
+    for world in (1, 2, 3, 40):
+        shares = experiment._share(SMOKE, jobs, world)
+        assert sorted(i for share in shares for i in share) == list(range(len(jobs)))
+
+
+def test_every_model_predicts_the_same_targets():
+    rows = torch.arange(10, dtype=torch.uint8).view(2, 5)
+    with_bos, targets = experiment._split(rows, bos=True)
+    without, targets_again = experiment._split(rows, bos=False)
+    assert torch.equal(targets, targets_again) and torch.equal(targets, rows[:, 1:].long())
+    assert (with_bos[:, 0] == lm.BOS).all() and torch.equal(without[:, 0], rows[:, 0].long())
+    assert torch.equal(with_bos[:, 1:], without[:, 1:])
+
+
+def test_probe_plants_the_same_string_twice_at_the_distance():
+    data, _ = experiment.load_bytes(SMOKE.eval_files)
+    a, k = SMOKE.probe_offset, SMOKE.probe_length
+    for distance in SMOKE.probe_distances:
+        rows = experiment._probe_rows(SMOKE, data, distance)
+        _, targets = experiment._split(rows, bos=True)
+        assert targets.shape == (SMOKE.probe_count, a + distance + k)
+        first, second = targets[:, a:a + k], targets[:, a + distance:a + distance + k]
+        assert torch.equal(first, second)
+        assert set(first.flatten().tolist()) <= set(SMOKE.probe_symbols)
+        assert not torch.equal(first[0], first[1])
+
+
+def test_the_copy_task_planted_in_training():
+    config = experiment.Config()
+    k, L = config.probe_length, config.train_length
+    rows = torch.full((32, L + 1), 0, dtype=torch.uint8)
+    generator = torch.Generator().manual_seed(0)
+    distances = set()
+    n = round(config.train_plant_fraction * 32)
+    for _ in range(50):
+        planted = experiment._plant(config, rows, generator)
+        assert (planted[n:] == 0).all() and (rows == 0).all()   # the first rows, a copy
+        for row in planted[:n, 1:]:
+            where = row.nonzero().flatten()   # the alphabet has no byte 0
+            first, last = int(where[0]), int(where[-1])
+            distance = last + 1 - k - first
+            assert first >= 1 and last < L and k <= distance
+            assert torch.equal(row[first:first + k], row[first + distance:last + 1])
+            distances.add(distance)
+    assert min(distances) == k and max(distances) > L - 2 * k
+
+
+def test_evaluation_modes_agree_where_they_must():
+    """For a scheme that does not depend on the length, re-encoding the prefix and
+    the key-value cache both equal one pass; the sliding window equals one pass
+    inside the training length."""
     torch.manual_seed(0)
-    model = experiment._build_model(SMOKE, scheme).eval()
-    tokens = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
-    changed = tokens.clone()
-    changed[:, 8:] = (changed[:, 8:] + 1) % 256
-    with torch.no_grad():
-        a, b = model(tokens), model(changed)
-    assert torch.allclose(a[:, :8], b[:, :8], atol=1e-6)
-    assert not torch.allclose(a[:, 8:], b[:, 8:])
+    model = experiment.build_model(SMOKE, "rope", 0).eval()
+    rows = torch.randint(0, 256, (3, 65), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(2))
+    inputs, targets = experiment._split(rows, bos=True)
+    whole, hits = experiment.position_losses(model, inputs, targets)
+    for evaluation in ("reencode", "kv"):
+        loss, again = experiment.position_losses(model, inputs, targets,
+                                                 evaluation=evaluation, chunk=5)
+        assert torch.allclose(loss, whole, atol=1e-5) and torch.equal(again, hits)
+    sliding = experiment._sliding_losses(SMOKE, model, rows, bos=True)
+    L = SMOKE.train_length
+    assert torch.allclose(sliding[:, :L], whole[:, :L], atol=1e-5)
+    assert not torch.allclose(sliding[:, L:], whole[:, L:], atol=1e-3)
+    partial, _ = experiment.position_losses(model, inputs, targets, evaluation="reencode",
+                                            chunk=8, needed=[(40, 44)])
+    assert torch.isnan(partial[:, :40]).all() and torch.allclose(partial[:, 40:48],
+                                                                 whole[:, 40:48], atol=1e-5)
 
 
-def test_chunked_evaluation_equals_one_pass_for_a_static_scheme():
-    """A causal model gives every position the same loss whether or not the
-    sequence is fed in growing prefixes."""
-    torch.manual_seed(0)
-    model = experiment._build_model(SMOKE, "rope").eval()
-    windows = torch.randint(0, 256, (3, 33), generator=torch.Generator().manual_seed(2))
-    whole = experiment.per_position_loss(model, windows)
-    chunked = experiment.per_position_loss(model, windows, chunk=8)
-    assert torch.allclose(whole, chunked, atol=1e-5)
-
-
-def test_rope_extensions_at_factor_one_change_nothing():
-    torch.manual_seed(0)
-    model = experiment._build_model(SMOKE, "rope").eval()
+@pytest.mark.parametrize("name", [n for n, e in experiment.EXTENSIONS.items() if e.scaled])
+def test_every_extension_at_factor_one_is_plain_rope(name):
+    model = experiment.build_model(SMOKE, "rope", 0).eval()
     tokens = torch.randint(0, 256, (2, SMOKE.train_length),
                            generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         reference = model(tokens)
-        for rope_type, params in [("linear", {"factor": 1.0}), ("ntk", {"factor": 1.0}),
-                                  ("dynamic", {"factor": 1.0, "max_position_embeddings":
-                                               SMOKE.train_length})]:
-            model.scheme.set_scaling(rope_type, **params)
-            assert torch.allclose(model(tokens), reference, atol=1e-5), rope_type
-    model.scheme.set_scaling("default")
+        experiment.EXTENSIONS[name].configure(model.scheme, 1.0, SMOKE.train_length)
+        assert torch.allclose(model(tokens), reference, atol=1e-5), name
+        experiment.EXTENSIONS[name].configure(model.scheme, 2.0, SMOKE.train_length)
+        assert not torch.allclose(model(tokens), reference, atol=1e-5), name
 
 
-def test_linear_scaling_equals_scaled_positions():
-    """PI with factor s is RoPE at positions m / s."""
-    from posenc_lib import rope
+def test_unused_learned_rows_decay_as_adamw_predicts(smoke_results):
+    """Rows beyond the training length get no gradient, so only AdamW's decoupled
+    decay acts on them: they shrink by the product of (1 - lr_t · weight_decay)."""
+    expected = math.prod(1 - SMOKE.lr * experiment.lr_factor(SMOKE, t) * SMOKE.weight_decay
+                         for t in range(SMOKE.steps))
+    for ratio in smoke_results["models"]["learned"]["train"]["table_norm_ratio"]:
+        # float32: one rounding per multiplication, relative 2^-24 each.
+        assert abs(ratio["unused"] - expected) <= 2 * SMOKE.steps * 2.0 ** -24 * expected
+        assert ratio["unused_rowwise_spread"] < 1e-6
+        assert abs(ratio["used"] - expected) > 1e-3
 
-    scheme = lm.RopeScheme(8)
-    scheme.set_scaling("linear", factor=4.0)
-    q = torch.randn(1, 2, 10, 8, generator=torch.Generator().manual_seed(4))
-    k = torch.randn(1, 2, 10, 8, generator=torch.Generator().manual_seed(5))
-    q_scaled, _ = scheme.attention_hooks(10)["qk_transform"](q, k)
-    expected = rope.apply_rope(q, torch.arange(10) / 4.0, rope.inv_freq(8, dtype=torch.float32))
-    assert torch.allclose(q_scaled, expected, atol=1e-6)
+
+def test_interval_is_a_paired_two_way_bootstrap():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 50))
+    shifted = experiment.interval(a + 0.25, a)     # a constant paired difference
+    assert shifted.mean == pytest.approx(0.25) and shifted.high - shifted.low < 1e-12
+    unpaired = experiment.interval(a + 0.25, rng.normal(size=(3, 50)))
+    assert unpaired.high - unpaired.low > 0.1
+    single = experiment.interval(a)
+    assert single.low < a.mean() < single.high
+    assert experiment.interval(a, seed=1) != single
+    # Seeds that disagree widen the interval: the seed margin is resampled too.
+    spread = a + np.array([[-1.0], [0.0], [1.0]])
+    assert (experiment.interval(spread).high - experiment.interval(spread).low
+            > 2 * (single.high - single.low))
+    with pytest.raises(ValueError, match="paired"):
+        experiment.interval(a, a[:, :10])
+    with pytest.raises(ValueError, match="seeds, units"):
+        experiment.interval(a[0])
+
+
+def test_band_losses_and_comparisons(smoke_results):
+    full = experiment.losses(smoke_results, "t5")
+    assert full.shape == (2, 4, 16)
+    bands = experiment.band_losses(smoke_results, "t5")
+    assert np.allclose(bands[..., 1], full[..., 4:8].mean(-1))
+    assert experiment.band_losses(smoke_results, "t5", 32).shape == (2, 4, 2)
+    assert np.array_equal(experiment.losses(smoke_results, "rope+pi", 16),
+                          experiment.losses(smoke_results, "rope", 16))
+    with pytest.raises(ValueError, match="length"):
+        experiment.losses(smoke_results, "rope+pi", 48)
+    assert np.array_equal(experiment.losses(smoke_results, "rope+dynamic", 32),
+                          experiment.losses(smoke_results, "rope+dynamic")[..., :8])
+    same = experiment.compare(smoke_results, "t5", "t5", 2)
+    assert same.difference.mean == 0 and same.verdict == "not distinguishable here"
+    wrapped = experiment.compare(smoke_results, "t5", "alibi", 0)
+    assert wrapped.ratio.mean == pytest.approx(math.exp(wrapped.difference.mean))
+    sliding = experiment.compare(smoke_results, "rope", "rope", 0, sliding_b=True)
+    assert sliding.difference.mean == pytest.approx(0.0, abs=1e-4)
+
+
+def test_unclosed_fraction_matches_a_direct_count():
+    def direct(head_dim, base, length):
+        pairs = head_dim // 2
+        return sum(length * base ** (-2 * i / head_dim) < 2 * math.pi
+                   for i in range(pairs)) / pairs
+
+    for args in [(128, 1e4, 4096), (16, 1e4, 64), (16, 32.0, 64), (64, 5e5, 8192)]:
+        assert experiment.unclosed_fraction(*args) == direct(*args)
+
+
+def test_stored_results_match_the_current_configuration():
+    """The book reads results/: they must come from this configuration, this
+    Python and these data bytes."""
+    results = experiment.load_results()
+    config = experiment.Config()
+    assert results["config"] == config.to_dict()
+    for name in config.models:
+        shape = np.asarray(results["models"][name]["loss"][str(config.eval_length)]).shape
+        assert shape == (len(config.seeds), config.eval_windows,
+                         config.eval_length // config.bucket)
+    assert experiment.RESULTS_PATH.stat().st_size < 2_000_000
+
+
+def test_stale_results_are_refused(tmp_path, smoke_results):
+    path = tmp_path / "results.json"
+
+    def refused(change, match):
+        results = json.loads(json.dumps(smoke_results))
+        change(results)
+        path.write_text(json.dumps(results))
+        with pytest.raises(ValueError, match=match):
+            experiment.load_results(path, config=SMOKE)
+
+    experiment.write_results(smoke_results, path)
+    assert experiment.load_results(path, config=SMOKE)["config_hash"] == SMOKE.hash()
+    refused(lambda r: r.update(config_hash="0" * 16), "re-run")
+    refused(lambda r: r.update(schema_version=1), "schema_version")
+    refused(lambda r: r["environment"].update(python="2.7.18"), "Python")
+    refused(lambda r: r["data"].update(eval_sha256="0" * 64), "eval data")
+    assert dataclasses.replace(SMOKE, steps=7).hash() != SMOKE.hash()
+
+
+def test_config_round_trips_through_a_results_file(smoke_results):
+    assert experiment.Config.from_dict(smoke_results["config"]) == SMOKE
+    assert experiment.Config.from_dict(experiment.Config().to_dict()) == experiment.Config()
+    with pytest.raises(ValueError, match="unknown configuration fields"):
+        experiment.Config.from_dict({**SMOKE.to_dict(), "temperature": 1.0})
+
+
+def test_the_explorer_follows_the_results_it_is_given(smoke_results):
+    from posenc_lib.widgets import experiment as widgets
+
+    figure = widgets.explorer_for(smoke_results)
+    sliders = {s.name: s for s in figure.sliders}
+    assert list(sliders["model"].values) == list(smoke_results["models"])
+    assert list(sliders["length"].values) == SMOKE.eval_lengths
+    assert all(s.static == s.values for s in figure.sliders)   # all in the static book
+    fig = figure.figure(model="rope+dynamic-kv", length=SMOKE.train_length)
+    assert len(fig.axes) == 2
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="schemes"):
-        experiment.Config(schemes=("rope", "fourier"))
-    with pytest.raises(ValueError, match="even"):
-        experiment.Config(d_model=12, n_heads=4)
-    with pytest.raises(ValueError, match="position_buckets"):
-        experiment.Config(position_buckets=7)
+    with pytest.raises(ValueError, match="models"):
+        experiment.Config(models=("rope", "fourier"))
+    with pytest.raises(ValueError, match="extensions"):
+        experiment.Config(models=("nope",))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        experiment.Config(d_model=24, n_heads=4)
+    with pytest.raises(ValueError, match="bucket"):
+        experiment.Config(bucket=7)
+    with pytest.raises(ValueError, match="factors"):
+        experiment.Config(factors=(3,))
+    with pytest.raises(ValueError, match="probe_distances"):
+        experiment.Config(probe_distances=(600,))
     with pytest.raises(ValueError, match="modules"):
         experiment.load_bytes(["no_such_module_here"])
+    with pytest.raises(ValueError, match="evaluation"):
+        experiment.Extension(print, evaluation="sometimes")

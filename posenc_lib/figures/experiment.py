@@ -1,97 +1,307 @@
-"""Figures for chapter 7: the measured length-generalization experiment."""
+"""Figures for chapter 7: the measured length-generalization study.
+
+Every curve is a mean over seeds and held-out windows (or probes) with its
+paired bootstrap 95 % interval (:func:`posenc_lib.experiment.interval`) drawn
+as a band or an error bar. Perplexity is ``exp`` of the mean loss, and its
+interval ``exp`` of the loss interval.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib.ticker import LogLocator
 
+from .. import experiment
 from ._base import BookFigure, new_figure, plain_log_axis
 
-__all__ = ["ppl_vs_length", "ppl_vs_position"]
+__all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves", "retrieval",
+           "explorer"]
+
+#: One colour (and marker) per model, shared by every figure of the chapter.
+STYLE = {
+    "nope": ("C7", "o"), "nope-nobos": ("0.55", "x"), "sinusoidal": ("C0", "s"),
+    "learned": ("C1", "D"), "t5": ("C2", "^"), "alibi": ("C3", "v"), "rope": ("C4", "o"),
+    "rope-b32": ("C9", "P"), "xpos": ("C5", "*"),
+    "rope+pi": ("C6", "s"), "rope+ntk": ("C8", "D"), "rope+yarn": ("k", "^"),
+    "rope+yarn-notemp": ("0.4", "v"), "rope+ntk-yarntemp": ("C1", "<"),
+    "rope+dynamic": ("C0", ">"), "rope+dynamic-kv": ("C3", "x"),
+}
+_RESAMPLES = 1000   # per plotted point; the chapter's own checks use the default
+
+
+def _style(name: str):
+    return STYLE.get(name, ("C7", "o"))
+
 
 def _perplexity_axis(axis) -> None:
-    """Log scale with plain labels at 1, 2 and 5 times each power of ten."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
     plain_log_axis(axis)
 
 
-_STYLE = {  # one colour per encoding, used by both figures
-    "nope": "C7", "sinusoidal": "C0", "learned": "C1", "t5": "C2", "alibi": "C3",
-    "rope": "C4", "xpos": "C5",
-    "rope+linear": "C6", "rope+ntk": "C8", "rope+dynamic": "C9", "rope+yarn": "k",
-}
+def _band_labels(results: Mapping) -> list[str]:
+    L = results["config"]["train_length"]
+    labels = []
+    for lo, hi in results["bands"]:
+        labels.append(f"{lo // L}L–{hi // L}L" if lo else f"0–{hi // L}L")
+    return labels
 
 
-def _lines(results: Mapping, models: Sequence[str] | None):
-    models = list(results["models"]) if models is None else list(models)
-    unknown = [m for m in models if m not in results["models"]]
+def _check(results: Mapping, names: Sequence[str]) -> list[str]:
+    names = list(names)
+    unknown = [n for n in names if n not in results["models"]]
     if unknown:
         raise ValueError(f"models {unknown} are not in the results; have "
                          f"{list(results['models'])}")
-    return models
+    return names
 
 
-def ppl_vs_length(results: Mapping, *, trained: Sequence[str] | None = None,
-                  extended: Sequence[str] | None = None) -> BookFigure:
-    """Perplexity over whole windows against the evaluation length.
+@functools.lru_cache(maxsize=4096)
+def _cached_interval(key, values: bytes, shape: tuple, other: bytes | None):
+    x = np.frombuffer(values).reshape(shape)
+    y = None if other is None else np.frombuffer(other).reshape(shape)
+    return experiment.interval(x, y, n_resamples=_RESAMPLES)
 
-    Left: every trained encoding. Right: the RoPE model with each
-    context-extension method applied at inference (no fine-tuning).
+
+def _interval(values: np.ndarray, other: np.ndarray | None = None) -> experiment.Interval:
+    """Interval over (seeds, units), memoised on the numbers (frames repeat them)."""
+    x = np.ascontiguousarray(values, dtype=np.float64)
+    y = None if other is None else np.ascontiguousarray(other, dtype=np.float64).tobytes()
+    return _cached_interval(None, x.tobytes(), x.shape, y)
+
+
+def _ppl_band(ax, x, values: np.ndarray, name: str, label: str, *, ls="-"):
+    """Mean perplexity per column of ``values (seeds, units, points)`` with its band."""
+    cis = [_interval(values[..., j]) for j in range(values.shape[-1])]
+    colour, marker = _style(name)
+    ax.plot(x, [math.exp(c.mean) for c in cis], ls=ls, marker=marker, ms=3, color=colour,
+            label=label)
+    ax.fill_between(x, [math.exp(c.low) for c in cis], [math.exp(c.high) for c in cis],
+                    color=colour, alpha=0.2, lw=0)
+
+
+def band_perplexity(results: Mapping, models: Sequence[str]) -> BookFigure:
+    """Perplexity per position band for ``models``, with 95 % intervals.
+
+    Every model is scored on the same target bytes in each band.
     """
-    models = results["models"]
-    if trained is None:
-        trained = [m for m in models if "base_model" not in models[m]]
-    if extended is None:
-        extended = ["rope"] * ("rope" in models) + [m for m in models if "base_model" in models[m]]
-    train_length = results["config"]["train_length"]
-    fig = new_figure(9.0, 3.6)
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, names, title in ((axes[0], trained, "trained encodings"),
-                             (axes[1], extended, "RoPE + extension at inference")):
-        for name in _lines(results, names):
-            lengths = sorted(int(k) for k in models[name]["eval"])
-            ppl = [models[name]["eval"][str(n)]["ppl"] for n in lengths]
-            ax.plot(lengths, ppl, "o-", ms=4, color=_STYLE.get(name), label=name)
-        ax.axvline(train_length, color="grey", ls=":", lw=1)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.set_yscale("log")
-        _perplexity_axis(ax.yaxis)
-        ax.set_xlabel("evaluation length (bytes)")
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, ncol=2)
-    axes[0].set_ylabel("perplexity per byte (log scale)")
-    fig.suptitle(f"Trained on {train_length}-byte windows (dotted line)", fontsize=10)
+    models = _check(results, models)
+    labels = _band_labels(results)
+    fig = new_figure(9.0, 3.8)
+    ax = fig.subplots()
+    width = 0.8 / len(models)
+    for k, name in enumerate(models):
+        bands = experiment.band_losses(results, name)
+        cis = [_interval(bands[..., b]) for b in range(bands.shape[-1])]
+        x = np.arange(len(cis)) - 0.4 + (k + 0.5) * width
+        mean = np.array([math.exp(c.mean) for c in cis])
+        err = np.array([[mean[i] - math.exp(c.low), math.exp(c.high) - mean[i]]
+                        for i, c in enumerate(cis)]).T
+        colour, marker = _style(name)
+        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2, label=name)
+    ax.set_xticks(range(len(labels)), [f"positions {t}" for t in labels])
+    ax.set_yscale("log")
+    _perplexity_axis(ax.yaxis)
+    ax.set_ylabel("perplexity per byte (log scale)")
+    ax.set_xlabel(f"position band (L = {results['config']['train_length']} = training "
+                  "length); bars: 95 % interval")
+    ax.grid(alpha=0.3, which="both", axis="y")
+    ax.legend(fontsize=7, ncol=min(len(models), 5), loc="upper left")
     return fig
 
 
-def ppl_vs_position(results: Mapping, *, length: int | None = None,
-                    models: Sequence[str] | None = None) -> BookFigure:
-    """Perplexity per position bucket inside windows of ``length`` (default: longest)."""
+def context_effect(results: Mapping, models: Sequence[str], *,
+                   zoom: Sequence[str] = ()) -> BookFigure:
+    """Full context over sliding window, per band: what positions beyond ``L`` do.
+
+    For each model and band, the paired difference in mean loss between
+    reading the whole window and reading every target through a window of
+    ``L`` positions (same targets, same seeds), as a perplexity ratio. Below
+    1: the long context helps; above 1: the unseen positions hurt. ``zoom``
+    lists models drawn again in a second panel on a linear scale.
+    """
+    models = _check(results, models)
+    zoom = _check(results, zoom)
+    labels = _band_labels(results)[1:]
+    fig = new_figure(9.6, 3.8)
+    axes = fig.subplots(1, 2, width_ratios=(1.5, 1)) if zoom else [fig.subplots()]
+    for ax, names in zip(axes, (models, zoom)):
+        width = 0.8 / len(names)
+        for k, name in enumerate(names):
+            full = experiment.band_losses(results, name)
+            window = experiment.band_losses(results, name, sliding=True)
+            cis = [_interval(full[..., b], window[..., b]) for b in range(1, full.shape[-1])]
+            x = np.arange(len(cis)) - 0.4 + (k + 0.5) * width
+            mean = np.array([math.exp(c.mean) for c in cis])
+            err = np.array([[mean[i] - math.exp(c.low), math.exp(c.high) - mean[i]]
+                            for i, c in enumerate(cis)]).T
+            colour, marker = _style(name)
+            ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2,
+                        label=name)
+        ax.axhline(1.0, color="grey", lw=1, ls=":", label="no effect")
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel("position band; bars: paired 95 % interval")
+        ax.grid(alpha=0.3, which="both", axis="y")
+    axes[0].set_yscale("log")
+    _perplexity_axis(axes[0].yaxis)
+    axes[0].set_ylabel("perplexity ratio, full / sliding\n(log scale)")
+    axes[0].legend(fontsize=7, ncol=3, loc="upper left")
+    if zoom:
+        axes[1].set_ylabel("perplexity ratio, full / sliding")
+        axes[1].set_title("zoom (linear scale)", fontsize=10)
+        axes[1].legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def position_curves(results: Mapping, models: Sequence[str], *, length: int | None = None,
+                    sliding: Sequence[str] = ()) -> BookFigure:
+    """Perplexity per bucket of positions inside windows of ``length``, with bands.
+
+    ``sliding`` lists models also drawn (dashed) as read through a sliding
+    window of the training length: the in-distribution reference.
+    """
+    models = _check(results, models)
     config = results["config"]
-    train_length = config["train_length"]
-    if length is None:
-        length = train_length * max(config["eval_multipliers"])
-    fig = new_figure(9.0, 3.6)
+    L, size = config["train_length"], results["bucket"]
+    length = config["max_multiplier"] * L if length is None else length
+    fig = new_figure(9.0, 3.8)
     ax = fig.subplots()
-    for name in _lines(results, models):
-        entry = results["models"][name]["eval"].get(str(length))
-        if entry is None:
-            raise ValueError(f"length {length} was not evaluated")
-        buckets = np.asarray(entry["bucket_ppl"])
-        width = length / len(buckets)
-        centers = (np.arange(len(buckets)) + 0.5) * width
-        ax.plot(centers, buckets, "o-" if "+" not in name else "s--", ms=3,
-                color=_STYLE.get(name), label=name)
-    ax.axvline(train_length, color="grey", ls=":", lw=1, label="training length")
+    for name in models:
+        values = experiment.losses(results, name, length)
+        x = (np.arange(values.shape[-1]) + 0.5) * size
+        _ppl_band(ax, x, values, name, name)
+    for name in _check(results, sliding):
+        values = experiment.losses(results, name, length, sliding=True)
+        x = (np.arange(values.shape[-1]) + 0.5) * size
+        _ppl_band(ax, x, values, name, f"{name}, sliding window of L", ls="--")
+    ax.axvline(L, color="grey", ls=":", lw=1, label=f"training length L = {L}")
     ax.set_yscale("log")
     _perplexity_axis(ax.yaxis)
-    ax.set_xlabel(f"position inside a {length}-byte window")
+    ax.set_xlim(0, length)
+    ax.set_xlabel(f"position inside the window (bytes; buckets of {size})")
     ax.set_ylabel("perplexity per byte (log scale)")
-    ax.set_title("Where each model breaks down", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=3)
     return fig
+
+
+def _probe(ax, results: Mapping, name: str, key: str, *, max_length: int | None = None,
+           label: str | None = None) -> None:
+    probe = results["probe"]
+    values = np.asarray(probe["models"][name][key])
+    keep = [j for j, n in enumerate(probe["window_lengths"])
+            if max_length is None or n <= max_length]
+    distances = np.asarray(probe["distances"])[keep]
+    cis = [_interval(values[..., j]) for j in keep]
+    colour, marker = _style(name)
+    mean = [c.mean for c in cis]
+    ax.plot(distances, mean, marker=marker, ms=4, color=colour, label=label or name)
+    ax.fill_between(distances, [c.low for c in cis], [c.high for c in cis], color=colour,
+                    alpha=0.2, lw=0)
+
+
+def _probe_axes(ax, results: Mapping, key: str) -> None:
+    L = results["config"]["train_length"]
+    distances = results["probe"]["distances"]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(distances, [str(d) for d in distances])
+    inside = max(d for d, n in zip(distances, results["probe"]["window_lengths"]) if n <= L) \
+        if min(results["probe"]["window_lengths"]) <= L else None
+    if inside is not None:
+        ax.axvspan(distances[0] * 0.9, inside * 1.05, color="0.9", lw=0,
+                   label="whole probe within L")
+    ax.set_xlabel("distance D between the copies (bytes, log scale)")
+    if key == "second_acc":
+        ax.set_ylabel("top-1 accuracy on the second copy")
+        ax.set_ylim(-0.02, 1.02)
+    else:
+        ax.set_ylabel("loss on the second copy (nats per byte)")
+    ax.grid(alpha=0.3)
+
+
+def retrieval(results: Mapping, models: Sequence[str], *, key: str = "second_loss",
+              baseline: str | None = "rope") -> BookFigure:
+    """The retrieval probe: score on the second copy of a planted string against D.
+
+    ``baseline`` adds, dotted, that model's loss on the *first* copy (which
+    nothing before it predicts): the level of no retrieval at all.
+    """
+    models = _check(results, models)
+    _validate_key(key)
+    fig = new_figure(9.0, 3.8)
+    ax = fig.subplots()
+    _probe_axes(ax, results, key)
+    for name in models:
+        _probe(ax, results, name, key)
+    if baseline is not None and key != "second_acc":
+        first = np.asarray(results["probe"]["models"][baseline]["first_loss"])
+        level = _interval(first.mean(-1))
+        ax.axhline(level.mean, color="k", ls=":", lw=1,
+                   label=f"{baseline}: loss on the first copy")
+    ax.legend(fontsize=7, ncol=3)
+    return fig
+
+
+def _validate_key(key: str) -> None:
+    if key not in ("second_loss", "second_acc"):
+        raise ValueError(f"key must be 'second_loss' or 'second_acc', got {key!r}")
+
+
+def explorer(results: Mapping, model: str = "rope", length: int = 512) -> BookFigure:
+    """One model (or RoPE with an extension) evaluated at ``length``.
+
+    Left: perplexity per position bucket with its 95 % band, against RoPE read
+    through a sliding window of the training length (the in-distribution
+    reference on the same targets). Right: loss on the second copy of the
+    retrieval probe for every distance whose probe fits in ``length``.
+    """
+    _check(results, [model])
+    config = results["config"]
+    L, size = config["train_length"], results["bucket"]
+    longest = config["max_multiplier"] * L
+    low, high, worst = _explorer_limits(results)
+    fig = new_figure(9.6, 3.6)
+    left, right = fig.subplots(1, 2, width_ratios=(1.6, 1))
+    values = experiment.losses(results, model, length)
+    x = (np.arange(values.shape[-1]) + 0.5) * size
+    reference = experiment.losses(results, "rope", length, sliding=True)
+    _ppl_band(left, x, reference, "nope", "rope, sliding window of L", ls="--")
+    _ppl_band(left, x, values, model, model)
+    left.axvline(L, color="grey", ls=":", lw=1, label=f"training length L = {L}")
+    left.set_yscale("log")
+    left.set_ylim(low, high)
+    _perplexity_axis(left.yaxis)
+    left.set_xlim(0, longest)
+    left.set_xlabel("position inside the window (bytes)")
+    left.set_ylabel("perplexity per byte (log scale)")
+    left.set_title(f"{model}, windows of {length} bytes", fontsize=10)
+    left.grid(alpha=0.3, which="both")
+    left.legend(fontsize=7, loc="upper left")
+    _probe_axes(right, results, "second_loss")
+    right.set_xlim(results["probe"]["distances"][0] * 0.8,
+                   results["probe"]["distances"][-1] * 1.25)
+    right.set_ylim(0.0, worst)
+    right.set_xlabel("distance D (bytes, log scale)")
+    first = np.asarray(results["probe"]["models"][model]["first_loss"])
+    right.axhline(first.mean(), color="k", ls=":", lw=1, label="loss on the first copy")
+    _probe(right, results, model, "second_loss", max_length=length)
+    right.set_title("retrieval probe (windows up to that length)", fontsize=10)
+    right.legend(fontsize=7, loc="lower left")
+    return fig
+
+
+def _explorer_limits(results: Mapping) -> tuple[float, float, float]:
+    """Axis limits shared by every frame of the explorer: perplexity range over
+    every model's per-bucket means, and the largest probe loss."""
+    means = [np.asarray(entry[table][length]).mean(axis=(0, 1))
+             for entry in results["models"].values()
+             for table in ("loss", "sliding") if table in entry
+             for length in entry[table]]
+    values = np.exp(np.concatenate(means))
+    probes = [np.asarray(v[k]).mean(axis=(0, 1)) for v in results["probe"]["models"].values()
+              for k in ("second_loss", "first_loss")]
+    return (float(values.min()) / 1.2, float(values.max()) * 1.2,
+            float(np.max(np.concatenate(probes))) * 1.15)
