@@ -1,6 +1,6 @@
 # Two commands do all the set-up (see README.md):
 #   make book   build the HTML book into _build/html (executes every notebook)
-#   make test   run the whole test suite
+#   make test   run the whole test suite (unit tests, book build, browser tests)
 # and one optional command:
 #   make lab    open the notebooks live in JupyterLab
 
@@ -20,14 +20,16 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit notebooks browser benchmark experiment lock clean help
+.PHONY: book test lab unit slow notebooks browser benchmark experiment mutants lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
-	@echo "make test   unit tests, notebooks (nbval), book build with -W, browser tests"
-	@echo "make lab    open the notebooks in JupyterLab"
+	@echo "make test   unit tests, book build with -W (executes every notebook), browser tests"
+	@echo "make notebooks   run every notebook under nbval with live widgets (not in make test)"
+	@echo "make lab    open the notebooks in JupyterLab (and strip outputs as git stages them)"
 	@echo "make benchmark   run the benchmark scripts and print their results"
-	@echo "make experiment  re-train the length-generalization experiment (~25 min)"
+	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
+	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -50,18 +52,29 @@ $(CHROMIUM):
 
 # ---- the two commands -----------------------------------------------------
 
+# BOOK_FLAGS=--all re-reads every page: Sphinx otherwise skips a page it read
+# before, so a notebook whose cells failed in the last build (a warning, then
+# an error under -W) would pass the next one. Executed notebooks still come
+# from the jupyter cache, so only a failed or changed notebook runs again.
 book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/jupyter-book build . -W -n --keep-going $(BOOK_FLAGS)
 	@echo "Open _build/html/index.html"
 
+# The book build executes every notebook with allow_errors: false, so a failing
+# cell fails it (-W); running them once more under nbval would double the
+# longest step. `make notebooks` still does that, with live widgets.
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
 	$(MAKE) unit
-	$(MAKE) notebooks
-	$(MAKE) book
+	$(MAKE) book BOOK_FLAGS=--all
 	$(MAKE) browser
 
+# Tests marked slow (every interactive figure compared pixel by pixel with
+# savefig at every slider extreme, tens of minutes) run with `make slow`.
 unit: $(INSTALLED)
-	$(PY) -m pytest -m "not browser" tests
+	$(PY) -m pytest -m "not browser and not slow" tests
+
+slow: $(INSTALLED)
+	$(PY) -m pytest -m "slow and not browser" tests
 
 notebooks: $(INSTALLED)
 	$(PY) -m pytest --nbval-lax --nbval-current-env book
@@ -71,16 +84,44 @@ browser: $(INSTALLED) $(CHROMIUM)
 
 # ---- extras ---------------------------------------------------------------
 
-lab: $(INSTALLED)
+LAB_INSTALLED := $(VENV)/.lab-installed
+$(LAB_INSTALLED): requirements-lab.txt constraints.txt $(INSTALLED)
 	$(PY) -m pip install -q -r requirements-lab.txt -c constraints.txt
-	$(BIN)/jupyter lab book/
+	touch $@
+
+# JupyterLab writes outputs into a notebook whenever it saves it. nbstripout,
+# set up here as a git filter, strips them (keeping cell ids) as git stages
+# the file, so commits stay clean; see README.md. As root (a container),
+# JupyterLab needs --allow-root.
+lab: $(LAB_INSTALLED)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout --keep-id' && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config filter.nbstripout.required true && \
+	  git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t' && \
+	  attributes="$$(git rev-parse --git-path info/attributes)" && \
+	  mkdir -p "$$(dirname "$$attributes")" && \
+	  { grep -qxF '*.ipynb filter=nbstripout diff=ipynb' "$$attributes" 2>/dev/null || \
+	    echo '*.ipynb filter=nbstripout diff=ipynb' >> "$$attributes"; } && \
+	  echo "nbstripout: git strips notebook outputs as it stages them (see README.md)"; \
+	fi
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) book/
 
 benchmark: $(INSTALLED)
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 # Re-train the models of chapter 7 and overwrite the stored results.
+# Two single-threaded processes (one per core), each taking its share of the
+# (model, seed) jobs; finished models are kept in .cache/experiment/.
+EXPERIMENT_PROCS ?= 2
 experiment: $(INSTALLED)
-	$(PY) -m posenc_lib.experiment --out results/length_generalization.json
+	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
+	    -m posenc_lib.experiment --out results/length_generalization.json
+
+# Plant each bug of tests/mutation.py in a copy of the tree; print which ones the unit
+# tests and the chapters' own cells catch (tens of minutes; not part of `make test`).
+mutants: $(INSTALLED)
+	$(PY) tests/mutation.py
 
 # Regenerate constraints.txt (the full lock) from a fresh environment.
 lock:

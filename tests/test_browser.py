@@ -3,16 +3,30 @@
 For every page in the table of contents:
 
 1. math is typeset by the vendored MathJax, without TeX errors;
-2. every kernel-free slider, when moved, changes its figure;
-3. no request leaves the machine, and no uncaught JavaScript error occurs.
+2. every kernel-free slider, when moved, changes its figure (every figure with
+   sliders is found on its own, new ones included);
+3. every figure has a numbered caption ("Fig. 4.2"), and in the chapters no
+   image or slider figure stands outside a numbered figure;
+4. in dark mode (the theme's toggle) figures are not dimmed and the slider
+   panel keeps readable contrast; a screenshot of each page in dark mode is
+   saved next to the build (``<build>/screenshots``) for a person to look at;
+5. a page weighs at most 5 MB (its HTML, inline frames and images);
+6. the footer states the licences of the text and of the code;
+7. no request leaves the machine, and no uncaught JavaScript error occurs.
 
-Run after ``make book`` (``make test`` does both). Chromium comes from the
-Debian package; set ``POSENC_CHROMIUM`` to use another binary.
+A last test opens a live figure in JupyterLab, when it is installed (``make
+lab``): shown at its natural size, sharp at 2x, slider tracks aligned.
+
+Run after ``make book`` (``make test`` does both). Set ``POSENC_HTML`` to test
+another build (``jupyter-book build . --path-output DIR`` writes
+``DIR/_build/html``). Chromium comes from the Debian package; set
+``POSENC_CHROMIUM`` to use another binary.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -29,6 +43,9 @@ CHROMIUM = os.environ.get("POSENC_CHROMIUM", "/usr/bin/chromium")
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
 
+MAX_PAGE_MB = 5.0
+
+
 def _pages():
     toc = yaml.safe_load(TOC.read_text())
     pages = [toc["root"]]
@@ -37,10 +54,15 @@ def _pages():
     return pages
 
 
+def _chapter_pages() -> set[str]:
+    """Pages of the numbered parts: the chapters, whose figures carry numbers."""
+    toc = yaml.safe_load(TOC.read_text())
+    return {chapter["file"] for part in toc.get("parts", []) if part.get("numbered")
+            for chapter in part["chapters"]}
+
+
 @pytest.fixture(scope="module")
-def browser():
-    if not (HTML / "index.html").is_file():
-        pytest.fail("the book is not built: run `make book` first")
+def chromium():
     if not Path(CHROMIUM).is_file():
         pytest.fail(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium")
     from playwright.sync_api import sync_playwright
@@ -54,9 +76,20 @@ def browser():
         browser.close()
 
 
-@pytest.fixture(params=_pages())
+@pytest.fixture(scope="module")
+def browser(chromium):
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"the book is not built in {HTML}: run `make book` first")
+    return chromium
+
+
+@pytest.fixture(scope="module", params=_pages())
 def page(request, browser):
-    """A loaded page, with the requests and errors it produced so far."""
+    """A loaded page, with the requests and errors it produced so far.
+
+    Loaded once for all the tests of one page (loading and typesetting is most
+    of their time); the tests leave it as they found it, and the check for
+    requests and JavaScript errors sees everything the earlier tests did."""
     path = HTML / f"{request.param}.html"
     assert path.is_file(), f"{path} was not built"
     context = browser.new_context(viewport={"width": 1200, "height": 1000})
@@ -66,6 +99,7 @@ def page(request, browser):
             else page.remote_requests.append(r.url))
     page.on("pageerror", lambda error: page.js_errors.append(str(error)))
     page.goto(path.as_uri(), wait_until="load")
+    page.name = request.param
     # MathJax typesets asynchronously; its startup promise resolves when done.
     # (If the script failed to load, window.MathJax is only the configuration.)
     page.evaluate("async () => { const s = window.MathJax && window.MathJax.startup;"
@@ -108,7 +142,216 @@ def test_static_sliders_change_their_figure(page):
             assert image.get_attribute("src") == before, f"slider {name!r} is not reversible"
 
 
+def test_licences_in_the_footer(page):
+    footer = page.locator("footer").all_inner_texts()
+    assert any("CC BY 4.0" in text and "MIT" in text for text in footer), footer
+
+
 def test_nothing_leaves_the_machine_and_no_js_errors(page):
     page.wait_for_timeout(500)  # let late scripts run
     assert not page.remote_requests, f"requests to remote hosts: {page.remote_requests}"
     assert not page.js_errors, f"uncaught JavaScript errors: {page.js_errors}"
+
+
+def test_every_figure_has_a_numbered_caption(page):
+    figures = page.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article figure'), f => {
+            const number = f.querySelector('figcaption .caption-number');
+            return {id: f.id, number: number ? number.textContent.trim() : null};
+        })""")
+    unnumbered = [f["id"] for f in figures
+                  if not (f["number"] and re.fullmatch(r"Fig\. \d+(\.\d+)*", f["number"]))]
+    assert not unnumbered, f"figures without a number: {unnumbered}"
+
+
+def test_no_image_or_slider_outside_a_figure_in_chapters(page):
+    if page.name not in _chapter_pages():
+        pytest.skip("not a chapter")
+    loose = page.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article img, [data-posenc-figure]'))
+        .filter(el => !el.closest('figure'))
+        .map(el => el.getAttribute('data-posenc-figure') || el.getAttribute('alt')
+                   || el.getAttribute('src').slice(0, 40))""")
+    assert not loose, f"images or slider figures without a numbered caption: {loose}"
+
+
+# Contrast of a text colour on its background, WCAG 2 definition.
+_CONTRAST_JS = """
+(el) => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const background = e => {
+    for (; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || c[3] > 0) { return c.slice(0, 3); }
+    }
+    return [255, 255, 255];
+  };
+  const lum = c => {
+    const [r, g, b] = c.map(v => { v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const fg = lum(rgb(getComputedStyle(el).color).slice(0, 3));
+  const bg = lum(background(el));
+  return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+}
+"""
+
+
+def _set_theme(page, theme: str) -> None:
+    page.evaluate("t => { document.documentElement.dataset.theme = t;"
+                  " document.documentElement.dataset.mode = t; }", theme)
+    page.wait_for_timeout(100)
+
+
+@pytest.fixture
+def themed(page, request):
+    """The page in the requested theme, put back in light mode afterwards."""
+    _set_theme(page, request.param)
+    yield page
+    _set_theme(page, "light")
+
+
+@pytest.mark.parametrize("themed", ["light", "dark"], indirect=True)
+def test_figures_and_slider_panels_stay_readable(themed):
+    page, theme = themed, themed.evaluate("() => document.documentElement.dataset.theme")
+    if theme == "dark":
+        shots = HTML.parent / "screenshots"
+        shots.mkdir(exist_ok=True)
+        name = page.name.replace("/", "_")
+        page.screenshot(path=str(shots / f"{name}-dark.png"))
+        first = page.locator("[data-posenc-figure]").first
+        if page.locator("[data-posenc-figure]").count():
+            first.scroll_into_view_if_needed()
+            first.screenshot(path=str(shots / f"{name}-dark-slider.png"))
+    filters = page.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article figure img'),
+        img => getComputedStyle(img).filter)""")
+    assert all(f == "none" for f in filters), f"{theme}: dimmed figure images: {set(filters)}"
+    labels = page.locator("[data-posenc-figure] label span, [data-posenc-figure] output")
+    for k in range(labels.count()):
+        ratio = labels.nth(k).evaluate(_CONTRAST_JS)
+        assert ratio >= 4.5, f"{theme}: slider panel text has contrast {ratio:.1f} < 4.5"
+
+
+def _page_bytes(name: str) -> int:
+    """The page, its inline frames, and the images it references (shared assets aside)."""
+    path = HTML / f"{name}.html"
+    text = path.read_text(encoding="utf-8")
+    images = {(path.parent / src).resolve()
+              for src in re.findall(r'<img[^>]+src="(?!data:|https?:)([^"]+)"', text)}
+    return path.stat().st_size + sum(p.stat().st_size for p in images if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def built():
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"the book is not built in {HTML}: run `make book` first")
+
+
+@pytest.mark.parametrize("name", _pages())
+def test_page_weight(built, name):
+    megabytes = _page_bytes(name) / 1e6
+    assert megabytes <= MAX_PAGE_MB, f"{name} weighs {megabytes:.2f} MB > {MAX_PAGE_MB} MB"
+
+
+def test_every_registered_figure_is_in_the_book(built):
+    """A figure with sliders defined for a chapter appears, with its sliders, in the book."""
+    from posenc_lib.widgets import registry
+
+    shown = set()
+    for name in _pages():
+        text = (HTML / f"{name}.html").read_text(encoding="utf-8")
+        shown |= set(re.findall(r'data-posenc-figure="([^"]+)"', text))
+    missing = sorted(key for key, figure in registry().items() if figure.key not in shown)
+    assert not missing, f"interactive figures that no page shows: {missing}"
+
+
+# -- the live figure in JupyterLab ------------------------------------------------
+
+_NOTEBOOK = {
+    "cells": [{"cell_type": "code", "id": "live", "metadata": {}, "outputs": [],
+               "execution_count": None,
+               "source": ["from posenc_lib.widgets.rope import DECAY_BOUND\n", "DECAY_BOUND"]}],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5}
+_IMAGE = ".jp-OutputArea-output .widget-image"
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """A JupyterLab server on a free port, in an empty directory with one notebook."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is installed by `make lab`")
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "live.ipynb").write_text(json.dumps(_NOTEBOOK))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+            f"--port={port}", "--ServerApp.token=posenc", f"--ServerApp.root_dir={tmp_path}",
+            "--LabApp.news_url=None"]
+    if os.getuid() == 0:
+        args.append("--allow-root")
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".config"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / ".settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / ".workspaces")}
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        for _ in range(180):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}/lab/tree/live.ipynb?token=posenc"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+@pytest.mark.slow
+def test_live_figure_in_jupyterlab(chromium, jupyterlab):
+    """Natural size, sharp at 2x, aligned slider tracks, and a redraw on a key press."""
+    from posenc_lib.widgets import LIVE_SCALE
+    from posenc_lib.widgets.rope import DECAY_BOUND
+
+    natural = int.from_bytes(DECAY_BOUND.png()[16:20], "big")
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000},
+                                   device_scale_factor=2)
+    try:
+        page = context.new_page()
+        page.goto(jupyterlab, timeout=180_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=180_000)
+        page.wait_for_timeout(2000)
+        page.click(".jp-Cell .jp-InputArea-editor")
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_selector(_IMAGE, timeout=180_000)
+        page.wait_for_function(f"() => document.querySelector('{_IMAGE}').naturalWidth > 0")
+        layout = page.evaluate("""(image) => {
+            const img = document.querySelector(image);
+            const tracks = Array.from(document.querySelectorAll(
+                '.jp-OutputArea-output .widget-slider .slider-container'),
+                e => e.getBoundingClientRect());
+            return {shown: img.getBoundingClientRect().width, pixels: img.naturalWidth,
+                    lefts: tracks.map(r => Math.round(r.left)),
+                    widths: tracks.map(r => Math.round(r.width))};
+        }""", _IMAGE)
+        assert abs(layout["shown"] - natural) <= 1, layout  # not stretched to the output
+        assert layout["pixels"] == LIVE_SCALE * natural, layout  # sharp on 2x screens
+        assert len(layout["lefts"]) == 2 and len(set(layout["lefts"])) == 1, layout
+        assert len(set(layout["widths"])) == 1, layout
+        before = page.evaluate(f"() => document.querySelector('{_IMAGE}').src")
+        page.locator(".jp-OutputArea-output .widget-slider .noUi-handle").first.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"b => document.querySelector('{_IMAGE}').src !== b",
+                               arg=before, timeout=60_000)
+    finally:
+        context.close()

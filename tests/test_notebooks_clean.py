@@ -1,9 +1,21 @@
-"""Notebooks are stored without outputs, and every one of them is in the book."""
+"""Notebooks are committed without outputs, and every one of them is in the book.
+
+What is checked is what git would commit, not the working tree: JupyterLab
+writes outputs into a notebook whenever it saves it, and ``make lab`` installs
+nbstripout as a git filter that strips them again as git stages the file. So
+a tracked notebook is read from git's index (``git show :path``); an untracked
+one in ``book/`` is passed through the clean filter git would apply to it, if
+one is configured, and read from disk otherwise (also outside a git checkout).
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,33 +23,143 @@ import yaml
 from conftest import ROOT
 
 
-def _tracked_notebooks():
+def _git(*args: str, root: Path = ROOT, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                          input=stdin).stdout
+
+
+def _in_git_checkout(root: Path = ROOT) -> bool:
     try:
-        listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, check=True,
-                                capture_output=True, text=True).stdout.split()
+        return _git("rev-parse", "--is-inside-work-tree", root=root).strip() == b"true"
     except (OSError, subprocess.CalledProcessError):
-        listed = []
-    notebooks = sorted(ROOT / p for p in listed)
-    # Outside a git checkout (an unpacked archive), fall back to the files on disk.
-    return notebooks or sorted(ROOT.glob("book/**/*.ipynb"))
+        return False
 
 
-NOTEBOOKS = _tracked_notebooks()
+def _tracked(root: Path = ROOT) -> list[str]:
+    if not _in_git_checkout(root):
+        return []
+    return sorted(_git("ls-files", "-z", "--", "*.ipynb", root=root).decode().split("\0")[:-1])
+
+
+TRACKED = _tracked()
+ON_DISK = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("book/**/*.ipynb")
+                 if ".ipynb_checkpoints" not in p.parts)
+NOTEBOOKS = sorted(set(TRACKED) | set(ON_DISK))
+
+
+def _clean_filter(path: str, root: Path) -> str | None:
+    """The clean command git applies to ``path`` as it stages it, if any."""
+    attr = _git("check-attr", "filter", "--", path, root=root).decode()
+    attr = attr.rsplit(": ", 1)[-1].strip()
+    if attr in ("unspecified", "unset", "set", ""):
+        return None
+    try:
+        return _git("config", f"filter.{attr}.clean", root=root).decode().strip() or None
+    except subprocess.CalledProcessError:
+        return None
+
+
+def committed_text(path: str, root: Path = ROOT) -> str:
+    """The notebook as git would commit it (see the module docstring)."""
+    if not _in_git_checkout(root):
+        return (root / path).read_text(encoding="utf-8")
+    if path in _tracked(root):
+        return _git("show", f":{path}", root=root).decode("utf-8")
+    data = (root / path).read_bytes()
+    command = _clean_filter(path, root)
+    if command:
+        data = subprocess.run(command.replace("%f", shlex.quote(path)), shell=True, cwd=root,
+                              check=True, capture_output=True, input=data).stdout
+    return data.decode("utf-8")
+
+
+def stored_outputs(text: str) -> list[str]:
+    """What a committed notebook must not hold: outputs, counts, widget state."""
+    nb = json.loads(text)
+    problems = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        if cell.get("outputs") != []:
+            problems.append(f"cell {index} has stored outputs")
+        if cell.get("execution_count") is not None:
+            problems.append(f"cell {index} has an execution count")
+    if "widgets" in nb.get("metadata", {}):
+        problems.append("stored widget state")
+    return problems
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: Path(p).name)
 def test_notebook_has_no_stored_outputs(path):
-    nb = json.loads(path.read_text())
-    for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code":
-            continue
-        assert cell.get("outputs") == [], f"{path.name}: cell {index} has stored outputs"
-        assert cell.get("execution_count") is None, f"{path.name}: cell {index} has a count"
-    assert "widgets" not in nb.get("metadata", {}), f"{path.name}: stored widget state"
+    problems = stored_outputs(committed_text(path))
+    assert not problems, f"{path}: {problems}"
+
+
+def _notebook(executed: bool) -> str:
+    cell = {"cell_type": "code", "id": "a1", "metadata": {}, "source": ["print(1)"],
+            "outputs": [], "execution_count": None}
+    if executed:
+        cell.update(outputs=[{"output_type": "stream", "name": "stdout", "text": ["1\n"]}],
+                    execution_count=1)
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                      indent=1) + "\n"
+
+
+# A stand-in for nbstripout in the test of git's mechanics below: the same
+# clean-filter contract (notebook on stdin, stripped notebook on stdout) in
+# the standard library, since importing nbstripout (nbformat, jsonschema and
+# its format checkers) costs seconds per call. nbstripout itself is run once,
+# in the next test.
+_STRIP = ("import json, sys; nb = json.load(sys.stdin); "
+          "[c.update(outputs=[], execution_count=None) for c in nb['cells'] "
+          "if c['cell_type'] == 'code']; json.dump(nb, sys.stdout, indent=1)")
+
+
+def test_what_git_would_commit_is_checked(tmp_path):
+    """Saving with outputs (as JupyterLab does) is fine; staging them is not, unless filtered."""
+    if not _in_git_checkout():
+        pytest.skip("git is not available")
+    _git("init", "-q", root=tmp_path)
+    notebook = tmp_path / "book" / "n.ipynb"
+    notebook.parent.mkdir()
+    notebook.write_text(_notebook(executed=False))
+    _git("add", "book/n.ipynb", root=tmp_path)
+    notebook.write_text(_notebook(executed=True))  # JupyterLab saves it
+    assert stored_outputs(committed_text("book/n.ipynb", tmp_path)) == []
+    _git("add", "book/n.ipynb", root=tmp_path)  # no filter: the outputs are staged
+    assert stored_outputs(committed_text("book/n.ipynb", tmp_path)) == [
+        "cell 0 has stored outputs", "cell 0 has an execution count"]
+    # With a clean filter (as `make lab` installs), staging strips them again,
+    # and an untracked notebook is read as the filter would store it.
+    strip = f"{shlex.quote(sys.executable)} -I -c {shlex.quote(_STRIP)}"
+    _git("config", "filter.nbstripout.clean", strip, root=tmp_path)
+    _git("config", "filter.nbstripout.smudge", "cat", root=tmp_path)
+    (tmp_path / ".git" / "info").mkdir(exist_ok=True)
+    (tmp_path / ".git" / "info" / "attributes").write_text("*.ipynb filter=nbstripout\n")
+    # The file is unchanged since the last `git add`: only --renormalize makes git
+    # run the new filter on it (a notebook saved again would be re-read anyway).
+    _git("add", "--renormalize", "book/n.ipynb", root=tmp_path)
+    assert stored_outputs(committed_text("book/n.ipynb", tmp_path)) == []
+    assert json.loads(committed_text("book/n.ipynb", tmp_path))["cells"][0]["id"] == "a1"
+    (tmp_path / "book" / "new.ipynb").write_text(_notebook(executed=True))
+    assert stored_outputs(committed_text("book/new.ipynb", tmp_path)) == []
+
+
+def test_the_filter_make_lab_installs_strips_outputs_and_keeps_ids():
+    """The clean command of ``make lab`` (read from the Makefile), run on a saved notebook."""
+    pytest.importorskip("nbstripout", reason="nbstripout is installed by `make lab`")
+    makefile = (ROOT / "Makefile").read_text()
+    (command,) = re.findall(r"git config filter\.nbstripout\.clean '[^']*? (-m nbstripout[^']*)'",
+                            makefile)
+    stripped = subprocess.run([sys.executable, *shlex.split(command)], check=True,
+                              capture_output=True, input=_notebook(executed=True).encode(),
+                              ).stdout.decode()
+    assert stored_outputs(stripped) == []
+    assert json.loads(stripped)["cells"][0]["id"] == "a1"
 
 
 def _toc_files(node):
@@ -54,5 +176,61 @@ def _toc_files(node):
 def test_every_notebook_is_in_the_table_of_contents():
     toc = set(_toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text())))
     for path in NOTEBOOKS:
-        entry = str(path.relative_to(ROOT).with_suffix(""))
+        entry = str(Path(path).with_suffix(""))
         assert entry in toc, f"{entry} is not listed in _toc.yml"
+
+
+# -- book-only TeX ----------------------------------------------------------------
+
+# A macro defined only for the built book renders as a red error in JupyterLab.
+_R_MACRO = re.compile(r"\\R(?![A-Za-z])")
+
+
+def _book_texts():
+    for path in sorted(ROOT.glob("book/**/*")):
+        if ".ipynb_checkpoints" in path.parts or path.suffix not in (".md", ".ipynb"):
+            continue
+        if path.suffix == ".md":
+            yield path, [path.read_text(encoding="utf-8")]
+        else:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            yield path, ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                         for c in nb["cells"]]
+
+
+def test_no_book_only_tex_macros():
+    """``\\R`` is not defined in JupyterLab: write ``\\mathbb{R}``."""
+    offenders = []
+    for path, texts in _book_texts():
+        for index, text in enumerate(texts):
+            if _R_MACRO.search(text):
+                offenders.append(f"{path.relative_to(ROOT)} (cell {index})")
+    assert not offenders, f"\\R used as a macro in: {offenders}"
+
+
+def test_the_macro_check_sees_the_macro():
+    assert _R_MACRO.search(r"$x \in \R^d$") and _R_MACRO.search(r"\R")
+    assert not _R_MACRO.search(r"$x \in \mathbb{R}^d$ \Rightarrow \Re z")
+
+
+# -- code cells fit the page --------------------------------------------------------
+
+MAX_CODE_LINE = 88
+
+
+def test_code_cells_fit_without_horizontal_scrolling():
+    """Lines of code cells are at most 88 characters (the book's code width)."""
+    long_lines = []
+    for path in sorted(ROOT.glob("book/*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for index, cell in enumerate(nb["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) \
+                else cell["source"]
+            for number, line in enumerate(source.splitlines(), 1):
+                if len(line) > MAX_CODE_LINE:
+                    long_lines.append(f"{path.name} cell {index} line {number} "
+                                      f"({len(line)} characters)")
+    assert not long_lines, "code lines over 88 characters:\n" + "\n".join(long_lines)
+

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import io
 import json
 import re
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
+from matplotlib.axis import XAxis, YAxis
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from PIL import Image
 
-from posenc_lib.widgets import InteractiveFigure, Slider, core, registry, set_frontend
-from posenc_lib.figures import new_figure
+from posenc_lib.widgets import LIVE_SCALE, InteractiveFigure, Slider, core, registry, set_frontend
+from posenc_lib.figures import DPI, _base, fast_rendering, new_figure, to_png
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = registry()
@@ -30,20 +35,99 @@ def _extremes(figure: InteractiveFigure):
     yield {s.name: s.values[-1] for s in figure.sliders}   # every slider at its maximum
 
 
-@pytest.mark.slow
+def _pixels(png: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGBA"), dtype=np.int16)
+
+
+# The cached renderer stores an axis layer with straight alpha in 8 bits and
+# blends it once more: each step rounds by at most one level.
+LAYER_TOLERANCE = 2
+
+
+def _assert_same_pixels(cached: bytes, reference: bytes, what):
+    a, b = _pixels(cached), _pixels(reference)
+    assert a.shape == b.shape, (what, a.shape, b.shape)
+    worst = int(np.abs(a - b).max())
+    assert worst <= LAYER_TOLERANCE, f"{what}: cached pixels differ by up to {worst} levels"
+
+
+def _eligible_axes(fig) -> int:
+    """How many axes of ``fig`` the layer cache should draw (see ``_base._patch_axes``)."""
+    return sum(type(axis) in (XAxis, YAxis) and axis.get_visible()
+               and _base._plain_artist(axis)
+               for ax in fig.axes if getattr(ax, "name", None) == "rectilinear"
+               and ax.get_visible() and ax.axison for axis in (ax.xaxis, ax.yaxis))
+
+
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_every_slider_extreme_renders(name):
+def test_every_figure_draws_through_the_layer_cache(name):
+    """Cheap, for every figure: one draw at the defaults, the way the book and the
+    live widget draw it. The image has the figure's size, and every axis went
+    through the layer cache: a figure that silently falls back to a full layout
+    on each redraw (an axis key that cannot be computed) fails here. That the
+    cached pixels are right is checked below on representative figures."""
     figure = FIGURES[name]
-    for params in _extremes(figure):
+    figure._cache.clear()
+    fig = figure.figure()
+    drawn = _base._layers.hits + _base._layers.misses
+    png = to_png(fig, compress_level=1, reuse_axes=True)
+    assert png.startswith(PNG_MAGIC)
+    width, height = fig.get_size_inches()
+    assert _png_size(png) == (round(width * DPI), round(height * DPI)), name
+    assert _base._layers.hits + _base._layers.misses - drawn == _eligible_axes(fig), \
+        f"{name}: an axis was drawn without the layer cache"
+
+
+# Pixel comparison of the cached renderer against plain savefig, on three
+# figures that between them use what the caches must get right: a heatmap with
+# a colour bar and two axes (SINUSOIDAL_HEATMAP); three axes with log and
+# linear scales, mathtext labels, a colour bar and legends (ROTATION_ANGLES); a
+# symlog axis with explicit tick labels (T5_BUCKETS). The decorations the layer
+# key must follow are checked one by one further down (VARIANTS). Comparing
+# every figure at every slider extreme takes tens of minutes: it is marked
+# ``slow`` (``make unit`` skips it); run it after changing the renderer with
+#     python -m pytest -m slow tests/test_widgets.py
+REPRESENTATIVE = ("absolute.SINUSOIDAL_HEATMAP", "rope.ROTATION_ANGLES",
+                  "relative.T5_BUCKETS")
+
+
+def _compare_with_savefig(name, settings):
+    figure = FIGURES[name]
+    for n, params in enumerate(settings):
+        figure._cache.clear()
         png = figure.png(**params)
         assert png.startswith(PNG_MAGIC), (name, params)
+        with fast_rendering(False):
+            reference = to_png(figure.figure(**params), compress_level=1)
+        _assert_same_pixels(png, reference, (name, params))
+        if n == 0:  # drawn again, every axis layer is reused
+            figure._cache.clear()
+            hits = _base._layers.hits
+            _assert_same_pixels(figure.png(**params), reference, (name, params, "reused"))
+            assert _base._layers.hits > hits, "no axis layer was reused"
+
+
+@pytest.mark.parametrize("name", REPRESENTATIVE)
+def test_cached_pixels_match_savefig(name):
+    """The defaults (drawn twice: the second time from cached layers), then every
+    slider at its maximum: new ticks and labels, so new layers."""
+    figure = FIGURES[name]
+    _compare_with_savefig(name, [{}, {s.name: s.values[-1] for s in figure.sliders}])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_slider_extreme_renders_as_savefig_does(name):
+    """Every figure, each slider at its ends and default, then all at min and max."""
+    _compare_with_savefig(name, list(_extremes(FIGURES[name])))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_live_widget_survives_every_slider_extreme(name):
     figure = FIGURES[name]
-    box = figure.live()
+    box = figure.live(sharpen_after=None)
     for control, slider in zip(box.controls, figure.sliders):
         start = bytes(box.image.value)
         for value in (slider.values[0], slider.values[-1], slider.default):
@@ -149,7 +233,54 @@ def test_live_widget_redraws_on_slider_change():
     first = bytes(box.image.value)
     box.controls[0].value = 4
     assert bytes(box.image.value) != first
-    assert bytes(box.image.value) == figure.png(height=4, color="C1")
+    # Without an event loop (a script, this test) the sharp image follows at once.
+    assert bytes(box.image.value) == figure.png(scale=LIVE_SCALE, height=4, color="C1")
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_live_image_is_sharp_and_shown_at_its_natural_size():
+    figure = _toy_figure()
+    box = figure.live()
+    natural = _png_size(figure.png())
+    assert natural == (2 * DPI, 2 * DPI)  # the 2 x 2 inch toy figure, at the book's DPI
+    assert _png_size(bytes(box.image.value)) == (LIVE_SCALE * natural[0],
+                                                 LIVE_SCALE * natural[1])
+    assert box.image.layout.width == f"{natural[0]}px"
+    assert box.image.layout.height == "auto" and box.image.layout.max_width == "100%"
+
+
+def test_slider_labels_share_one_width_and_update_while_dragging():
+    figure = InteractiveFigure(
+        _bar, [Slider.integers("height", 1, 4, default=2, label="h"),
+               Slider.floats("width", 0.2, 1.0, 0.2, default=0.6, label="a much longer label")])
+    box = figure.live()
+    widths = {c.style.description_width for c in box.controls}
+    assert len(widths) == 1, widths
+    assert widths.pop() == f"{len('a much longer label') + 1}ch"
+    assert len({c.layout.width for c in box.controls}) == 1
+    assert all(c.continuous_update for c in box.controls)
+    spans = re.findall(r'<span style="flex:none;width:([^;]+);', figure.static_html())
+    assert spans == [f"{len('a much longer label') + 1}ch"] * 2
+
+
+def test_live_widget_shows_a_draft_then_sharpens_once_the_sliders_rest():
+    figure = _toy_figure()
+
+    async def scenario():
+        box = figure.live(sharpen_after=0.05)
+        box.controls[0].value = 3
+        draft = bytes(box.image.value)
+        assert draft == figure.png(height=3, color="C1")  # the book's resolution first
+        box.controls[0].value = 4  # moves on before the first sharpening is due
+        await asyncio.sleep(0.3)
+        return draft, bytes(box.image.value)
+
+    draft, rested = asyncio.run(scenario())
+    assert rested == figure.png(scale=LIVE_SCALE, height=4, color="C1")
+    assert _png_size(rested) == tuple(LIVE_SCALE * n for n in _png_size(draft))
 
 
 def test_live_widget_reports_errors_instead_of_dying():
@@ -207,3 +338,81 @@ def test_default_static_values_keep_the_ends_and_the_default():
     assert len(slider.static) <= core.MAX_STATIC_VALUES + 1
     floats = Slider.floats("s", 0.0, 1.0, 0.1, default=0.3)
     assert floats.values[3] == 0.3 and floats.values[-1] == 1.0
+
+
+# -- the caching renderer: every axis property that changes pixels changes the key ---
+
+def _axis_variant(variant="base"):
+    """One axes whose decorations differ from ``base`` in exactly one respect."""
+    from matplotlib.ticker import FuncFormatter
+
+    fig = new_figure(3, 2, layout=None)  # the axes box stays put, as in a redraw
+    ax = fig.add_axes((0.25, 0.25, 0.65, 0.6))
+    x = np.linspace(1, 100, 50)
+    ax.plot(x, x ** 0.5 * (1e6 if variant == "offset" else 1))
+    if variant == "label color":
+        ax.set_xlabel("position p", color="red")
+    else:
+        ax.set_xlabel("position p")
+    ax.set_ylabel("other text" if variant == "label text" else "value")
+    ax.set_title("a title" if variant == "title" else "")
+    if variant == "tick labels":
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"<{v:g}>"))
+    if variant == "tick size":
+        ax.tick_params(labelsize=5)
+    if variant == "tick direction":
+        ax.tick_params(direction="in", length=8)
+    if variant == "grid":
+        ax.grid(alpha=0.5)
+    if variant == "log":
+        ax.set_xscale("log")
+    if variant == "limits":
+        ax.set_xlim(-10, 120)
+    if variant == "spine":
+        ax.spines["left"].set_position(("outward", 6))
+    if variant == "explicit ticks":
+        ax.set_yticks([2, 5, 8], ["two", "five", "eight"], fontsize=6, color="blue")
+    if variant == "one tick label":
+        ax.get_xticklabels()  # creates the ticks; then recolour one of them
+        ax.xaxis.get_major_ticks()[2].label1.set_color("green")  # 20, in view
+    return fig
+
+
+VARIANTS = ["offset", "label color", "label text", "title", "tick labels", "tick size",
+            "tick direction", "grid", "log", "limits", "spine", "explicit ticks",
+            "one tick label"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cached_axis_layers_follow_every_decoration(variant):
+    """Draw the base figure (its layers are cached), then a variant: no stale layer."""
+    to_png(_axis_variant("base"), reuse_axes=True)
+    cached = to_png(_axis_variant(variant), reuse_axes=True)
+    with fast_rendering(False):
+        reference = to_png(_axis_variant(variant))
+        base = to_png(_axis_variant("base"))
+    changed = (np.abs(_pixels(reference) - _pixels(base)).max(axis=-1) > 16).sum()
+    assert changed > 20, f"the variant changes only {changed} pixels"
+    _assert_same_pixels(cached, reference, variant)
+
+
+def test_cached_glyphs_replay_at_whole_and_fractional_pixel_offsets():
+    def text_at(x):
+        fig = new_figure(2, 1, layout=None)
+        fig.text(x, 0.5, "Offset k, $\\theta_i$ (ÿ)", fontsize=9)
+        return fig
+
+    for x in (0.1, 0.1 + 1 / (2 * DPI), 0.1 + 3 / (2 * DPI), 0.1 + 0.25 / (2 * DPI)):
+        cached = [to_png(text_at(x)) for _ in range(2)]
+        with fast_rendering(False):
+            reference = to_png(text_at(x))
+        for png in cached:  # text has no layer: the pixels are exactly FreeType's
+            assert np.array_equal(_pixels(png), _pixels(reference)), x
+
+
+def test_fast_png_round_trips():
+    rng = np.random.default_rng(0)
+    for channels in (3, 4):
+        pixels = rng.integers(0, 256, size=(7, 5, channels), dtype=np.uint8)
+        with Image.open(io.BytesIO(_base._fast_png(pixels, 1))) as image:
+            assert np.array_equal(np.asarray(image), pixels)

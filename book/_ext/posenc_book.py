@@ -6,6 +6,8 @@
 * Serves the vendored MathJax from ``_static/posenc-vendor/`` without putting
   it in ``html_static_path``: Jupyter Book would otherwise add a ``<script>``
   tag for every ``.js`` file there to every page.
+* Adds ``posenc.css`` (next to this file) to every page: figures stay readable
+  in dark mode.
 * Drops the Thebe scripts. Jupyter Book always loads sphinx-thebe, whose
   inline configuration is added twice (an uncaught "THEBE_JS_URL has already
   been declared" error on every page) and points at a CDN; the book does not
@@ -20,6 +22,9 @@ import shutil
 from pathlib import Path
 
 from sphinx.errors import ExtensionError
+
+
+CSS = Path(__file__).with_name("posenc.css")
 
 
 def _vendor_dir(app) -> Path:
@@ -46,6 +51,7 @@ def _build_finished(app, exception) -> None:
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(_vendor_dir(app), target)
+    shutil.copyfile(CSS, Path(app.outdir) / "_static" / CSS.name)
 
 
 def _is_thebe(script) -> bool:
@@ -70,6 +76,8 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
+    # Not through html_static_path: Jupyter Book links every file found there.
+    app.add_css_file(CSS.name)
     app.connect("html-page-context", _page_context, priority=900)
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)

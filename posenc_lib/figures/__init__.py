@@ -9,6 +9,8 @@ One module per chapter (``posenc_lib.figures.absolute``, ...); import it
 explicitly, e.g. ``from posenc_lib.figures import absolute as figures``.
 """
 
-from ._base import DIVERGING, DPI, SEQUENTIAL, BookFigure, new_figure, plain_log_axis, to_png
+from ._base import (DIVERGING, DPI, SEQUENTIAL, BookFigure, fast_rendering, new_figure,
+                    plain_log_axis, render_rgba, to_png)
 
-__all__ = ["BookFigure", "new_figure", "to_png", "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING"]
+__all__ = ["BookFigure", "new_figure", "to_png", "render_rgba", "fast_rendering",
+           "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING"]

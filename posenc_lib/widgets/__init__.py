@@ -13,11 +13,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .core import (MAX_FRAMES, MAX_STATIC_VALUES, InteractiveFigure, Slider, frontend,
-                   set_frontend)
+from .core import (LIVE_SCALE, MAX_FRAMES, MAX_STATIC_VALUES, InteractiveFigure, Slider,
+                   frontend, set_frontend)
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "registry",
-           "chapter_modules", "MAX_FRAMES", "MAX_STATIC_VALUES"]
+           "chapter_modules", "MAX_FRAMES", "MAX_STATIC_VALUES", "LIVE_SCALE"]
 
 
 def chapter_modules() -> list[str]:

@@ -25,7 +25,10 @@ or ``live`` (the default). :func:`set_frontend` overrides it in a session.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import gc
 import hashlib
 import html
 import io
@@ -41,15 +44,18 @@ from typing import Any, Callable, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from ..figures import to_png
+from ..figures import DPI, to_png
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
-           "MAX_STATIC_VALUES"]
+           "MAX_STATIC_VALUES", "LIVE_SCALE"]
 
 #: Largest number of frames one static figure may hold.
 MAX_FRAMES = 144
 #: Static values chosen per slider when a spec does not list its own.
 MAX_STATIC_VALUES = 7
+#: The live widget draws this many image pixels per CSS pixel (sharp on high-DPI
+#: screens) and shows the image at its natural size, as ordinary figures are.
+LIVE_SCALE = 2
 
 _FRONTENDS = ("live", "static")
 _frontend_override: str | None = None
@@ -214,6 +220,12 @@ class InteractiveFigure:
         return getattr(self.plot, "__name__", "figure")
 
     @property
+    def key(self) -> str:
+        """``<figures module>.<function>``, e.g. ``"rope.decay_bound"``: names it in the HTML."""
+        module = getattr(self.plot, "__module__", "") or ""
+        return f"{module.rsplit('.', 1)[-1]}.{self.name}" if module else self.name
+
+    @property
     def n_frames(self) -> int:
         """How many parameter combinations the static figure holds."""
         return math.prod(len(s.static) for s in self.sliders)
@@ -252,20 +264,28 @@ class InteractiveFigure:
             self._frozen_layout = [ax.get_position().frozen() for ax in fig.axes]
         return self._frozen_layout
 
-    def png(self, **params) -> bytes:
+    def png(self, *, scale: int = 1, **params) -> bytes:
         """PNG bytes of :meth:`figure`, cached for the last 64 parameter sets.
 
-        Encoded fast (zlib level 1); :meth:`frames` recompresses for the book.
+        ``scale`` multiplies the resolution (2 for the live widget on high-DPI
+        screens). Encoded fast (zlib level 1) through the caching renderer
+        (:func:`posenc_lib.figures.to_png` with ``reuse_axes``); :meth:`frames`
+        recompresses for the book.
         """
-        key = tuple(sorted({**self.defaults(), **params}.items()))
+        key = self._key(scale, params)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        data = to_png(self.figure(**params), compress_level=1)
+        with _gc_paused():
+            data = to_png(self.figure(**params), dpi=DPI * scale, compress_level=1,
+                          reuse_axes=True)
         self._cache[key] = data
         if len(self._cache) > 64:
             self._cache.popitem(last=False)
         return data
+
+    def _key(self, scale: int, params: Mapping) -> tuple:
+        return (scale,) + tuple(sorted({**self.defaults(), **params}.items()))
 
     # -- static rendering ---------------------------------------------------------
 
@@ -312,9 +332,11 @@ class InteractiveFigure:
         for size, position in zip(payload["sizes"], defaults):
             flat = flat * size + position
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
+        label_width = self._label_width()
         controls = "\n".join(
             f'<label style="display:flex;align-items:center;gap:0.6em;margin:0.2em 0">'
-            f'<span style="min-width:9em;text-align:right">{html.escape(s.label)}</span>'
+            f'<span style="flex:none;width:{label_width};text-align:right">'
+            f'{html.escape(s.label)}</span>'
             f'<input type="range" name="{s.name}" min="0" max="{len(s.static) - 1}" '
             f'step="1" value="{pos}" style="flex:0 1 16em" aria-label="{html.escape(s.label)}">'
             f'<output style="min-width:5em;font-family:monospace">'
@@ -322,7 +344,7 @@ class InteractiveFigure:
             for s, pos in zip(self.sliders, defaults))
         data_json = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
         return (
-            f'<div class="posenc-figure" data-posenc-figure="{html.escape(self.name)}">\n'
+            f'<div class="posenc-figure" data-posenc-figure="{html.escape(self.key)}">\n'
             f'<img alt="{alt}" style="max-width:100%;height:auto" '
             f'src="data:image/png;base64,{encoded[index[flat]]}">\n'
             f'<div class="posenc-controls" style="font-size:0.9em">\n{controls}\n</div>\n'
@@ -332,31 +354,75 @@ class InteractiveFigure:
 
     # -- live rendering -----------------------------------------------------------
 
-    def live(self):
-        """An ipywidgets UI: one slider per parameter above the redrawn image."""
+    def _label_width(self) -> str:
+        """One width for every slider label of this figure, so the tracks line up."""
+        return f"{max(8, max(len(s.label) for s in self.sliders)) + 1}ch"
+
+    def live(self, *, sharpen_after: float | None = 0.25):
+        """An ipywidgets UI: one slider per parameter above the redrawn image.
+
+        The image is shown at the figure's natural width (as large as the static
+        figures beside it) and is sharp on high-DPI screens: a slider change
+        first draws at the book's resolution, which is fast, then, once the
+        sliders have rested for ``sharpen_after`` seconds, at
+        :data:`LIVE_SCALE` times that (``None``: never sharpen). Sliders update
+        while dragging: the redraw reuses cached glyphs and axis layers (see
+        :mod:`posenc_lib.figures`), and ipywidgets sends at most one change at a
+        time while the kernel is busy, so a slow redraw never queues up.
+        """
         import ipywidgets as w
 
-        image = w.Image(value=self.png(), format="png", layout=w.Layout(max_width="100%"))
+        png = self.png(scale=LIVE_SCALE)
+        width = int.from_bytes(png[16:20], "big") // LIVE_SCALE  # from the PNG header
+        image = w.Image(value=png, format="png",
+                        layout=w.Layout(width=f"{width}px", max_width="100%", height="auto"))
         status = w.HTML()
+        label_width = self._label_width()
         controls = [
             w.SelectionSlider(
                 options=[(_format(v), v) for v in s.values], value=s.default,
-                description=s.label, continuous_update=False,
-                style={"description_width": "initial"}, layout=w.Layout(width="26em"))
+                description=s.label, continuous_update=True,
+                style={"description_width": label_width},
+                layout=w.Layout(width=f"calc({label_width} + 24em)"))
             for s in self.sliders]
+        pending = []  # the scheduled sharpening, if any
 
-        def redraw(_change=None):
-            params = {s.name: c.value for s, c in zip(self.sliders, controls)}
+        def current() -> dict:
+            return {s.name: c.value for s, c in zip(self.sliders, controls)}
+
+        def show(scale: int, params: dict) -> None:
             try:
-                image.value = self.png(**params)
+                image.value = self.png(scale=scale, **params)
                 status.value = ""
             except Exception as error:  # keep the UI alive; say what went wrong
                 status.value = (f'<span style="color:#b00">{html.escape(type(error).__name__)}'
                                 f": {html.escape(str(error))}</span>")
 
+        def sharpen(params: dict) -> None:
+            pending.clear()
+            if params == current():
+                show(LIVE_SCALE, params)
+
+        def redraw(_change=None):
+            params = current()
+            while pending:
+                pending.pop().cancel()
+            if self._key(LIVE_SCALE, params) in self._cache:  # drawn sharp before
+                show(LIVE_SCALE, params)
+                return
+            show(1, params)
+            if sharpen_after is None or status.value:
+                return
+            handle = _call_later(sharpen_after, sharpen, params)
+            if handle is None:  # no event loop (a script, a test): sharpen now
+                sharpen(params)
+            else:
+                pending.append(handle)
+
         for control in controls:
             control.observe(redraw, names="value")
         box = w.VBox([w.VBox(controls), status, image])
+        box.add_class("posenc-live-figure")
         box.redraw = redraw  # exposed for tests and benchmarks
         box.controls = controls
         box.image = image
@@ -378,6 +444,32 @@ class InteractiveFigure:
     def __repr__(self) -> str:
         sliders = ", ".join(f"{s.name}={s.default!r}" for s in self.sliders)
         return f"<InteractiveFigure {self.name}({sliders})>"
+
+
+def _call_later(delay: float, callback, *args):
+    """Schedule ``callback(*args)`` on the running event loop (the kernel's), or ``None``."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop.call_later(delay, callback, *args)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic garbage collection during one redraw.
+
+    A figure allocates thousands of small objects; the collections they
+    trigger would walk the whole heap (torch included) in the middle of the
+    redraw. They run after it instead, when the kernel is idle.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _compress_png(data: bytes) -> bytes:
