@@ -284,13 +284,15 @@ class Config:
         return cls(train_files=TRAIN_FILES[:2], eval_files=EVAL_FILES[:2], seeds=(0, 1),
                    train_length=16, max_multiplier=4, factors=(2, 4), eval_windows=4,
                    bucket=4, dynamic_chunk=4, probe_distances=(4, 8, 40), probe_count=3,
-                   probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16, n_layers=1, n_heads=2,
+                   probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16,
+                   n_layers=1, n_heads=2,
                    batch_size=4, steps=6, warmup=2, t5_num_buckets=8, t5_max_distance=8,
                    xpos_scale_base=8.0, threads=1, eval_batch=3, log_every=2)
 
     @property
     def eval_length(self) -> int:
-        """Positions per evaluation window: ``max_multiplier · train_length``."""
+        """The number of positions in an evaluation window,
+        ``max_multiplier · train_length``."""
         return self.max_multiplier * self.train_length
 
     @property
@@ -299,6 +301,7 @@ class Config:
         return [self.train_length] + [f * self.train_length for f in self.factors]
 
     def to_dict(self) -> dict:
+        """The configuration as plain JSON values (tuples become lists)."""
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
     @classmethod
@@ -448,7 +451,7 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
                 device: str | torch.device = "cpu", progress: bool = False):
     """Train model ``name`` with ``seed`` on random windows of ``data``.
 
-    The batches (and the copy task planted in some of them, :func:`_plant`)
+    The batches (and the copy task planted in some of them, ``_plant``)
     depend on ``seed`` only, so every model sees the same ones.
 
     Returns:
