@@ -63,9 +63,10 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY)
 # The book build executes every notebook with allow_errors: false, so a failing
 # cell fails it (-W); running them once more under nbval would double the
 # longest step. `make notebooks` still does that, with live widgets.
+# The unit tests (one core) run beside the book build (mostly one core: the
+# kernel executing a notebook); -Otarget keeps each one's log in one piece.
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
-	$(MAKE) unit
-	$(MAKE) book BOOK_FLAGS=--all
+	$(MAKE) -j2 -Otarget unit book BOOK_FLAGS=--all
 	$(MAKE) browser
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
