@@ -153,6 +153,10 @@ def wavelengths(dim: int = 128, base: float = 10000.0, context: int = 4096) -> B
     ax.axhline(2 * math.pi * base, color="C3", ls="--", lw=1,
                label=rf"$2\pi\cdot$base = {2 * math.pi * base:,.0f} (never reached)")
     ax.axhline(context, color="C2", ls=":", lw=1.2, label=f"context length {context:,}")
+    # One y range for every base and context length the sliders offer (as in
+    # chapter 6's wavelength figure): the ladder visibly stretches with the base,
+    # and the axis is not laid out again at each slider step.
+    ax.set_ylim(3, 2e7)
     ax.set_xlabel("pair index i (features 2i, 2i + 1)")
     ax.set_ylabel("wavelength (positions)")
     ax.set_title(rf"From $2\pi$ to $2\pi\cdot$base$^{{(d-2)/d}}$ = {lam[-1]:,.0f} "

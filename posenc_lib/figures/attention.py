@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from matplotlib.patches import Rectangle
 
 from .. import _validate, toy
@@ -11,6 +13,12 @@ __all__ = ["DOG_SENTENCE", "sentence_attention"]
 
 #: The chapter's example, with the same word at positions 1 and 4.
 DOG_SENTENCE = "the dog chased another dog"
+
+
+@functools.lru_cache(maxsize=32)
+def _sentence_weights(sentence: str, encoding: str, causal: bool):
+    """The weights of :func:`posenc_lib.toy.sentence_attention` (seeded; cached)."""
+    return toy.sentence_attention(sentence, encoding=encoding, causal=causal)[1]
 
 
 def sentence_attention(encoding: str = "none", mask: str = "off", *,
@@ -28,7 +36,7 @@ def sentence_attention(encoding: str = "none", mask: str = "off", *,
         head: which of the four heads to show.
     """
     _validate.one_of("mask", mask, ("off", "on"))
-    _, weights = toy.sentence_attention(sentence, encoding=encoding, causal=mask == "on")
+    weights = _sentence_weights(sentence, encoding, mask == "on")
     head = _validate.positive_int("head", head, minimum=0)
     if head >= weights.shape[0]:
         raise ValueError(f"head must be < {weights.shape[0]}, got {head}")

@@ -30,6 +30,25 @@ def _supported_lengths(dim: int, per_decade: int = 12, low: float = 1e3,
     return bases, np.array(lengths)
 
 
+@functools.lru_cache(maxsize=16)
+def _cos_sum_curve(dim: int, base: float, m_max: int):
+    """The left panel's data for one base (cached: 2**17 distances take a while).
+
+    Returns the geometric samples ``δ`` and ``B(δ)/(dim/2)`` there, the running
+    minimum over every integer ``1 <= δ <= m_max`` reduced to the two ends of
+    each constant run (the same polyline: only the collinear points inside a
+    flat run are dropped), and the supported length.
+    """
+    distances = torch.arange(m_max + 1, dtype=torch.float64)
+    values = (scaling.rope_cos_sum(distances, dim, base) / (dim / 2)).numpy()
+    running_min = np.minimum.accumulate(values)[1:]
+    changes = np.flatnonzero(np.diff(running_min) != 0)
+    keep = np.union1d(np.union1d(changes, changes + 1), [0, running_min.size - 1])
+    sample = np.unique(np.geomspace(1, m_max, 1500).astype(int))
+    supported = scaling.rope_supported_length(dim, base, max_length=m_max)
+    return sample, values[sample], keep + 1.0, running_min[keep], supported
+
+
 def base_bounds(base: float = 5e5, train_length: int = 4096, *,
                 dim: int = 128) -> BookFigure:
     """How long a context a base supports, by Men et al.'s and Liu et al.'s criteria.
@@ -44,16 +63,12 @@ def base_bounds(base: float = 5e5, train_length: int = 4096, *,
     base = _validate.finite_float("base", base, greater_than=1.0)
     train_length = _validate.positive_int("train_length", train_length, minimum=8)
     m_max = 2 ** 17
-    distances = torch.arange(m_max + 1, dtype=torch.float64)
-    values = (scaling.rope_cos_sum(distances, dim, base) / (dim / 2)).numpy()
-    running_min = np.minimum.accumulate(values)
-    supported = scaling.rope_supported_length(dim, base, max_length=m_max)
+    sample, sampled, min_at, running_min, supported = _cos_sum_curve(dim, base, m_max)
     fig = new_figure(8.4, 3.5)
     left, right = fig.subplots(1, 2)
-    sample = np.unique(np.geomspace(1, m_max, 1500).astype(int))
-    left.plot(sample, values[sample], color="0.6", lw=0.6, label="$B(\\delta)/(d/2)$ (samples)")
-    left.plot(distances.numpy()[1:], running_min[1:], color="C0", lw=1.4,
-              label="running minimum")
+    left.plot(sample, sampled, color="0.6", lw=0.6,
+              label="$B(\\delta)/(d/2)$ (samples)")
+    left.plot(min_at, running_min, color="C0", lw=1.4, label="running minimum")
     left.axhline(0.0, color="k", lw=0.8, label="zero")
     if supported < m_max:
         left.axvline(supported + 1, color="C3", ls="--", lw=1.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import matplotlib
@@ -24,6 +25,40 @@ _STYLE = {"default": dict(color="0.3", ls="-"), "linear": dict(color="C0", ls="-
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+@functools.lru_cache(maxsize=64)
+def _out_of_range_data(dim: int, base: float, factor: float, train_length: int,
+                       target_length: int):
+    """The numbers :func:`out_of_range` draws (cached: a few hundred small calls).
+
+    Returns the inference lengths, per method the fraction of pairs out of
+    range at each length and the per-pair angle ratio at ``target_length``,
+    and the number of pairs that closed the circle in training.
+    """
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    lengths = np.unique(np.geomspace(train_length, 64 * train_length, 60).round()
+                        .astype(int))
+    at_target = scaling.extension_inv_freqs(dim, base, factor, train_length,
+                                            seq_len=target_length)
+    fractions, ratios = {}, {}
+    for method in METHOD_LABELS:
+        values = []
+        for length in lengths:
+            if method == "dynamic":
+                freqs = scaling.rope_parameters(
+                    "dynamic", dim, base, factor=factor,
+                    max_position_embeddings=train_length, seq_len=int(length),
+                    dtype=torch.float64)[0]
+            else:
+                freqs = at_target[method]
+            values.append(scaling.out_of_range_pairs(original, freqs, train_length,
+                                                     length).double().mean().item())
+        fractions[method] = values
+        ratios[method] = scaling.angle_range_ratio(
+            original, at_target[method], train_length, target_length).numpy()
+    closed = int((train_length * original >= 2 * math.pi).sum())
+    return lengths, fractions, ratios, closed
+
+
 def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 128,
                  base: float = 10000.0, train_length: int = 4096) -> BookFigure:
     """Which pairs each method pushes outside their trained angle range.
@@ -34,26 +69,13 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     """
     factor = _validate.finite_float("factor", factor, at_least=1.0)
     target_length = _validate.positive_int("target_length", target_length)
-    original = rope.inv_freq(dim, base, dtype=torch.float64)
-    lengths = np.unique(np.geomspace(train_length, 64 * train_length, 60).round().astype(int))
+    lengths, fractions, ratios, closed = _out_of_range_data(
+        dim, base, factor, train_length, target_length)
     fig = new_figure(8.0, 3.4)
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.15])
-    at_target = scaling.extension_inv_freqs(dim, base, factor, train_length, seq_len=target_length)
     for method, label in METHOD_LABELS.items():
-        fractions = []
-        for length in lengths:
-            if method == "dynamic":
-                freqs = scaling.rope_parameters("dynamic", dim, base, factor=factor,
-                                                max_position_embeddings=train_length,
-                                                seq_len=int(length), dtype=torch.float64)[0]
-            else:
-                freqs = at_target[method]
-            fractions.append(scaling.out_of_range_pairs(original, freqs, train_length,
-                                                        length).double().mean().item())
-        left.plot(lengths, fractions, label=label, lw=1.4, **_STYLE[method])
-        ratio = scaling.angle_range_ratio(original, at_target[method], train_length,
-                                          target_length)
-        right.semilogy(ratio.numpy(), lw=1.4, **_STYLE[method])
+        left.plot(lengths, fractions[method], label=label, lw=1.4, **_STYLE[method])
+        right.semilogy(ratios[method], lw=1.4, **_STYLE[method])
     left.axvline(target_length, color="k", lw=0.8, alpha=0.6, label="target length")
     left.set_xscale("log")
     plain_log_axis(left.xaxis)
@@ -63,7 +85,6 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     left.set_title(f"Trained on {train_length:,} tokens, factor = {factor:g}", fontsize=10)
     left.legend(fontsize=7, loc="upper left")
     left.grid(alpha=0.3)
-    closed = int((train_length * original >= 2 * math.pi).sum())
     right.axvspan(-0.5, closed - 0.5, color="0.85", lw=0,
                   label="pairs that closed the circle in training")
     right.axhline(1, color="k", lw=0.8, label="ratio 1: edge of the trained range")
@@ -178,6 +199,24 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     return fig
 
 
+@functools.lru_cache(maxsize=64)
+def _pi_fit_data(seed: int, dtype: str, ridge: float, n_points: int, dim: int,
+                 length: int):
+    """The fit :func:`pi_fit` draws and ``a(s)`` on its three grids (cached)."""
+    torch_dtype = _DTYPES[dtype]
+    positions, targets, h = scaling.random_score_fit(dim=dim, length=length,
+                                                     n_points=n_points, seed=seed,
+                                                     dtype=torch_dtype, ridge=ridge)
+    inv_freq = rope.inv_freq(dim, dtype=torch_dtype)
+    s_in = torch.linspace(0, length, 1500, dtype=torch_dtype)
+    s_all = torch.linspace(0, 2 * length, 3000, dtype=torch_dtype)
+    s_fine = torch.linspace(1000, 1010, 400, dtype=torch_dtype)
+    a_in = scaling.score_function(s_in, h, inv_freq).double().numpy()
+    a_all = scaling.score_function(s_all, h, inv_freq).double().numpy()
+    a_fine = scaling.score_function(s_fine, h, inv_freq).double().numpy()
+    return s_in, a_in, s_all, a_all, s_fine, a_fine, positions, targets
+
+
 def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_points: int = 256,
            dim: int = 128, length: int = 2048) -> BookFigure:
     """The PI paper's Figure 2: a least-squares fit of ``a(s)`` to random points.
@@ -188,16 +227,8 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     """
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
-    torch_dtype = _DTYPES[dtype]
-    positions, targets, h = scaling.random_score_fit(dim=dim, length=length, n_points=n_points,
-                                                     seed=seed, dtype=torch_dtype, ridge=ridge)
-    inv_freq = rope.inv_freq(dim, dtype=torch_dtype)
-    s_in = torch.linspace(0, length, 1500, dtype=torch_dtype)
-    s_all = torch.linspace(0, 2 * length, 3000, dtype=torch_dtype)
-    s_fine = torch.linspace(1000, 1010, 400, dtype=torch_dtype)
-    a_in = scaling.score_function(s_in, h, inv_freq).double().numpy()
-    a_all = scaling.score_function(s_all, h, inv_freq).double().numpy()
-    a_fine = scaling.score_function(s_fine, h, inv_freq).double().numpy()
+    s_in, a_in, s_all, a_all, s_fine, a_fine, positions, targets = _pi_fit_data(
+        seed, dtype, ridge, n_points, dim, length)
     fig = new_figure(9.0, 3.0)
     first, second, third = fig.subplots(1, 3)
     first.plot(s_in.double().numpy(), a_in, color="C3", lw=0.8, label="fitted a(s)")

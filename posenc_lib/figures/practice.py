@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -199,6 +200,25 @@ def _dynamic_inv_freq(dim, base, factor, original, seq_len):
                                    dtype=torch.float64)[0]
 
 
+@functools.lru_cache(maxsize=64)
+def _mismatch_curve(dim: int, base: float, factor: float, length: int, n_mult: int):
+    """One curve of :func:`dynamic_mismatch`: cached keys ``j`` and their mismatch.
+
+    Cached (a few hundred frequency ladders per curve), so that a slider
+    returning to a value redraws without recomputing it.
+    """
+    n = n_mult * length
+    j = torch.unique(torch.cat([torch.arange(0, n, max(1, n // 400)),
+                                torch.tensor([length - 1, length, n - 1])]))
+    now = _dynamic_inv_freq(dim, base, factor, length, n)
+    sizes = torch.clamp(j + 1, min=length)
+    cached = torch.stack([_dynamic_inv_freq(dim, base, factor, length, int(s))
+                          for s in sizes.unique()])
+    index = torch.searchsorted(sizes.unique(), sizes)
+    phase = j[:, None].double() * (cached[index] - now)
+    return j.numpy(), positions.expected_score_mismatch(phase).numpy()
+
+
 def dynamic_mismatch(factor: float = 4.0, base: float = 10000.0, *, dim: int = 128,
                      original_max_position_embeddings: int = 4096) -> BookFigure:
     """Dynamic NTK with a KV cache: how far each cached key's scores are from fresh ones.
@@ -218,17 +238,9 @@ def dynamic_mismatch(factor: float = 4.0, base: float = 10000.0, *, dim: int = 1
     fig = new_figure(6.8, 3.4)
     ax = fig.subplots()
     for n_mult, colour in ((2, "C0"), (4, "C1"), (8, "C3")):
-        n = n_mult * length
-        j = torch.unique(torch.cat([torch.arange(0, n, max(1, n // 400)),
-                                    torch.tensor([length - 1, length, n - 1])]))
-        now = _dynamic_inv_freq(dim, base, factor, length, n)
-        sizes = torch.clamp(j + 1, min=length)
-        cached = torch.stack([_dynamic_inv_freq(dim, base, factor, length, int(s))
-                              for s in sizes.unique()])
-        index = torch.searchsorted(sizes.unique(), sizes)
-        phase = j[:, None].double() * (cached[index] - now)
-        ax.plot(j.numpy(), positions.expected_score_mismatch(phase).numpy(), color=colour,
-                lw=1.4, label=f"current length n = {n_mult} L")
+        j, mismatch = _mismatch_curve(dim, base, factor, length, n_mult)
+        ax.plot(j, mismatch, color=colour, lw=1.4,
+                label=f"current length n = {n_mult} L")
     ax.axvline(length, color="k", lw=0.8, ls="--", label=f"L = {length:,} (prompt)")
     ax.axhline(math.sqrt(2), color="0.5", ls=":", lw=1, label="√2: unrelated phases")
     ax.set_xlabel("position j of the cached key")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -91,17 +92,10 @@ def t5_head_biases(n_heads: int = 3, num_buckets: int = 32, max_distance: int = 
     return fig
 
 
-def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
-                        mem_len: int = 0, n_q: int = 32, *, max_distance: int = 128,
-                        head_dim: int = 16, seed: int = 0) -> BookFigure:
-    """The position part of the score, query × key, for Shaw, T5 and Transformer-XL.
-
-    Every query has the same content, so what varies across a panel is the
-    position term alone: Shaw's ``q·a^K/√d``, T5's bias, and Transformer-XL's
-    terms (b) + (d) (in both directions, as XLNet uses them). The tables and
-    projections are random (seeded); the *structure* is the point.
-    """
-    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+@functools.lru_cache(maxsize=64)
+def _score_bias_panels(max_relative_position, num_buckets, mem_len, n_q, max_distance,
+                       head_dim, seed) -> dict:
+    """The three position terms of :func:`score_bias_heatmaps` (cached, seeded)."""
     n_k = n_q + mem_len
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(head_dim, generator=generator, dtype=torch.float64)
@@ -115,11 +109,27 @@ def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
         2 * head_dim, 1, head_dim, bidirectional=True, std=1.0 / math.sqrt(head_dim),
         generator=generator).double()
     with torch.no_grad():
-        panels = {
+        return {
             f"Shaw et al., κ = {max_relative_position}": shaw.score_bias(q, keys)[0],
             f"T5, {num_buckets} buckets": t5(n_q, n_k)[0],
             "Transformer-XL, (b) + (d)": xl.score_bias(q[None], keys[None])[0, 0],
         }
+
+
+def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
+                        mem_len: int = 0, n_q: int = 32, *, max_distance: int = 128,
+                        head_dim: int = 16, seed: int = 0) -> BookFigure:
+    """The position part of the score, query × key, for Shaw, T5 and Transformer-XL.
+
+    Every query has the same content, so what varies across a panel is the
+    position term alone: Shaw's ``q·a^K/√d``, T5's bias, and Transformer-XL's
+    terms (b) + (d) (in both directions, as XLNet uses them). The tables and
+    projections are random (seeded); the *structure* is the point.
+    """
+    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+    n_k = n_q + mem_len
+    panels = _score_bias_panels(max_relative_position, num_buckets, mem_len, n_q,
+                                max_distance, head_dim, seed)
     fig = new_figure(9.6, 3.5)
     axes = fig.subplots(1, 3)
     extent = (-0.5, n_k - 0.5, n_k - 0.5, mem_len - 0.5)  # queries: last n_q positions

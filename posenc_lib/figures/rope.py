@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import torch
+from matplotlib.ticker import NullLocator
 
 from .. import _validate, rope, scaling
 from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
@@ -50,6 +52,22 @@ def _exact_rms(distances: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     return rotated.pow(2).sum(dim=(-2, -1)).div(dim).sqrt()
 
 
+@functools.lru_cache(maxsize=128)
+def _decay_curves(dim: int, base: float, max_distance: int):
+    """The three curves of :func:`decay_bound` (cached: the exact RMS is slow)."""
+    r = np.unique(np.round(np.logspace(0, math.log10(max_distance), 700))
+                  .astype(np.int64))
+    distances = torch.from_numpy(r)
+    f = rope.inv_freq(dim, base, dtype=torch.float64)
+    bound = rope.decay_bound(distances, dim, base) / (dim / 4 + 0.5)
+    ones = torch.ones(dim, dtype=torch.float64)
+    constant = rope.relative_score(ones, ones, distances, f) / dim
+    sparse = torch.from_numpy(np.unique(np.round(
+        np.logspace(0, math.log10(max_distance), 25)).astype(np.int64)))
+    rms = _exact_rms(sparse, f)
+    return r, bound, constant, sparse, rms
+
+
 def decay_bound(dim: int = 128, base: float = 10000.0,
                 max_distance: int = 2 ** 16) -> BookFigure:
     """RoFormer's bound against two actual scores, each relative to its value at 0.
@@ -61,15 +79,7 @@ def decay_bound(dim: int = 128, base: float = 10000.0,
     """
     dim = _validate.even_int("dim", dim)
     max_distance = _validate.positive_int("max_distance", max_distance, minimum=2)
-    r = np.unique(np.round(np.logspace(0, math.log10(max_distance), 700)).astype(np.int64))
-    distances = torch.from_numpy(r)
-    f = rope.inv_freq(dim, base, dtype=torch.float64)
-    bound = rope.decay_bound(distances, dim, base) / (dim / 4 + 0.5)
-    ones = torch.ones(dim, dtype=torch.float64)
-    constant = rope.relative_score(ones, ones, distances, f) / dim
-    sparse = torch.from_numpy(np.unique(np.round(
-        np.logspace(0, math.log10(max_distance), 25)).astype(np.int64)))
-    rms = _exact_rms(sparse, f)
+    r, bound, constant, sparse, rms = _decay_curves(dim, base, max_distance)
 
     fig = new_figure(6.4, 3.6)
     ax = fig.subplots()
@@ -119,6 +129,9 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
               label=r"first full turn, $m = 2\pi/\theta_i$")
     left.set_xscale("log")
     plain_log_axis(left.xaxis)
+    # No minor tick marks under the heatmap: its x axis changes with the context
+    # length, and drawing ~50 minor ticks was most of a redraw (decades stay marked).
+    left.xaxis.set_minor_locator(NullLocator())
     left.set_xlim(1, context_length)
     left.set_xlabel("position m")
     left.set_ylabel("pair i")
@@ -171,12 +184,20 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     columns = min(pairs, 8)
     rows = math.ceil(pairs / columns)
     circle = np.linspace(0, 2 * math.pi, 65)
-    for i in range(pairs):
-        cx, cy = 2.6 * (i % columns), -2.9 * (i // columns)
-        clocks.plot(cx + np.cos(circle), cy + np.sin(circle), color="0.75", lw=0.8)
-        arc = query_angle[i] + np.linspace(0, turn[i], 24)
-        clocks.plot(cx + 0.55 * np.cos(arc), cy + 0.55 * np.sin(arc), color="C2", lw=2.2,
-                    label="turn from query to key, (n − m)θ_i" if i == 0 else None)
+    centres = [(2.6 * (i % columns), -2.9 * (i // columns)) for i in range(pairs)]
+    # All dials in one line and all arcs in another (NaN between clocks): the
+    # clocks do not overlap, so this draws what one line per clock drew.
+    gap = np.full(1, np.nan)
+    clocks.plot(np.concatenate([np.r_[cx + np.cos(circle), gap] for cx, _ in centres]),
+                np.concatenate([np.r_[cy + np.sin(circle), gap] for _, cy in centres]),
+                color="0.75", lw=0.8)
+    arcs = [query_angle[i] + np.linspace(0, turn[i], 24) for i in range(pairs)]
+    clocks.plot(np.concatenate([np.r_[cx + 0.55 * np.cos(arc), gap]
+                                for (cx, _), arc in zip(centres, arcs)]),
+                np.concatenate([np.r_[cy + 0.55 * np.sin(arc), gap]
+                                for (_, cy), arc in zip(centres, arcs)]),
+                color="C2", lw=2.2, label="turn from query to key, (n − m)θ_i")
+    for i, (cx, cy) in enumerate(centres):
         clocks.plot([cx, cx + np.cos(query_angle[i])], [cy, cy + np.sin(query_angle[i])],
                     color="C0", lw=1.8, label="query hand, angle mθ_i" if i == 0 else None)
         clocks.plot([cx, cx + 0.85 * np.cos(key_angle[i])],
@@ -208,6 +229,35 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     return fig
 
 
+_partial_cache: dict = {}
+
+
+def _partial_curves(f: torch.Tensor, r: np.ndarray, head_dim: int, context_length: int):
+    """One variant's numbers for :func:`partial_rotary`, cached by their inputs' bytes.
+
+    Returns the score of ``q = k = 1`` over ``head_dim`` at the distances
+    ``r``, the turns of the rotating pairs within ``context_length`` and how
+    many of them are out of range at twice that length.
+    """
+    key = (str(f.dtype), f.numpy().tobytes(), r.tobytes(), head_dim, context_length)
+    hit = _partial_cache.get(key)
+    if hit is not None:
+        return hit
+    rotated = 2 * f.shape[0]                 # features that the frequencies cover
+    moving = f > 0
+    ones = torch.ones(rotated, dtype=torch.float64)
+    # Whole head: rotated part plus the position-free rest, q = k = 1.
+    score = (rope.relative_score(ones, ones, torch.from_numpy(r), f)
+             + (head_dim - rotated)) / head_dim
+    turns = scaling.rotations(f[moving], context_length).numpy()
+    out = scaling.out_of_range_pairs(f[moving], f[moving], context_length,
+                                     2 * context_length)
+    if len(_partial_cache) >= 256:
+        _partial_cache.clear()
+    _partial_cache[key] = hit = (score.numpy(), turns, int(out.sum()))
+    return hit
+
+
 def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
                    head_dim: int = 128, context_length: int = 4096,
                    max_distance: int = 2 ** 20) -> BookFigure:
@@ -234,23 +284,15 @@ def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
                                dtype=torch.float64), "C3", "-"),
     ]
     r = np.unique(np.round(np.logspace(0, math.log10(max_distance), 600)).astype(np.int64))
-    distances = torch.from_numpy(r)
-    ones = torch.ones(head_dim, dtype=torch.float64)
 
     fig = new_figure(6.8, 3.8)
     left, right = fig.subplots(1, 2, width_ratios=[1.3, 1])
     counts = []
     for label, f, color, style in variants:
-        rotated = 2 * f.shape[0]                 # features that the frequencies cover
         moving = f > 0
-        # Whole head: rotated part plus the position-free rest, q = k = 1.
-        score = (rope.relative_score(ones[:rotated], ones[:rotated], distances, f)
-                 + (head_dim - rotated)) / head_dim
-        left.semilogx(r, score.numpy(), color=color, ls=style, lw=1.0, label=label)
-        turns = scaling.rotations(f[moving], context_length).numpy()
-        out = scaling.out_of_range_pairs(f[moving], f[moving], context_length,
-                                         2 * context_length)
-        counts.append(int(out.sum()))
+        score, turns, n_out = _partial_curves(f, r, head_dim, context_length)
+        left.semilogx(r, score, color=color, ls=style, lw=1.0, label=label)
+        counts.append(n_out)
         index = np.arange(f.shape[0])
         right.semilogy(index[moving.numpy()], turns, "o", ms=2.5, color=color,
                        mfc=color if color != "C3" else "none", label=label)
