@@ -375,7 +375,19 @@ def t5_bucket_ranges(bidirectional: bool = True, num_buckets: int = 32,
     return out
 
 
-class T5RelativeBias(nn.Module):
+class _LengthBias(nn.Module):
+    """A score bias that depends on the lengths only: ``self(n_q, n_k)`` gives
+    ``(n_heads, n_q, n_k)``, and :meth:`score_bias` is its attention-hook form."""
+
+    def score_bias(self, q: Tensor, k: Tensor) -> Tensor:
+        """Hook form: ``self(n_q, n_k)`` for ``q: (..., n_q, d)``, ``k: (..., n_k, d)``,
+        in ``q``'s dtype."""
+        _validate.tensor("q", q, min_dim=2)
+        _validate.tensor("k", k, min_dim=2)
+        return self(q.shape[-2], k.shape[-2]).to(q.dtype)
+
+
+class T5RelativeBias(_LengthBias):
     """T5's learned scalar bias per (bucket, head), added to the scores.
 
     T5 computes this bias once, in its first layer, and every layer of the
@@ -430,13 +442,6 @@ class T5RelativeBias(nn.Module):
         if isinstance(n_q, Tensor) or isinstance(n_k, Tensor):
             return self.score_bias(n_q, n_k)
         return self.relative_attention_bias(self.buckets(n_q, n_k)).permute(2, 0, 1)
-
-    def score_bias(self, q: Tensor, k: Tensor) -> Tensor:
-        """Hook form: ``self(n_q, n_k)`` for ``q: (..., n_q, d)``, ``k: (..., n_k, d)``
-        """
-        _validate.tensor("q", q, min_dim=2)
-        _validate.tensor("k", k, min_dim=2)
-        return self(q.shape[-2], k.shape[-2])
 
     def extra_repr(self) -> str:
         return (f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, "
@@ -730,7 +735,7 @@ class DisentangledRelativePosition(nn.Module):
 
 # -- TUPE: untied positional encoding --------------------------------------------------
 
-class UntiedPositionBias(nn.Module):
+class UntiedPositionBias(_LengthBias):
     """TUPE-A's position term (Ke et al., 2021): positions never meet words.
 
     ``(p_i U^Q)·(p_j U^K) / sqrt(2 d)`` per head, from one table of absolute
@@ -810,13 +815,6 @@ class UntiedPositionBias(nn.Module):
                                theta_2, bias)
             bias = torch.where(is_cls_row[None, :, None], theta_1, bias)
         return bias
-
-    def score_bias(self, q: Tensor, k: Tensor) -> Tensor:
-        """Hook form: ``self(n_q, n_k)`` for ``q: (..., n_q, d)``, ``k: (..., n_k, d)``
-        """
-        _validate.tensor("q", q, min_dim=2)
-        _validate.tensor("k", k, min_dim=2)
-        return self(q.shape[-2], k.shape[-2])
 
     def extra_repr(self) -> str:
         return (f"max_position_embeddings={self.max_position_embeddings}, "
@@ -957,7 +955,7 @@ def fire_bias(f: Callable[[Tensor], Tensor], n_q: int, n_k: int | None = None, *
     return out.permute(2, 0, 1)
 
 
-class FIREBias(nn.Module):
+class FIREBias(_LengthBias):
     """FIRE (Li et al., 2024): a learned function of a normalised distance.
 
     ``b(i, j) = f_θ(ψ(|i - j|) / ψ(max(i, L)))`` with ``f_θ`` an MLP
@@ -1005,13 +1003,6 @@ class FIREBias(nn.Module):
             return self.score_bias(n_q, n_k)
         return fire_bias(self.mlp, n_q, n_k, c=self.c.abs(), threshold=self.threshold,
                          eps=self.eps)
-
-    def score_bias(self, q: Tensor, k: Tensor) -> Tensor:
-        """Hook form: ``self(n_q, n_k)`` for ``q: (..., n_q, d)``, ``k: (..., n_k, d)``
-        """
-        _validate.tensor("q", q, min_dim=2)
-        _validate.tensor("k", k, min_dim=2)
-        return self(q.shape[-2], k.shape[-2]).to(q.dtype)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, mlp_width={self.mlp[0].out_features}"

@@ -285,17 +285,20 @@ def _check_rotary_dim(rotary_dim, dim: int, n_freq: int, freq_name: str) -> int:
     return rotary_dim
 
 
-def _check_positions(positions, x: Tensor) -> Tensor:
+def _check_positions(positions, x: Tensor, name: str = "positions",
+                     x_name: str = "x") -> Tensor:
+    """``positions`` as a tensor of at least one dimension that broadcasts to
+    ``x``'s leading shape; errors name ``name`` and ``x_name``."""
     positions = torch.as_tensor(positions, device=x.device)
     if positions.dim() == 0:
-        raise ValueError("positions must have at least one dimension (seq,)")
+        raise ValueError(f"{name} must have at least one dimension (seq,)")
     try:
         shape = torch.broadcast_shapes(tuple(positions.shape) + (x.shape[-1],), x.shape)
     except RuntimeError:
         shape = None
     if shape != x.shape:
-        raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast "
-                         f"to x's leading shape {tuple(x.shape[:-1])}")
+        raise ValueError(f"{name} of shape {tuple(positions.shape)} do not broadcast "
+                         f"to {x_name}'s leading shape {tuple(x.shape[:-1])}")
     return positions
 
 
@@ -711,14 +714,8 @@ def rerotate(k: Tensor, delta, inv_freq: Tensor, *, layout: str = "half") -> Ten
     if isinstance(delta, Tensor):
         if delta.is_complex() or delta.dtype == torch.bool:
             raise ValueError(f"delta must be a real tensor, got {delta.dtype}")
-        shift = delta.reshape(1) if delta.dim() == 0 else delta
-        try:
-            shape = torch.broadcast_shapes(tuple(shift.shape) + (k.shape[-1],), k.shape)
-        except RuntimeError:
-            shape = None
-        if shape != k.shape:
-            raise ValueError(f"delta of shape {tuple(delta.shape)} does not broadcast to "
-                             f"k's leading shape {tuple(k.shape[:-1])}")
+        shift = _check_positions(delta.reshape(1) if delta.dim() == 0 else delta, k,
+                                 "delta", "k")
     elif isinstance(delta, int) and not isinstance(delta, bool):
         shift = torch.tensor([delta])
     else:
