@@ -197,6 +197,25 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("partial-rotary-ignored", "_config.py",
        "    dim = int(head_dim * partial)\n", "    dim = head_dim\n",
        ["09_models"], "partial_rotary_factor ignored: the whole head is rotated"),
+    # ---- the figures' renderer (no chapter derives it: unit tests only) ---------------------
+    _m("glyph-subpixel-ignored", "figures/_base.py",
+       "px & 0x3F, py & 0x3F,", "0, 0,",
+       [], "glyph bitmaps cached per glyph, not per sub-pixel position"),
+    _m("glyph-origin-absolute", "figures/_base.py",
+       "hit = (image, bitmap.left - (px >> 6), bitmap.top - (py >> 6))",
+       "hit = (image, bitmap.left, bitmap.top)",
+       [], "a cached glyph replayed where it was first drawn"),
+    _m("glyph-angle-ignored", "figures/_base.py",
+       "slant, extend, angle,\n", "slant, extend,\n",
+       [], "rotated and upright glyphs share one cache entry"),
+    _m("skeleton-without-axes", "figures/_base.py",
+       "            _skeletons[key] = pickle.dumps(fig, protocol=pickle.HIGHEST_PROTOCOL)\n",
+       "            _skeletons[key] = pickle.dumps(new_figure(width, height),\n"
+       "                                           protocol=pickle.HIGHEST_PROTOCOL)\n",
+       [], "the cached empty figure pickled before its axes were added"),
+    _m("steady-limit-coarse", "figures/_base.py",
+       "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
+       [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
 )
 
 
@@ -312,8 +331,9 @@ def table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         m = o.mutant
         rows.append(f"| `{m.id}` | `{m.path.removeprefix('posenc_lib/')}` | {m.bug} | "
-                    f"{_mark(o.unit_caught)} | {_mark(o.book_caught)} "
-                    f"({', '.join(c[:2] for c in m.chapters)}) |")
+                    f"{_mark(o.unit_caught)} | {_mark(o.book_caught)}"
+                    + (f" ({', '.join(c[:2] for c in m.chapters)})" if m.chapters else "")
+                    + " |")
     n = len(outcomes)
     unit = sum(o.unit_caught is True for o in outcomes)
     booked = [o for o in outcomes if o.book_caught is not None]

@@ -283,6 +283,32 @@ def test_live_widget_shows_a_draft_then_sharpens_once_the_sliders_rest():
     assert _png_size(rested) == tuple(LIVE_SCALE * n for n in _png_size(draft))
 
 
+def test_live_redraw_leaves_garbage_collection_until_the_image_is_sent():
+    import gc
+
+    figure = _toy_figure()
+
+    async def scenario():
+        box = figure.live(sharpen_after=None)
+        box.controls[0].value = 3
+        paused = not gc.isenabled()  # the image is set; the loop has not run yet
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return paused, gc.isenabled()
+
+    assert gc.isenabled()
+    assert asyncio.run(scenario()) == (True, True)
+    box = figure.live(sharpen_after=None)
+    box.controls[0].value = 4  # no event loop: enabled again at once
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a collector the user switched off stays off
+        box.controls[0].value = 2
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_live_widget_reports_errors_instead_of_dying():
     def fragile(x=0):
         if x == 2:
@@ -416,3 +442,92 @@ def test_fast_png_round_trips():
         pixels = rng.integers(0, 256, size=(7, 5, channels), dtype=np.uint8)
         with Image.open(io.BytesIO(_base._fast_png(pixels, 1))) as image:
             assert np.array_equal(np.asarray(image), pixels)
+
+
+def test_glyph_bitmaps_are_shared_between_strings_at_every_angle_and_offset():
+    """New strings made of glyphs drawn before (rotated, at fractional pixel
+    offsets, mathtext with rules, without antialiasing) give FreeType's pixels."""
+    def texts(words, shift):
+        fig = new_figure(3, 2, layout=None)
+        for n, (word, angle) in enumerate(zip(words, (0, 90, 30, 0))):
+            fig.text(0.05 + n * 0.22 + shift, 0.3 + 0.1 * n, word, rotation=angle, fontsize=9)
+        fig.text(0.1 + shift, 0.85, r"$\frac{m}{2\pi} + \sqrt{d}$", fontsize=10)
+        fig.text(0.6 + shift, 0.1, "no antialias 123", fontsize=8, antialiased=False)
+        return fig
+
+    renderer = _base._shared_renderer(3 * DPI, 2 * DPI, DPI)
+    first = ("pair 12", "angle 3.5", "base 10k", "dim 64")
+    later = ("12 pair", "3.5 angle", "10k base", "64 dim")  # same glyphs, new strings
+    for shift in (0.0, 0.5 / (3 * DPI), 0.3 / (3 * DPI)):
+        for words in (first, later):
+            before = len(renderer._glyphs)
+            cached = to_png(texts(words, shift))
+            with fast_rendering(False):
+                reference = to_png(texts(words, shift))
+            assert np.array_equal(_pixels(cached), _pixels(reference)), (words, shift)
+        # The second set of strings rasterised fewer glyphs than it drew.
+        assert len(renderer._glyphs) - before < sum(len(w) for w in later)
+
+    def one_glyph(angle):  # the glyph's origin is the anchor: same spot at every angle
+        fig = new_figure(3, 2, layout=None)
+        fig.text(0.5, 0.5, "W", rotation=angle, rotation_mode="anchor", ha="left",
+                 va="baseline", fontsize=14)
+        return fig
+
+    for angle in (0, 90, 45):
+        cached = to_png(one_glyph(angle))
+        with fast_rendering(False):
+            reference = to_png(one_glyph(angle))
+        assert np.array_equal(_pixels(cached), _pixels(reference)), angle
+
+
+@pytest.mark.parametrize("grid, kwargs", [
+    ((1, 1), {}),
+    ((1, 3), {"width_ratios": [1, 2, 1]}),
+    ((2, 2), {"sharex": True, "sharey": True}),
+    ((3, 1), {"squeeze": False, "height_ratios": [2, 1, 1]}),
+])
+def test_new_subplots_copies_draw_as_a_freshly_built_figure(grid, kwargs):
+    """The second call unpickles the first call's empty figure: same axes, same
+    pixels, and nothing drawn on one copy shows up in the next."""
+    def draw(fig, axes):
+        for n, ax in enumerate(np.ravel(axes)):
+            ax.plot(np.arange(10), np.arange(10) ** (n + 1), label=f"line {n}")
+            ax.set_title(f"axes {n}")
+            ax.legend()
+        return fig
+
+    with fast_rendering(False):
+        fig = new_figure(4, 3)
+        axes = fig.subplots(*grid, **kwargs)
+        reference = to_png(draw(fig, axes))
+    for _ in range(3):  # built, then copied twice
+        fig, copied = _base.new_subplots(4, 3, *grid, **kwargs)
+        assert type(copied) is type(axes) and np.shape(copied) == np.shape(axes)
+        assert all(not ax.lines for ax in fig.axes)
+        with fast_rendering(False):
+            assert np.array_equal(_pixels(to_png(draw(fig, copied))), _pixels(reference))
+        assert isinstance(fig, _base.BookFigure) and fig._repr_png_().startswith(PNG_MAGIC)
+    if kwargs.get("sharex"):
+        first, *rest = np.ravel(copied)
+        first.set_xlim(-5, 50)
+        assert all(ax.get_xlim() == (-5, 50) for ax in rest)
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.floats(min_value=1e-12, max_value=1e12))
+def test_steady_limit_rounds_up_to_a_nearby_step(value):
+    limit = _base.steady_limit(value)
+    assert value * (1 - 1e-9) <= limit < value * 1.34  # less than a third of headroom
+    mantissa = limit / 10.0 ** np.floor(np.log10(limit) + 1e-9)
+    assert min(abs(mantissa - step) for step in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)) < 1e-9
+    assert _base.steady_limit(limit) == pytest.approx(limit)  # a step is its own limit
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_steady_limit_rejects_what_is_not_a_positive_number(value):
+    with pytest.raises(ValueError, match="value"):
+        _base.steady_limit(value)

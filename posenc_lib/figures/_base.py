@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import pickle
 import struct
 import threading
 import zlib
@@ -40,12 +41,14 @@ from collections import OrderedDict
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.axis import XAxis, YAxis
-from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.figure import Figure
+from matplotlib.ft2font import RenderMode
 from matplotlib.spines import Spine
 
-__all__ = ["BookFigure", "new_figure", "to_png", "render_rgba", "fast_rendering",
-           "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING"]
+__all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
+           "fast_rendering", "plain_log_axis", "steady_limit", "DPI", "SEQUENTIAL",
+           "DIVERGING"]
 
 DPI = 80  # one resolution for notebooks, live widgets and static frames
 SEQUENTIAL = "viridis"
@@ -62,11 +65,64 @@ class BookFigure(Figure):
     def _repr_png_(self) -> bytes:
         return to_png(self)
 
+    def __setstate__(self, state):  # unpickled (see new_subplots): draw with Agg again
+        super().__setstate__(state)
+        FigureCanvasAgg(self)
+
 
 def new_figure(width: float = 6.4, height: float = 3.6, **kwargs) -> BookFigure:
     """A new figure of the given size in inches, laid out with ``constrained``."""
     kwargs.setdefault("layout", "constrained")
     return BookFigure(figsize=(width, height), dpi=DPI, **kwargs)
+
+
+_skeletons: OrderedDict = OrderedDict()
+
+
+def new_subplots(width: float = 6.4, height: float = 3.6, nrows: int = 1, ncols: int = 1,
+                 **kwargs):
+    """``new_figure(width, height)`` with ``nrows x ncols`` empty axes: ``(fig, axes)``.
+
+    The same as ``fig = new_figure(width, height); axes = fig.subplots(nrows,
+    ncols, **kwargs)`` (``axes`` squeezed as ``subplots`` does), made faster
+    for figures that sliders redraw: building a matplotlib ``Axes`` costs
+    about 8 ms, so the first call pickles the new, empty figure and later
+    calls with the same arguments and rcParams unpickle a copy, which takes
+    about half as long. Inside ``fast_rendering(False)`` every figure is built
+    afresh.
+
+    Args:
+        width, height: the figure's size in inches.
+        nrows, ncols: the grid of axes.
+        **kwargs: passed to :meth:`matplotlib.figure.Figure.subplots`
+            (``sharex``, ``width_ratios``, ...); ``layout`` goes to
+            :func:`new_figure`.
+    """
+    layout = kwargs.pop("layout", "constrained")
+
+    def build():
+        fig = new_figure(width, height, layout=layout)
+        return fig, fig.subplots(nrows, ncols, **kwargs)
+
+    if not _enabled:
+        return build()
+    key = (repr((width, height, nrows, ncols, layout, sorted(kwargs.items())))
+           + repr(list(dict.items(rcParams))))
+    with _LOCK:
+        blob = _skeletons.get(key)
+        if blob is None:
+            fig, axes = build()
+            _skeletons[key] = pickle.dumps(fig, protocol=pickle.HIGHEST_PROTOCOL)
+            if len(_skeletons) > 32:
+                _skeletons.popitem(last=False)
+            return fig, axes
+        _skeletons.move_to_end(key)
+    fig = pickle.loads(blob)
+    axes = np.empty((nrows, ncols), dtype=object)
+    axes.ravel()[:] = fig.axes
+    if kwargs.get("squeeze", True):
+        axes = axes.item() if axes.size == 1 else axes.squeeze()
+    return fig, axes
 
 
 # -- rendering --------------------------------------------------------------------
@@ -213,11 +269,13 @@ class _GlyphCachingRenderer(RendererAgg):
     """
 
     MAX_STRINGS = 4096
+    MAX_GLYPHS = 8192
 
     def __init__(self, width, height, dpi):
         super().__init__(width, height, dpi)
         self.rc_key = ""
         self._strings: OrderedDict = OrderedDict()
+        self._glyphs: dict = {}  # insertion order: the oldest glyph goes first
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if ismath == "TeX":
@@ -243,6 +301,50 @@ class _GlyphCachingRenderer(RendererAgg):
         dx, dy = math.floor(x) - x0, math.floor(y) - y0
         for image, gx, gy, g_angle in glyphs:
             self._renderer.draw_text_image(image, gx + dx, gy + dy, g_angle, gc)
+
+    def _draw_text_glyphs_and_boxes(self, gc, x, y, angle, glyphs, boxes):
+        """``RendererAgg``'s glyph loop, with each glyph's bitmap rasterised once.
+
+        A string the cache above has not seen still mostly consists of glyphs
+        drawn before (new tick labels, changing numbers). FreeType places a
+        glyph at a position in 1/64 pixel: its bitmap depends on the font,
+        size, transform and that position's fractional part; the whole part
+        only moves it. The loop is matplotlib 3.11's
+        (``backend_agg.RendererAgg._draw_text_glyphs_and_boxes``), with the
+        bitmaps cached under that key; the pixels are FreeType's.
+        """
+        cos = math.cos(math.radians(angle))
+        sin = math.sin(math.radians(angle))
+        load_flags = get_hinting_flag()
+        antialiased = bool(gc.get_antialiased())
+        height = int(self.height)
+        for font, size, glyph_index, slant, extend, dx, dy in glyphs:  # dy is upwards
+            px = round(0x40 * (x + dx * cos - dy * sin))
+            py = round(0x40 * (self.height - y + dx * sin + dy * cos))  # FreeType's y is up
+            key = (font.fname, size, self.dpi, glyph_index, slant, extend, angle,
+                   px & 0x3F, py & 0x3F, load_flags, antialiased, self.rc_key)
+            hit = self._glyphs.get(key)
+            if hit is None:
+                font.set_size(size, self.dpi)
+                font._set_transform(
+                    (0x10000 * np.array([[cos, -sin], [sin, cos]])
+                     @ [[extend, extend * slant], [0, 1]]).round().astype(int), [px, py])
+                bitmap = font._render_glyph(
+                    glyph_index, load_flags,
+                    RenderMode.NORMAL if antialiased else RenderMode.MONO)
+                image = np.array(bitmap.buffer, copy=True)
+                if not antialiased:
+                    image *= 0xFF
+                hit = (image, bitmap.left - (px >> 6), bitmap.top - (py >> 6))
+                self._glyphs[key] = hit
+                if len(self._glyphs) > self.MAX_GLYPHS:
+                    del self._glyphs[next(iter(self._glyphs))]
+            image, left, top = hit
+            # draw_text_image's y is downwards and names the bitmap's bottom side.
+            self._renderer.draw_text_image(image, left + (px >> 6),
+                                           height - (top + (py >> 6)) + image.shape[0], 0, gc)
+        if boxes:
+            super()._draw_text_glyphs_and_boxes(gc, x, y, angle, (), boxes)
 
 
 def _font_key(prop) -> tuple:
@@ -469,3 +571,27 @@ def plain_log_axis(axis) -> None:
 
     axis.set_major_formatter(FuncFormatter(label))
     axis.set_minor_formatter(NullFormatter())
+
+
+_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def steady_limit(value: float) -> float:
+    """``value`` rounded up to 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+
+    An axis limit rounded up this way changes only when the data cross a
+    step (it adds less than a third of headroom), so a slider that moves the data a
+    little keeps the axis, and its cached layer, unchanged.
+
+    Args:
+        value: a finite number > 0.
+    """
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"value must be finite and > 0, got {value}")
+    scale = 10.0 ** math.floor(math.log10(value))
+    for step in _STEPS:
+        limit = step * scale
+        if limit >= value * (1 - 1e-12):
+            return limit
+    return 10.0 * scale

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .. import _validate, absolute
-from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
+from ._base import DIVERGING, BookFigure, new_figure, new_subplots, plain_log_axis
 
 __all__ = ["integer_magnitude", "binary_code", "binary_to_sinusoid", "sinusoidal_heatmap",
            "sinusoidal_similarity", "wavelengths", "float32_error"]
@@ -30,8 +30,7 @@ def integer_magnitude(n_positions: int = 512, d_model: int = 64, *,
     integer = absolute.integer_encoding(n_positions, d_model, dtype=torch.float64)
     sinusoidal = absolute.sinusoidal_encoding(n_positions, d_model, dtype=torch.float64)
     p = np.arange(n_positions)
-    fig = new_figure(6.4, 4.0)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 4.0)
     ax.plot(p[1:], integer.norm(dim=-1)[1:],
             label=r"integer encoding $\|p\cdot\mathbf{1}\| = p\sqrt{d_{model}}$")
     ax.plot(p, draws.norm(dim=-1), lw=0.8,
@@ -56,8 +55,7 @@ def binary_code(n_positions: int = 64, dim: int = 6) -> BookFigure:
     """The bits of each position (top) and the bits flipped between neighbours."""
     table = absolute.binary_encoding(n_positions, dim)
     flips = absolute.neighbour_hamming(n_positions, dim)
-    fig = new_figure(6.4, 4.2)
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[1.2, 1])
+    fig, (top, bottom) = new_subplots(6.4, 4.2, 2, 1, sharex=True, height_ratios=[1.2, 1])
     image = top.imshow(table.T.numpy(), aspect="auto", cmap="Greys",
                        interpolation="nearest", vmin=0, vmax=1,
                        extent=(-0.5, n_positions - 0.5, dim - 0.5, -0.5))
@@ -107,8 +105,7 @@ def sinusoidal_heatmap(base: float = 10000.0, dim: int = 64,
                        n_positions: int = 128) -> BookFigure:
     """The sinusoidal table ``PE[p, j]`` as a heatmap (positions down, features across)."""
     pe = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
-    fig = new_figure(6.4, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.8)
     image = ax.imshow(pe.numpy(), aspect="auto", cmap=DIVERGING, vmin=-1, vmax=1,
                       interpolation="nearest")
     ax.set_xlabel("feature j (even: sin, odd: cos; frequency falls to the right)")
@@ -125,8 +122,7 @@ def sinusoidal_similarity(base: float = 10000.0, dim: int = 64,
     s = absolute.sinusoidal_similarity(k, dim, base).numpy()
     kk = k.numpy()
     rises = np.nonzero((kk[1:] > 0) & (np.diff(s) > 0))[0] + 1  # s grows as k grows
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     ax.plot(kk, s, lw=1.2, label=r"$PE(t)\cdot PE(t+k)=\sum_i\cos(k\,\omega_i)$")
     if rises.size:
         ax.plot(kk[rises], s[rises], ".", color="C3", ms=3,
@@ -146,8 +142,7 @@ def wavelengths(dim: int = 128, base: float = 10000.0, context: int = 4096) -> B
     omega = absolute.sinusoidal_frequencies(dim, base, dtype=torch.float64)
     lam = (2 * math.pi / omega).numpy()
     i = np.arange(dim // 2)
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     ax.semilogy(i, lam, ".-", ms=3, label=r"wavelength $2\pi/\omega_i$")
     plain_log_axis(ax.yaxis)
     ax.axhline(2 * math.pi * base, color="C3", ls="--", lw=1,
@@ -176,8 +171,7 @@ def float32_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 100
     bound = absolute.sinusoidal_error_bound(positions, dim, base).numpy()
     nearest = absolute.offset_distance(1, dim, base).item()
     x = positions[1:].numpy()
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     ax.loglog(x, error[1:], label=r"measured $\|PE_{32}(p)-PE(p)\|$")
     ax.loglog(x, bound[1:], color="C1", ls="-.", label="bound (float32 round-off)")
     ax.axhline(nearest, color="C3", ls="--",

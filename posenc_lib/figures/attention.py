@@ -7,7 +7,7 @@ import functools
 from matplotlib.patches import Rectangle
 
 from .. import _validate, toy
-from ._base import SEQUENTIAL, BookFigure, new_figure
+from ._base import SEQUENTIAL, BookFigure, new_subplots
 
 __all__ = ["DOG_SENTENCE", "sentence_attention"]
 
@@ -46,8 +46,7 @@ def sentence_attention(encoding: str = "none", mask: str = "off", *,
     repeated = next((t for t in tokens if tokens.count(t) > 1), None)
     rows = [i for i, t in enumerate(tokens) if t == repeated]
 
-    fig = new_figure(5.6, 4.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(5.6, 4.4)
     image = ax.imshow(w, cmap=SEQUENTIAL, vmin=0.0, vmax=1.0)
     for i in range(n):
         for j in range(n):

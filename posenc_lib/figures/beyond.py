@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .. import _validate, scaling
-from ._base import SEQUENTIAL, BookFigure, new_figure, plain_log_axis
+from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis
 
 __all__ = ["MODEL_BASES", "base_bounds", "temperatures", "entropy_growth", "position_maps"]
 
@@ -64,8 +64,7 @@ def base_bounds(base: float = 5e5, train_length: int = 4096, *,
     train_length = _validate.positive_int("train_length", train_length, minimum=8)
     m_max = 2 ** 17
     sample, sampled, min_at, running_min, supported = _cos_sum_curve(dim, base, m_max)
-    fig = new_figure(8.4, 3.5)
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = new_subplots(8.4, 3.5, 1, 2)
     left.plot(sample, sampled, color="0.6", lw=0.6,
               label="$B(\\delta)/(d/2)$ (samples)")
     left.plot(min_at, running_min, color="C0", lw=1.4, label="running minimum")
@@ -117,8 +116,7 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
     s = np.geomspace(1.0, max_factor, 400)
     log_l = math.log(train_length)
     yarn = np.array([scaling.yarn_attention_factor(float(x)) ** 2 for x in s])
-    fig = new_figure(8.4, 3.4)
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = new_subplots(8.4, 3.4, 1, 2)
     lengths = torch.as_tensor(s * train_length)
     logn = scaling.logn_attention_scale(lengths - 1, train_length).numpy()
     llama4 = scaling.llama4_attn_scales(lengths - 1, attn_scale=attn_scale,
@@ -184,8 +182,7 @@ def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64
     scaled = _entropies(sigma, train_length, dim, n_queries, seed)
     n = lengths.double().numpy()
     lam = scaling.logn_attention_scale(lengths - 1, train_length).numpy()
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     ax.plot(n, np.log(n), color="k", lw=0.8, ls=":", label="ln N (uniform weights)")
     ax.plot(n, plain.mean(1).numpy(), "o-", color="C0", ms=3, lw=1.3,
             label="no scaling (mean of the queries)")
@@ -235,8 +232,8 @@ def position_maps(window: int = 16, group_size: int = 4, leaky_factor: float = 4
     }
     masks = {name: causal for name in maps}
     masks[f"sinks: {start_size} + {window} recent"] = kept
-    fig = new_figure(8.4, 5.6)
-    axes = fig.subplots(2, 3).ravel()
+    fig, axes = new_subplots(8.4, 5.6, 2, 3)
+    axes = axes.ravel()
     cmap = _masked_cmap()
     image = None
     for ax, (name, values) in zip(axes, maps.items()):

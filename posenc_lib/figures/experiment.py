@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.ticker import LogLocator
 
 from .. import experiment
-from ._base import BookFigure, new_figure, plain_log_axis
+from ._base import BookFigure, new_figure, new_subplots, plain_log_axis
 
 __all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves", "retrieval",
            "explorer"]
@@ -90,8 +90,7 @@ def band_perplexity(results: Mapping, models: Sequence[str]) -> BookFigure:
     """
     models = _check(results, models)
     labels = _band_labels(results)
-    fig = new_figure(9.0, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(9.0, 3.8)
     width = 0.8 / len(models)
     for k, name in enumerate(models):
         bands = experiment.band_losses(results, name)
@@ -167,8 +166,7 @@ def position_curves(results: Mapping, models: Sequence[str], *, length: int | No
     config = results["config"]
     L, size = config["train_length"], results["bucket"]
     length = config["max_multiplier"] * L if length is None else length
-    fig = new_figure(9.0, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(9.0, 3.8)
     for name in models:
         values = experiment.losses(results, name, length)
         x = (np.arange(values.shape[-1]) + 0.5) * size
@@ -231,8 +229,7 @@ def retrieval(results: Mapping, models: Sequence[str], *, key: str = "second_los
     """
     models = _check(results, models)
     _validate_key(key)
-    fig = new_figure(9.0, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(9.0, 3.8)
     _probe_axes(ax, results, key)
     for name in models:
         _probe(ax, results, name, key)
@@ -263,8 +260,7 @@ def explorer(results: Mapping, model: str = "rope", length: int = 512) -> BookFi
     L, size = config["train_length"], results["bucket"]
     longest = config["max_multiplier"] * L
     low, high, worst = _explorer_limits(results)
-    fig = new_figure(9.6, 3.6)
-    left, right = fig.subplots(1, 2, width_ratios=(1.6, 1))
+    fig, (left, right) = new_subplots(9.6, 3.6, 1, 2, width_ratios=(1.6, 1))
     values = experiment.losses(results, model, length)
     x = (np.arange(values.shape[-1]) + 0.5) * size
     reference = experiment.losses(results, "rope", length, sliding=True)

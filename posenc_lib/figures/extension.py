@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .. import _validate, alibi, rope, scaling, xpos
-from ._base import SEQUENTIAL, BookFigure, new_figure, plain_log_axis
+from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, steady_limit
 
 __all__ = ["METHOD_LABELS", "out_of_range", "wavelengths", "ramps", "alibi_bias",
            "pi_fit", "xpos_decay", "llama4_nope"]
@@ -71,8 +71,7 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     target_length = _validate.positive_int("target_length", target_length)
     lengths, fractions, ratios, closed = _out_of_range_data(
         dim, base, factor, train_length, target_length)
-    fig = new_figure(8.0, 3.4)
-    left, right = fig.subplots(1, 2, width_ratios=[1, 1.15])
+    fig, (left, right) = new_subplots(8.0, 3.4, 1, 2, width_ratios=[1, 1.15])
     for method, label in METHOD_LABELS.items():
         left.plot(lengths, fractions[method], label=label, lw=1.4, **_STYLE[method])
         right.semilogy(ratios[method], lw=1.4, **_STYLE[method])
@@ -103,8 +102,7 @@ def wavelengths(factor: float = 8.0, original_max_position_embeddings: int = 409
     length = _validate.positive_int("original_max_position_embeddings",
                                     original_max_position_embeddings)
     freqs = scaling.extension_inv_freqs(dim, base, factor, length)
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     for method, label in METHOD_LABELS.items():
         ax.semilogy((2 * math.pi / freqs[method]).numpy(), label=label, lw=1.4, **_STYLE[method])
     ax.axhline(length, color="k", lw=0.8, ls="--", label=f"original context L = {length:,}")
@@ -133,8 +131,7 @@ def ramps(beta_fast: float = 32.0, beta_slow: float = 1.0, low_freq_factor: floa
     length = original_max_position_embeddings
     original = rope.inv_freq(dim, base, dtype=torch.float64)
     r = scaling.rotations(original, length).numpy()
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     for truncate, style in ((True, dict(color="C3", marker=".", ms=4, lw=1.2)),
                             (False, dict(color="C3", ls="--", lw=1.0, alpha=0.7))):
         freqs, _ = scaling.rope_parameters(
@@ -178,8 +175,7 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     slopes = alibi.alibi_slopes(n_heads, dtype=torch.float64)
     distance = torch.arange(max_distance + 1, dtype=torch.float64)
     bias = -slopes[:, None] * distance
-    fig = new_figure(8.0, 3.4)
-    left, right = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    fig, (left, right) = new_subplots(8.0, 3.4, 1, 2, width_ratios=[1.6, 1])
     image = left.imshow(bias.numpy(), aspect="auto", cmap=SEQUENTIAL, interpolation="nearest",
                         extent=(-0.5, max_distance + 0.5, n_heads + 0.5, 0.5))
     fig.colorbar(image, ax=left, label="bias −μ_k(m − n) added to the logit (nats)")
@@ -217,6 +213,14 @@ def _pi_fit_data(seed: int, dtype: str, ridge: float, n_points: int, dim: int,
     return s_in, a_in, s_all, a_all, s_fine, a_fine, positions, targets
 
 
+def _symmetric_limits(values, *, floor: float) -> tuple[float, float]:
+    """``(-t, t)``: ``t`` the data's largest magnitude plus 5 %, rounded up by
+    :func:`steady_limit`, and at least ``floor``."""
+    finite = np.abs(values[np.isfinite(values)])
+    top = steady_limit(max(floor, 1.05 * float(finite.max(initial=0.0))))
+    return -top, top
+
+
 def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_points: int = 256,
            dim: int = 128, length: int = 2048) -> BookFigure:
     """The PI paper's Figure 2: a least-squares fit of ``a(s)`` to random points.
@@ -229,8 +233,7 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
         raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
     s_in, a_in, s_all, a_all, s_fine, a_fine, positions, targets = _pi_fit_data(
         seed, dtype, ridge, n_points, dim, length)
-    fig = new_figure(9.0, 3.0)
-    first, second, third = fig.subplots(1, 3)
+    fig, (first, second, third) = new_subplots(9.0, 3.0, 1, 3)
     first.plot(s_in.double().numpy(), a_in, color="C3", lw=0.8, label="fitted a(s)")
     first.plot(positions.double().numpy(), targets.double().numpy(), ".", ms=2.5, color="C0",
                label="random targets")
@@ -252,6 +255,14 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     third.set_xlabel("offset s (tokens)")
     third.legend(fontsize=7, loc="upper right")
     third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
+    # Limits on coarse ladders, so that most slider changes keep the axes (and
+    # their cached drawings): the fit at least ±2 (the targets lie in [-1, 1]),
+    # the extrapolation up to the next power of ten, the zoom at least ±1.
+    first.set_ylim(_symmetric_limits(a_in, floor=2.0))
+    finite = np.abs(a_all[np.isfinite(a_all)])
+    top = 10.0 ** math.ceil(math.log10(max(2.0, float(finite.max(initial=0.0)))))
+    second.set_ylim(-top, top)
+    third.set_ylim(_symmetric_limits(a_fine, floor=1.0))
     for ax in (first, second, third):
         ax.grid(alpha=0.3)
     fig.suptitle(f"d = {dim}, L = {length}, {n_points} points, draw {seed}, {dtype}, "
@@ -266,8 +277,7 @@ def xpos_decay(gamma: float = 0.4, scale_base: float = 512.0, *, dim: int = 128,
     scale_base = _validate.finite_float("scale_base", scale_base, greater_than=0.0)
     distance = torch.linspace(0, max_distance, 400, dtype=torch.float64)
     factor = zeta[None, :] ** (distance[:, None] / scale_base)
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     for i in (0, dim // 8, dim // 4, dim // 2 - 1):
         ax.semilogy(distance.numpy(), factor[:, i].numpy(), lw=1.2,
                     label=f"pair {i}, ζ = {zeta[i]:.3f}")
@@ -291,8 +301,7 @@ def llama4_nope(num_hidden_layers: int = 48, no_rope_layer_interval: int = 4, *,
     positions = torch.unique(torch.logspace(0, math.log10(max_position), 600).round())
     scales = scaling.llama4_attn_scales(positions, attn_scale=attn_scale,
                                         floor_scale=floor_scale)
-    fig = new_figure(8.0, 3.0)
-    left, right = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    fig, (left, right) = new_subplots(8.0, 3.0, 1, 2, width_ratios=[1, 1.3])
     from matplotlib.patches import Patch
 
     greys = matplotlib.colormaps["Greys"]

@@ -9,7 +9,7 @@ import torch
 
 from .. import _config, scaling
 from .. import inspect as model_inspect
-from ._base import BookFigure, new_figure, plain_log_axis
+from ._base import BookFigure, new_subplots, plain_log_axis
 
 __all__ = ["ROTARY_MODELS", "overview", "wavelengths"]
 
@@ -30,8 +30,7 @@ def overview() -> BookFigure:
     where the config changes it). The black bar is the trained length ``L``,
     the red bar the length the config extends to.
     """
-    fig = new_figure(7.6, 4.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(7.6, 4.6)
     for row, name in enumerate(ROTARY_MODELS):  # labels repeat; the legend dedupes
         entry = model_inspect.model_entry(name)
         parts = model_inspect.trained_and_extended(entry["config"])
@@ -84,8 +83,7 @@ def wavelengths(model: str = "llama-3.1-8b") -> BookFigure:
     parts = model_inspect.trained_and_extended(entry["config"])
     pairs = report["pairs"]
     x = np.arange(pairs) * 2 / report["rotary_dim"]
-    fig = new_figure(6.8, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.8, 3.8)
     for first, last in report["out_of_range_pairs"]:
         ax.axvspan(x[first] - 1 / report["rotary_dim"], x[last] + 1 / report["rotary_dim"],
                    color="C3", alpha=0.12, lw=0)

@@ -7,11 +7,13 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 
 from .. import _validate, multidim, rope
-from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
+from ._base import (DIVERGING, BookFigure, new_figure, new_subplots, plain_log_axis,
+                   steady_limit)
 
 __all__ = ["axial_scores", "mrope_ids", "frequency_allocation", "mixed_kernel",
            "temporal_kernel", "videorope_ids", "AXIS_COLORS"]
@@ -79,8 +81,12 @@ def _prompt(grid: int, fps: float, video_seconds: float, temporal_patch_size: in
 
 
 def _shade_segments(ax, segments, bounds) -> None:
-    for (kind, _), lo, hi in zip(segments, bounds[:-1], bounds[1:]):
-        ax.axvspan(lo - 0.5, hi - 0.5, color=_SEGMENT_COLORS[kind], lw=0)
+    """One full-height band per segment, as a single collection (cheap to redraw)."""
+    bands = [[(lo - 0.5, 0), (hi - 0.5, 0), (hi - 0.5, 1), (lo - 0.5, 1)]
+             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    colors = [_SEGMENT_COLORS[kind] for kind, _ in segments]
+    ax.add_collection(PolyCollection(bands, facecolors=colors, linewidths=0, zorder=0.9,
+                                     transform=ax.get_xaxis_transform()), autolim=False)
 
 
 def _segment_legend(ax, kinds, **kwargs) -> None:
@@ -111,14 +117,18 @@ def mrope_ids(grid: int = 6, fps: float = 2.0, absolute_time: bool = True, *,
     lengths = multidim.segment_lengths(segments, spatial_merge_size=spatial_merge_size)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
     tokens = np.arange(ids.shape[1])
-    fig = new_figure(6.4, 4.6)
-    panels = fig.subplots(3, 1, sharex=True)
-    top = int(ids.max())
+    fig, panels = new_subplots(6.4, 4.6, 3, 1)
+    # Limits on a coarse ladder: the axes (and their cached drawings) stay put
+    # while a slider changes the prompt a little.
+    top = steady_limit(int(ids.max()) * 1.25 + 1)
+    right = steady_limit(len(tokens))
     for a, (ax, name) in enumerate(zip(panels, multidim.MROPE_AXES)):
         _shade_segments(ax, segments, bounds)
         ax.plot(tokens, ids[a].numpy(), ".-", color=AXIS_COLORS[a], ms=2.5, lw=0.6)
         ax.set_ylabel(f"{name} id", fontsize=9)
-        ax.set_ylim(-0.05 * top - 1, top * 1.25 + 1)
+        ax.set_ylim(-0.04 * top, top)
+        ax.set_xlim(-0.5, right - 0.5)
+        ax.tick_params(labelbottom=a == len(panels) - 1)
         ax.grid(alpha=0.3)
     _segment_legend(panels[0], ("text", "image", "video"), loc="upper left", ncol=3)
     video = slice(bounds[3], bounds[4])
@@ -179,8 +189,13 @@ def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
          multidim.axial_inv_freq(interleaved, base, dtype=torch.float64)),
     ]
     pairs = np.arange(n_pairs)
-    fig = new_figure(6.4, 7.0)
-    panels = fig.subplots(len(schemes), 1, sharex=True, sharey=True)
+    # One x and y range for all panels, set rather than shared (sharing makes
+    # every draw walk the siblings); y runs from 1 to a power of ten, so that
+    # most slider changes keep the axes and their cached drawings.
+    longest = max(float((2 * math.pi / inv_freq).max()) for _, _, inv_freq in schemes)
+    y_top = 10.0 ** math.ceil(math.log10(longest) + 0.15)
+    margin = 0.05 * (n_pairs - 1)
+    fig, panels = new_subplots(6.4, 7.0, len(schemes), 1)
     for ax, (title, axis, inv_freq) in zip(panels, schemes):
         axis, wavelength = axis.numpy(), (2 * math.pi / inv_freq).numpy()
         ax.semilogy(pairs, (2 * math.pi / ladder).numpy(), color="0.8", lw=0.8, zorder=1,
@@ -193,10 +208,13 @@ def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
             lines.append(f"{name[0]}: {mine.min():,.0f} to {mine.max():,.0f}")
         plain_log_axis(ax.yaxis)
         ax.yaxis.set_minor_locator(NullLocator())  # minor ticks dominate the drawing time
+        ax.set_ylim(1, y_top)
+        ax.set_xlim(-margin, n_pairs - 1 + margin)
+        ax.tick_params(labelbottom=ax is panels[-1])
         ax.set_ylabel("wavelength\n(positions)", fontsize=8.5)
         ax.grid(alpha=0.3, which="major")
         # y = 1.0 is where matplotlib puts it (no ticks on top); saying so skips the
-        # title layout that hidden shared tick labels otherwise force on every draw.
+        # title layout that hidden tick labels otherwise force on every draw.
         ax.set_title(title, fontsize=9, y=1.0)
         ax.text(0.01, 0.95, "\n".join(lines), transform=ax.transAxes, va="top",
                 fontsize=7.5, family="monospace",
@@ -229,8 +247,7 @@ def mixed_kernel(angle: float = 30.0, base: float = 10.0, *, dim: int = 64,
     dy, dx = torch.meshgrid(offsets, offsets, indexing="ij")
     angles = dy[..., None] * freqs[0] + dx[..., None] * freqs[1]
     kernel = angles.cos().mean(-1).numpy()
-    fig = new_figure(6.4, 3.2)
-    left, right = fig.subplots(1, 2, width_ratios=[1, 1.25])
+    fig, (left, right) = new_subplots(6.4, 3.2, 1, 2, width_ratios=[1, 1.25])
     half = dim // 4
     for rows, colour, label in ((slice(0, half), "C1", f"pairs 0..{half - 1}"),
                                 (slice(half, None), "C4", f"pairs {half}..{2 * half - 1}")):
@@ -292,8 +309,7 @@ def temporal_kernel(base: float = 1e6, temporal_pairs: int = 16, *,
             ("interleaved (Qwen3-VL)", multidim.mrope_axis_map(sections, interleaved=True),
              "C0"),
             ("slowest pairs (VideoRoPE)", multidim.videorope_axis_map(sections), "C2")]
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     x = (offsets + 1).numpy()  # log axis: offset 0 drawn at 1
     kernels = _temporal_kernels(base, temporal_pairs, head_dim, max_offset)
     for (label, _, colour), kernel in zip(maps, kernels):
@@ -334,8 +350,7 @@ def videorope_ids(grid: int = 6, temporal_spacing: float = 2.0, *, frames: int =
             temporal_spacing=temporal_spacing)),
     ]
     kinds = np.repeat([kind for kind, _ in segments], lengths)
-    fig = new_figure(6.4, 3.4)
-    panels = fig.subplots(1, 2, sharex=True, sharey=True)
+    fig, panels = new_subplots(6.4, 3.4, 1, 2, sharex=True, sharey=True)
     low = min(float(ids.min()) for _, ids in layouts)
     high = max(float(ids.max()) for _, ids in layouts)
     for ax, (title, ids) in zip(panels, layouts):

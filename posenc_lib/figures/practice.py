@@ -12,7 +12,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from .. import _validate, multidim, positions, rope, scaling
-from ._base import BookFigure, new_figure, plain_log_axis
+from ._base import BookFigure, new_subplots, plain_log_axis
 
 __all__ = ["bytes_per_token", "padded_positions", "packing_masks", "eviction",
            "dynamic_mismatch", "mrope_continuation"]
@@ -38,8 +38,7 @@ def bytes_per_token(names: Sequence[str], n_bytes: Sequence[int],
     ratio = np.array(n_bytes, dtype=float) / np.array(n_tokens, dtype=float)
     order = np.argsort(ratio)
     overall = sum(n_bytes) / sum(n_tokens)
-    fig = new_figure(7.2, 3.2)
-    ax = fig.subplots()
+    fig, ax = new_subplots(7.2, 3.2)
     ax.bar(np.arange(len(names)), ratio[order], color="C0", label="BPE, per file")
     ax.axhline(overall, color="C0", ls="--", lw=1.2,
                label=f"BPE, all files: {overall:.2f} bytes/token")
@@ -80,8 +79,7 @@ def padded_positions(attention_mask) -> BookFigure:
     ids = positions.position_ids_from_mask(attention_mask).numpy()
     real = np.asarray(attention_mask).astype(bool)
     naive = np.broadcast_to(np.arange(real.shape[1]), real.shape)
-    fig = new_figure(7.6, 0.55 * real.shape[0] + 1.6)
-    left, right = fig.subplots(1, 2, sharey=True)
+    fig, (left, right) = new_subplots(7.6, 0.55 * real.shape[0] + 1.6, 1, 2, sharey=True)
     _grid(left, ids, real, "position_ids_from_mask: every row counts from 0")
     _grid(right, naive, real, "arange: row b is shifted by its padding")
     left.set_ylabel("row b of the batch")
@@ -101,8 +99,7 @@ def packing_masks(lengths=(5, 3, 4)) -> BookFigure:
     total = allowed.shape[0]
     causal = torch.ones(total, total, dtype=torch.bool).tril()
     leak = causal & ~allowed
-    fig = new_figure(7.6, 3.7)
-    panels = fig.subplots(1, 2, sharey=True)
+    fig, panels = new_subplots(7.6, 3.7, 1, 2, sharey=True)
     colours = ListedColormap(["white", _TOKEN, _LEAK])
     for ax, state, title in ((panels[0], allowed.long(), "packed_causal_mask"),
                              (panels[1], allowed.long() + 2 * leak.long(),
@@ -159,8 +156,7 @@ def eviction(n_sinks: int = 4, window: int = 60, evicted: int = 200, *, dim: int
     scores = {"recomputed at the new positions": rope.apply_rope(keys, new, f),
               "rerotate(cached, −evicted)": rope.rerotate(cached, shift, f),
               "left unmoved": cached}
-    fig = new_figure(8.4, 3.4)
-    left, right = fig.subplots(1, 2, width_ratios=[1.2, 1])
+    fig, (left, right) = new_subplots(8.4, 3.4, 1, 2, width_ratios=[1.2, 1])
     styles = [dict(color="0.2", lw=1.4), dict(color="C0", ls="none", marker="o", ms=4),
               dict(color="C3", ls="none", marker="x", ms=4)]
     for (label, k), style in zip(scores.items(), styles):
@@ -235,8 +231,7 @@ def dynamic_mismatch(factor: float = 4.0, base: float = 10000.0, *, dim: int = 1
     length = _validate.positive_int("original_max_position_embeddings",
                                     original_max_position_embeddings, minimum=2)
     dim = _validate.even_int("dim", dim, minimum=4)
-    fig = new_figure(6.8, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.8, 3.4)
     for n_mult, colour in ((2, "C0"), (4, "C1"), (8, "C3")):
         j, mismatch = _mismatch_curve(dim, base, factor, length, n_mult)
         ax.plot(j, mismatch, color=colour, lw=1.4,
@@ -266,8 +261,7 @@ def mrope_continuation(segments=(("text", 4), ("image", (1, 8, 12)), ("text", 3)
     delta = int(ids.max()) + 1 - prompt
     index = np.arange(prompt + n_generated)
     generated = np.arange(prompt, prompt + n_generated) + delta
-    fig = new_figure(7.2, 3.9)
-    ax = fig.subplots()
+    fig, ax = new_subplots(7.2, 3.9)
     start = 0
     colours = {"text": "0.93", "image": "#dbe9f6", "video": "#fde3c8"}
     for (kind, _), size in zip(segments, multidim.segment_lengths(

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from .. import _validate, attention, relative
-from ._base import DIVERGING, SEQUENTIAL, BookFigure, new_figure, plain_log_axis
+from ._base import (DIVERGING, SEQUENTIAL, BookFigure, new_figure, new_subplots,
+                   plain_log_axis)
 
 __all__ = ["t5_buckets", "t5_head_biases", "score_bias_heatmaps",
            "shaw_attainable_weight", "transformer_xl_terms", "rel_shift_steps",
@@ -33,8 +34,7 @@ def t5_buckets(num_buckets: int = 32, max_distance: int = 128,
     bucket = relative.t5_bucket(rel, bidirectional, num_buckets, max_distance)
     per_side = num_buckets // 2 if bidirectional else num_buckets
     max_exact = per_side // 2
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     ax.plot(rel.numpy(), bucket.numpy(), drawstyle="steps-mid", lw=1.4, color="C0",
             label="bucket of j - i")
     _symlog_ticks(ax, max_exact, reach)
@@ -73,8 +73,7 @@ def t5_head_biases(n_heads: int = 3, num_buckets: int = 32, max_distance: int = 
     with torch.no_grad():  # (n_rel, n_heads): the table row of each relative position
         values = bias.relative_attention_bias(
             relative.t5_bucket(rel, True, num_buckets, max_distance)).numpy()
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     for h in range(n_heads):
         ax.plot(rel.numpy(), values[:, h], drawstyle="steps-mid", lw=1.2,
                 label=f"head {h}")
@@ -130,8 +129,7 @@ def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
     n_k = n_q + mem_len
     panels = _score_bias_panels(max_relative_position, num_buckets, mem_len, n_q,
                                 max_distance, head_dim, seed)
-    fig = new_figure(9.6, 3.5)
-    axes = fig.subplots(1, 3)
+    fig, axes = new_subplots(9.6, 3.5, 1, 3)
     extent = (-0.5, n_k - 0.5, n_k - 0.5, mem_len - 0.5)  # queries: last n_q positions
     image = None
     for ax, (title, bias) in zip(axes, panels.items()):
@@ -153,8 +151,7 @@ def shaw_attainable_weight(n_keys: int = 32,
                            max_relative_positions: Sequence[int] = (2, 4, 8)
                            ) -> BookFigure:
     """The largest weight positions alone can give the key ``δ`` back, per ``κ``."""
-    fig = new_figure(6.4, 3.2)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.2)
     distance = np.arange(n_keys)
     for n, k in enumerate(max_relative_positions):
         weight = relative.shaw_attainable_weight(n_keys, k).numpy()
@@ -191,8 +188,8 @@ def transformer_xl_terms(n_q: int = 12, mem_len: int = 6, d_model: int = 32, *,
     names = {"a": "(a) content-content q·k", "b": "(b) content-position q·W_R R",
              "c": "(c) global content bias u_c·k",
              "d": "(d) global position bias u_p·W_R R"}
-    fig = new_figure(8.0, 5.6)
-    axes = fig.subplots(2, 2, sharex=True, sharey=True).ravel()
+    fig, axes = new_subplots(8.0, 5.6, 2, 2, sharex=True, sharey=True)
+    axes = axes.ravel()
     extent = (-0.5, n_k - 0.5, n_k - 0.5, mem_len - 0.5)
     for ax, (key, title) in zip(axes, names.items()):
         values = terms[key][0].numpy().copy()
@@ -285,8 +282,7 @@ def kerple_biases(kernel: str = "log", r1: float = 1.0, r2: float = 1.0,
     distance = np.arange(n)
     formula = (f"-{r1:g}·δ^{r2:g}" if kernel == "power"
                else f"-{r1:g}·log(1 + {r2:g}·δ)")
-    fig = new_figure(6.4, 3.4)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.4)
     ax.plot(distance, values, color="C0", lw=1.8, label=f"Kerple {kernel}: {formula}")
     ax.plot(distance, -r1 * distance, color="C3", ls="--", lw=1,
             label=f"ALiBi, slope {r1:g} (= power kernel, r2 = 1)")
@@ -307,8 +303,7 @@ def fire_interpolation(threshold: float = 64.0, c: float = 0.1, n: int = 512,
     """FIRE's normalised distance against the distance, one curve per query position."""
     x = relative.fire_normalized_distance(n, c=c, threshold=threshold,
                                           dtype=torch.float64).numpy()
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     for n_line, position in enumerate(query_positions):
         distance = np.arange(position + 1)
         values = x[position, position - distance]
@@ -347,8 +342,7 @@ def cope_positions(text: str = "the cat sat . a dog ran . it rained . we left",
         "all gates 1: p = i - j + 1": relative.cope_positions(causal),
         "gates open on sentence ends": relative.cope_positions(gates),
     }
-    fig = new_figure(8.4, 4.0)
-    axes = fig.subplots(1, 2, sharey=True)
+    fig, axes = new_subplots(8.4, 4.0, 1, 2, sharey=True)
     vmax = float(n)
     image = None
     for ax, (title, p) in zip(axes, panels.items()):

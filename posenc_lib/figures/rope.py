@@ -10,7 +10,7 @@ import torch
 from matplotlib.ticker import NullLocator
 
 from .. import _validate, rope, scaling
-from ._base import DIVERGING, BookFigure, new_figure, plain_log_axis
+from ._base import DIVERGING, BookFigure, new_subplots, plain_log_axis
 
 __all__ = ["rotation_matrices", "decay_bound", "rotation_angles", "rotation_clocks",
            "partial_rotary", "numerics_error"]
@@ -20,8 +20,7 @@ def rotation_matrices(position: float = 1.0, dim: int = 16,
                       base: float = 100.0) -> BookFigure:
     """The dense matrix ``R_{Θ,m}`` in the interleaved and the half layout, side by side."""
     f = rope.inv_freq(dim, base, dtype=torch.float64)
-    fig = new_figure(6.4, 3.4)
-    axes = fig.subplots(1, 2)
+    fig, axes = new_subplots(6.4, 3.4, 1, 2)
     for ax, layout, who in zip(axes, rope.LAYOUTS[::-1],
                                ("RoFormer, Meta Llama, GPT-J", "GPT-NeoX, HF Llama")):
         matrix = rope.rotation_matrix(position, f, layout=layout).numpy()
@@ -81,8 +80,7 @@ def decay_bound(dim: int = 128, base: float = 10000.0,
     max_distance = _validate.positive_int("max_distance", max_distance, minimum=2)
     r, bound, constant, sparse, rms = _decay_curves(dim, base, max_distance)
 
-    fig = new_figure(6.4, 3.6)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.6)
     ax.semilogx(r, bound.numpy(), color="C3", lw=1.6,
                 label=r"RoFormer bound $\frac{1}{d/2}\sum_j|S_j|$, over $d/4+1/2$")
     ax.semilogx(r, constant.numpy(), color="C0", lw=1.0,
@@ -121,8 +119,7 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     centres = np.sqrt(edges[:-1] * edges[1:])
     angles = np.mod(rope.rope_angles(torch.from_numpy(centres), f).numpy().T, 2 * math.pi)
 
-    fig = new_figure(6.4, 3.8)
-    left, right = fig.subplots(1, 2, sharey=True, width_ratios=[1.35, 1])
+    fig, (left, right) = new_subplots(6.4, 3.8, 1, 2, sharey=True, width_ratios=[1.35, 1])
     mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap="twilight",
                            vmin=0, vmax=2 * math.pi, shading="flat", rasterized=True)
     left.plot(wavelength[full], pairs[full], color="white", lw=1.2, marker=".", ms=3,
@@ -179,8 +176,7 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     turn = np.angle(np.exp(1j * (key_angle - query_angle)))
     contribution = np.cos(key_angle - query_angle)
 
-    fig = new_figure(6.4, 4.2)
-    clocks, bars = fig.subplots(2, 1, height_ratios=[1.25, 1])
+    fig, (clocks, bars) = new_subplots(6.4, 4.2, 2, 1, height_ratios=[1.25, 1])
     columns = min(pairs, 8)
     rows = math.ceil(pairs / columns)
     circle = np.linspace(0, 2 * math.pi, 65)
@@ -285,8 +281,7 @@ def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
     ]
     r = np.unique(np.round(np.logspace(0, math.log10(max_distance), 600)).astype(np.int64))
 
-    fig = new_figure(6.8, 3.8)
-    left, right = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    fig, (left, right) = new_subplots(6.8, 3.8, 1, 2, width_ratios=[1.3, 1])
     counts = []
     for label, f, color, style in variants:
         moving = f > 0
@@ -335,8 +330,7 @@ def numerics_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10
         ("bfloat16 angles (positions in bfloat16)", torch.bfloat16, torch.bfloat16, "C3"),
     ]
     p = positions.numpy()
-    fig = new_figure(6.4, 3.8)
-    ax = fig.subplots()
+    fig, ax = new_subplots(6.4, 3.8)
     for label, angle_dtype, cs_dtype, color in recipes:
         error = rope.cos_sin_error(positions, dim, base, angle_dtype=angle_dtype,
                                    cos_sin_dtype=cs_dtype).numpy()

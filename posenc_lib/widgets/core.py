@@ -392,7 +392,8 @@ class InteractiveFigure:
 
         def show(scale: int, params: dict) -> None:
             try:
-                image.value = self.png(scale=scale, **params)
+                with _gc_deferred():
+                    image.value = self.png(scale=scale, **params)
                 status.value = ""
             except Exception as error:  # keep the UI alive; say what went wrong
                 status.value = (f'<span style="color:#b00">{html.escape(type(error).__name__)}'
@@ -457,11 +458,13 @@ def _call_later(delay: float, callback, *args):
 
 @contextlib.contextmanager
 def _gc_paused():
-    """No cyclic garbage collection during one redraw.
+    """No cyclic garbage collection while one figure is drawn.
 
-    A figure allocates thousands of small objects; the collections they
-    trigger would walk the whole heap (torch included) in the middle of the
-    redraw. They run after it instead, when the kernel is idle.
+    A figure allocates thousands of small objects, and the collections they
+    trigger would interrupt the drawing. Pausing the collector only defers
+    them: the first allocation after the block pays for them (see
+    :func:`_gc_deferred` for the live widget, which moves that past the
+    image's message).
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -469,6 +472,24 @@ def _gc_paused():
         yield
     finally:
         if enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _gc_deferred():
+    """No cyclic garbage collection until the new image has been sent.
+
+    In a kernel the collector is enabled again from the event loop, after the
+    widget's message has gone out, so the collections the redraw triggered run
+    while the reader already sees the image. Without a running loop (a
+    script, a test) it is enabled at the end of the block.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled and _call_later(0, gc.enable) is None:
             gc.enable()
 
 
