@@ -1241,7 +1241,7 @@ __all__ += ["critical_dimension", "critical_base", "extrapolation_bound", "rope_
 
 
 def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
-                             n_queries: int = 32, train_length: int | None = None,
+                             n_queries: int = 32, train_length=None,
                              base: float = 10000.0, seed: int = 0) -> Tensor:
     """Entropy of RoPE attention for random queries and keys, at several lengths.
 
@@ -1253,11 +1253,18 @@ def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
     :func:`logn_attention_scale` of the query's position. Seeded: the same
     keys serve every length (the first ``n`` of them).
 
+    The logits for ``sigma = 1`` are cached (for the last two sets of
+    lengths, sizes and seeds); other values of ``sigma`` and ``train_length``
+    scale them, so that a figure can sweep both cheaply.
+
     Args:
         lengths: ``(n_lengths,)`` positive integers.
+        train_length: ``None`` (no scaling), an integer ``>= 2``, or a list of
+            them (the result then gets a leading axis, one entry each).
 
     Returns:
-        ``(n_lengths, n_queries)`` float64 entropies in nats.
+        ``(n_lengths, n_queries)`` float64 entropies in nats; with a list of
+        ``train_length``, ``(len(train_length), n_lengths, n_queries)``.
     """
     lengths = _position_vector("lengths", lengths)
     if lengths.numel() == 0 or bool((lengths < 1).any()):
@@ -1266,22 +1273,53 @@ def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
     dim = _validate.even_int("dim", dim)
     n_queries = _validate.positive_int("n_queries", n_queries)
     seed = _validate.positive_int("seed", seed, minimum=0)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    several = isinstance(train_length, (list, tuple))
+    train_lengths = list(train_length) if several else [train_length]
+    if several and not train_lengths:
+        raise ValueError("train_length must not be an empty list")
+    for value in train_lengths:
+        if value is not None:
+            _validate.positive_int("train_length", value, minimum=2)
+    unit = _unit_logits(tuple(lengths.tolist()), n_queries, dim, seed, base)
+    out = []
+    with _one_thread():  # row-wise kernels: threads only add overhead
+        for value in train_lengths:
+            out.append(torch.stack([
+                _entropy_of_logits(logits * (sigma if value is None else sigma * float(
+                    logn_attention_scale(n - 1, value))))
+                for n, logits in zip(lengths.tolist(), unit)]))
+    return torch.stack(out) if several else out[0]
+
+
+@functools.lru_cache(maxsize=2)
+def _unit_logits(lengths: tuple, n_queries: int, dim: int, seed: int, base: float) -> list:
+    """The logits of :func:`random_attention_entropy` for ``sigma = 1``, one
+    ``(n_queries, n)`` tensor per length (cached; callers must not modify them)."""
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(n_queries, dim, generator=generator, dtype=torch.float64)
-    q = q / q.norm(dim=-1, keepdim=True) * sigma * math.sqrt(dim)
-    n_max = int(lengths.max())
+    q = q / q.norm(dim=-1, keepdim=True) * math.sqrt(dim)
+    n_max = max(lengths)
     keys = torch.randn(n_max, dim, generator=generator, dtype=torch.float64)
-    theta = _default_inv_freq(dim, _validate.finite_float("base", base, greater_than=1.0))
+    theta = _default_inv_freq(dim, base)
     keys = rope.apply_rope(keys, torch.arange(n_max), theta)
-    out = []
-    with _one_thread():  # small kernels: threads only add overhead
-        for n in lengths.tolist():
-            rotated = rope.apply_rope(q, torch.full((n_queries,), n - 1), theta)
-            scores = rotated @ keys[:n].T / math.sqrt(dim)
-            if train_length is not None:
-                scores = scores * logn_attention_scale(n - 1, train_length)
-            out.append(attention_entropy(scores))
-    return torch.stack(out)
+    with _one_thread():
+        return [rope.apply_rope(q, torch.full((n_queries,), n - 1), theta) @ keys[:n].T
+                / math.sqrt(dim) for n in lengths]
+
+
+def _entropy_of_logits(scores: Tensor) -> Tensor:
+    """:func:`attention_entropy` along the last axis for finite scores, with one
+    exponential per score: ``H = ln Z - Σ_j e_j (s_j - m) / Z`` with ``e_j = exp(s_j - m)``,
+    ``m`` the largest score and ``Z = Σ_j e_j``."""
+    peak = scores.max(dim=-1, keepdim=True).values
+    shifted = scores - peak
+    weights = torch.exp(shifted)
+    total = weights.sum(-1)
+    entropy = torch.log(total) - (weights * shifted).sum(-1) / total
+    if not bool(torch.isfinite(entropy).all()):  # a score was inf or NaN
+        return attention_entropy(scores)  # raises the error that names the problem
+    return entropy
 
 
 __all__.append("random_attention_entropy")

@@ -202,6 +202,41 @@ def test_entropy_dilution_bound_and_monotone_scale(n, bound, scale, seed):
     assert scaling.attention_entropy((scale + 0.5) * s).item() <= h + 1e-12
 
 
+def test_random_entropy_against_a_direct_sum_and_one_call_for_several_scales():
+    """-Σ p ln p from the seeded draws, computed here with numpy; the list form of
+    ``train_length`` gives exactly the separate calls."""
+    lengths, dim, n_queries, sigma, seed = [3, 10, 40], 8, 3, 1.3, 5
+    got = scaling.random_attention_entropy(lengths, sigma=sigma, dim=dim,
+                                           n_queries=n_queries, seed=seed,
+                                           train_length=[None, 4, 16])
+    assert got.shape == (3, 3, n_queries)
+    for k, train_length in enumerate([None, 4, 16]):
+        alone = scaling.random_attention_entropy(lengths, sigma=sigma, dim=dim,
+                                                 n_queries=n_queries, seed=seed,
+                                                 train_length=train_length)
+        assert torch.equal(got[k], alone)
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_queries, dim, generator=generator, dtype=torch.float64)
+    q = q / q.norm(dim=-1, keepdim=True) * sigma * math.sqrt(dim)
+    keys = torch.randn(max(lengths), dim, generator=generator, dtype=torch.float64)
+    theta = rope.inv_freq(dim, dtype=torch.float64)
+    keys = rope.apply_rope(keys, torch.arange(max(lengths)), theta).numpy()
+    for i, n in enumerate(lengths):
+        rotated = rope.apply_rope(q, torch.full((n_queries,), n - 1), theta).numpy()
+        logits = rotated @ keys[:n].T / math.sqrt(dim)
+        for k, train_length in enumerate([None, 4, 16]):
+            scale = 1.0 if train_length is None else max(1.0, math.log(n) / math.log(
+                train_length))
+            p = np.exp(scale * logits - (scale * logits).max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            np.testing.assert_allclose(got[k, i].numpy(), -(p * np.log(p)).sum(-1),
+                                       rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="train_length"):
+        scaling.random_attention_entropy(lengths, train_length=[None, 1])
+    with pytest.raises(ValueError, match="train_length"):
+        scaling.random_attention_entropy(lengths, train_length=[])
+
+
 def test_random_entropy_is_deterministic_and_scaled_is_lower():
     lengths = torch.tensor([8, 64, 512, 2048])
     a = scaling.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4)

@@ -10,7 +10,8 @@ explicitly, e.g. ``from posenc_lib.figures import absolute as figures``.
 """
 
 from ._base import (DIVERGING, DPI, SEQUENTIAL, BookFigure, fast_rendering, new_figure,
-                    plain_log_axis, render_rgba, to_png)
+                    new_subplots, plain_log_axis, render_rgba, steady_limit, to_png)
 
-__all__ = ["BookFigure", "new_figure", "to_png", "render_rgba", "fast_rendering",
-           "plain_log_axis", "DPI", "SEQUENTIAL", "DIVERGING"]
+__all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
+           "fast_rendering", "plain_log_axis", "steady_limit", "DPI", "SEQUENTIAL",
+           "DIVERGING"]

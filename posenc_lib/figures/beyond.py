@@ -160,10 +160,11 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
 
 @functools.lru_cache(maxsize=32)
 def _entropies(sigma, train_length, dim, n_queries, seed):
-    """Cached :func:`~posenc_lib.scaling.random_attention_entropy` at 16 .. 32 768 keys."""
+    """Cached :func:`~posenc_lib.scaling.random_attention_entropy` at 16 .. 32 768 keys:
+    ``(2, 12, n_queries)``, without and with log-n scaling (one set of logits)."""
     return scaling.random_attention_entropy(2 ** torch.arange(4, 16), sigma=sigma, dim=dim,
                                             n_queries=n_queries, seed=seed,
-                                            train_length=train_length)
+                                            train_length=[None, train_length])
 
 
 def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64,
@@ -178,8 +179,7 @@ def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64
     sigma = _validate.finite_float("sigma", sigma, greater_than=0.0)
     train_length = _validate.positive_int("train_length", train_length, minimum=2)
     lengths = 2 ** torch.arange(4, 16)  # 16 .. 32 768 keys
-    plain = _entropies(sigma, None, dim, n_queries, seed)
-    scaled = _entropies(sigma, train_length, dim, n_queries, seed)
+    plain, scaled = _entropies(sigma, train_length, dim, n_queries, seed)
     n = lengths.double().numpy()
     lam = scaling.logn_attention_scale(lengths - 1, train_length).numpy()
     fig, ax = new_subplots(6.4, 3.6)
