@@ -94,7 +94,7 @@ def new_subplots(width: float = 6.4, height: float = 3.6, nrows: int = 1, ncols:
     Args:
         width, height: the figure's size in inches.
         nrows, ncols: the grid of axes.
-        **kwargs: passed to :meth:`matplotlib.figure.Figure.subplots`
+        **kwargs: passed to matplotlib's ``Figure.subplots``
             (``sharex``, ``width_ratios``, ...); ``layout`` goes to
             :func:`new_figure`.
     """
