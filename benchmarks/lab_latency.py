@@ -90,8 +90,8 @@ def _server(folder: Path, port: int, pythonpath: str | None):
     args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
             f"--port={port}", "--ServerApp.token=bench", f"--ServerApp.root_dir={folder}",
             "--LabApp.news_url=None",
-            # One cell shows 30 live figures at once, several MB in a few seconds:
-            # above the default IOPub rate limit, which would drop the later ones.
+            # One cell sends every figure's images at once: lift the IOPub rate
+            # limit (1 MB/s by default), above which the server drops outputs.
             "--ServerApp.iopub_data_rate_limit=1e12"]
     if os.getuid() == 0:
         args.append("--allow-root")
