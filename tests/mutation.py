@@ -197,6 +197,10 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("partial-rotary-ignored", "_config.py",
        "    dim = int(head_dim * partial)\n", "    dim = head_dim\n",
        ["09_models"], "partial_rotary_factor ignored: the whole head is rotated"),
+    _m("entropy-shift-forgotten", "scaling.py",
+       "    entropy = torch.log(total) - (weights * shifted).sum(-1) / total\n",
+       "    entropy = torch.log(total) - (weights * scores).sum(-1) / total\n",
+       ["10_beyond"], "the stabilising shift dropped from one half of the entropy formula"),
     # ---- the figures' renderer (no chapter derives it: unit tests only) ---------------------
     _m("glyph-subpixel-ignored", "figures/_base.py",
        "px & 0x3F, py & 0x3F,", "0, 0,",

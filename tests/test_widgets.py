@@ -527,6 +527,19 @@ def test_steady_limit_rounds_up_to_a_nearby_step(value):
     assert _base.steady_limit(limit) == pytest.approx(limit)  # a step is its own limit
 
 
+@given(st.floats(min_value=1e-12, max_value=1e12))
+def test_steady_limit_with_one_step_is_the_next_power_of_ten(value):
+    limit = _base.steady_limit(value, steps=(1,))
+    assert value * (1 - 1e-9) <= limit < value * 10.0001
+    assert limit == pytest.approx(10.0 ** round(np.log10(limit)))
+
+
+@pytest.mark.parametrize("steps", [(), (2, 5), (1, 5, 2), (1, 10)])
+def test_steady_limit_rejects_steps_that_are_not_a_ladder(steps):
+    with pytest.raises(ValueError, match="steps"):
+        _base.steady_limit(3.0, steps=steps)
+
+
 @pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
 def test_steady_limit_rejects_what_is_not_a_positive_number(value):
     with pytest.raises(ValueError, match="value"):

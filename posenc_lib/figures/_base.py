@@ -573,24 +573,30 @@ def plain_log_axis(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 
 
-def steady_limit(value: float) -> float:
-    """``value`` rounded up to 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+def steady_limit(value: float, steps=_STEPS) -> float:
+    """``value`` rounded up to one of ``steps`` times a power of ten.
 
-    An axis limit rounded up this way changes only when the data cross a
-    step (it adds less than a third of headroom), so a slider that moves the data a
-    little keeps the axis, and its cached layer, unchanged.
+    With the default steps (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8) an axis limit
+    rounded up this way changes only when the data cross a step (it adds less
+    than a third of headroom), so a slider that moves the data a little keeps
+    the axis, and its cached layer, unchanged. ``steps=(1,)`` gives the next
+    power of ten, for log axes.
 
     Args:
         value: a finite number > 0.
+        steps: increasing numbers in ``[1, 10)``, starting with 1.
     """
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"value must be finite and > 0, got {value}")
+    steps = tuple(float(step) for step in steps)
+    if not steps or steps[0] != 1.0 or steps[-1] >= 10.0 or list(steps) != sorted(set(steps)):
+        raise ValueError(f"steps must increase from 1 and stay below 10, got {steps}")
     scale = 10.0 ** math.floor(math.log10(value))
-    for step in _STEPS:
+    for step in steps + (10.0,):
         limit = step * scale
         if limit >= value * (1 - 1e-12):
             return limit

@@ -260,7 +260,7 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     # the extrapolation up to the next power of ten, the zoom at least ±1.
     first.set_ylim(_symmetric_limits(a_in, floor=2.0))
     finite = np.abs(a_all[np.isfinite(a_all)])
-    top = 10.0 ** math.ceil(math.log10(max(2.0, float(finite.max(initial=0.0)))))
+    top = steady_limit(max(2.0, float(finite.max(initial=0.0))), steps=(1,))
     second.set_ylim(-top, top)
     third.set_ylim(_symmetric_limits(a_fine, floor=1.0))
     for ax in (first, second, third):

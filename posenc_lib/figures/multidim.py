@@ -193,7 +193,7 @@ def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
     # every draw walk the siblings); y runs from 1 to a power of ten, so that
     # most slider changes keep the axes and their cached drawings.
     longest = max(float((2 * math.pi / inv_freq).max()) for _, _, inv_freq in schemes)
-    y_top = 10.0 ** math.ceil(math.log10(longest) + 0.15)
+    y_top = steady_limit(longest * 10 ** 0.15, steps=(1,))
     margin = 0.05 * (n_pairs - 1)
     fig, panels = new_subplots(6.4, 7.0, len(schemes), 1)
     for ax, (title, axis, inv_freq) in zip(panels, schemes):
