@@ -48,6 +48,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -363,10 +364,11 @@ def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=
 
 # -- measuring what a method does -----------------------------------------------------
 
-def _inv_freq_arg(name: str, value: Tensor) -> Tensor:
+def _inv_freq_arg(name: str, value: Tensor, *, rows: bool = False) -> Tensor:
     _validate.tensor(name, value, min_dim=1, floating=True)
-    if value.dim() != 1:
-        raise ValueError(f"{name} must be 1-D (dim/2,), got shape {tuple(value.shape)}")
+    if value.dim() != 1 and not (rows and value.dim() == 2):
+        shapes = "(dim/2,) or (n, dim/2)" if rows else "1-D (dim/2,)"
+        raise ValueError(f"{name} must be {shapes}, got shape {tuple(value.shape)}")
     _validate.finite_tensor(name, value)
     if not bool((value > 0).all()):
         raise ValueError(f"{name} must be > 0")
@@ -411,26 +413,63 @@ def interpolation_weight(scaled_inv_freq: Tensor, inv_freq: Tensor, factor: floa
 
 
 def angle_range_ratio(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: float,
-                      target_length: float) -> Tensor:
+                      target_length) -> Tensor:
     """Largest angle at inference over largest angle in training, per pair.
 
     ``(target_length·θ'_i) / (train_length·θ_i)``: above 1, pair ``i`` reaches
     angles it never reached in training, unless it had already turned a
     full circle then (see :func:`out_of_range_pairs`).
 
+    Args:
+        inv_freq: ``(dim/2,)`` frequencies ``θ_i`` of training.
+        scaled_inv_freq: ``(dim/2,)`` frequencies ``θ'_i`` at inference, or
+            ``(n, dim/2)``: one row per target length (dynamic NTK, whose
+            frequencies follow the length).
+        train_length: the training length, ``> 0``.
+        target_length: one length ``> 0``, or ``(n,)`` lengths (a list or a
+            1-D tensor).
+
     Returns:
-        ``(dim/2,)`` float64 tensor.
+        ``(dim/2,)`` float64 tensor; ``(n, dim/2)``, one row per length, when
+        ``target_length`` or ``scaled_inv_freq`` has ``n`` rows.
     """
     inv_freq = _inv_freq_arg("inv_freq", inv_freq)
-    scaled = _inv_freq_arg("scaled_inv_freq", scaled_inv_freq)
-    _same_pairs(inv_freq, scaled)
+    scaled = _inv_freq_arg("scaled_inv_freq", scaled_inv_freq, rows=True)
+    if scaled.shape[-1:] != inv_freq.shape:
+        raise ValueError(f"scaled_inv_freq has shape {tuple(scaled.shape)}, but inv_freq has "
+                         f"{tuple(inv_freq.shape)}")
     train = _validate.finite_float("train_length", train_length, greater_than=0.0)
-    target = _validate.finite_float("target_length", target_length, greater_than=0.0)
+    if isinstance(target_length, numbers.Real) and not isinstance(target_length, bool):
+        target = _validate.finite_float("target_length", target_length, greater_than=0.0)
+        if scaled.dim() == 2:
+            target = torch.full((scaled.shape[0], 1), target, dtype=torch.float64)
+    else:
+        target = _lengths_arg("target_length", target_length)
+        if scaled.dim() == 2 and scaled.shape[0] != target.shape[0]:
+            raise ValueError(f"scaled_inv_freq has {scaled.shape[0]} rows but target_length "
+                             f"has {target.shape[0]} lengths; give one row per length")
+        target = target[:, None]
     return (target * scaled) / (train * inv_freq)
 
 
+def _lengths_arg(name: str, value) -> Tensor:
+    """A 1-D float64 tensor of finite lengths ``> 0`` (from a list, array or tensor)."""
+    try:
+        lengths = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be a number or a 1-D sequence of numbers, "
+                         f"got {type(value).__name__}") from None
+    if lengths.dim() != 1 or lengths.numel() == 0:
+        raise ValueError(f"{name} must be a number or a non-empty 1-D sequence, "
+                         f"got shape {tuple(lengths.shape)}")
+    _validate.finite_tensor(name, lengths)
+    if not bool((lengths > 0).all()):
+        raise ValueError(f"{name} must be > 0")
+    return lengths
+
+
 def out_of_range_pairs(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: float,
-                       target_length: float, *, rtol: float = 1e-9) -> Tensor:
+                       target_length, *, rtol: float = 1e-9) -> Tensor:
     """Which pairs are pushed outside the angle range they saw in training.
 
     Training on positions ``[0, train_length]`` with frequencies ``θ_i``
@@ -440,8 +479,13 @@ def out_of_range_pairs(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: 
     circle and ``target_length·θ'_i > train_length·θ_i`` (up to ``rtol``, so
     that rounding does not count).
 
+    Args:
+        inv_freq, scaled_inv_freq, train_length, target_length: as for
+            :func:`angle_range_ratio` (several lengths at once included).
+
     Returns:
-        ``(dim/2,)`` bool tensor; its mean is the fraction of pairs out of range.
+        ``(dim/2,)`` bool tensor, or ``(n, dim/2)`` for ``n`` lengths; its
+        mean over the last axis is the fraction of pairs out of range.
     """
     ratio = angle_range_ratio(inv_freq, scaled_inv_freq, train_length, target_length)
     closed = train_length * inv_freq.to(torch.float64) >= 2 * math.pi
@@ -508,28 +552,42 @@ def score_function(positions, h: Tensor, inv_freq: Tensor) -> Tensor:
 def _householder_lstsq(a: Tensor, b: Tensor) -> Tensor:
     """Least squares ``min ‖a x - b‖`` for ``a: (m, n)``, ``m >= n``, by Householder QR.
 
-    Written with elementwise products and sums only, so that the result is
-    bitwise reproducible: LAPACK's solvers (MKL here) may round differently
-    from one call to the next, and on an ill-conditioned problem that changes
-    the answer completely.
+    Written with numpy's elementwise products and sums only, no BLAS or
+    LAPACK call, so that the result is bitwise reproducible: LAPACK's solvers
+    (MKL here) may round differently from one call to the next, and on an
+    ill-conditioned problem that changes the answer completely. The columns
+    of ``a`` are stored as contiguous rows, so that each reflection is two
+    passes over memory.
     """
-    a, b = a.clone(), b.clone()
-    m, n = a.shape
+    columns = a.numpy().T.copy()  # row k holds column k of a
+    rhs = b.numpy().copy()
+    n, m = columns.shape
+    scratch = np.empty_like(columns)
     for j in range(n):
-        x = a[j:, j]
-        norm = torch.sqrt((x * x).sum())
+        x = columns[j, j:]
+        norm = np.sqrt((x * x).sum())
         if norm == 0:
             continue
-        v = x.clone()
-        v[0] = v[0] + torch.where(x[0] >= 0, norm, -norm)
+        reflected = -norm if x[0] >= 0 else norm  # what the reflection makes of x
+        v = x.copy()
+        v[0] -= reflected
         beta = 2 / (v * v).sum()
-        a[j:, j:] -= v[:, None] * (beta * (v[:, None] * a[j:, j:]).sum(0))
-        b[j:] -= v * (beta * (v * b[j:]).sum())
-    solution = torch.zeros(n, dtype=a.dtype)
-    for i in range(n - 1, -1, -1):
-        if a[i, i] != 0:
-            solution[i] = (b[i] - (a[i, i + 1:] * solution[i + 1:]).sum()) / a[i, i]
-    return solution
+        rest = columns[j + 1:, j:]
+        work = scratch[:n - j - 1, :m - j]
+        w = np.multiply(rest, v, out=work).sum(axis=1)
+        w *= beta
+        rest -= np.multiply(w[:, None], v, out=work)
+        columns[j, j] = reflected
+        rhs[j:] -= v * (beta * (v * rhs[j:]).sum())
+    solution = np.zeros(n, dtype=columns.dtype)
+    for i in range(n - 1, -1, -1):  # R[i, k] = columns[k, i] for k > i
+        if columns[i, i] != 0:
+            solution[i] = ((rhs[i] - (columns[i + 1:, i] * solution[i + 1:]).sum())
+                           / columns[i, i])
+    return torch.from_numpy(solution)
+
+
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 
 
 def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
@@ -545,7 +603,8 @@ def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
     Args:
         positions: ``(n,)`` offsets.
         targets: ``(n,)`` values to fit.
-        inv_freq: ``(dim/2,)`` frequencies.
+        inv_freq: ``(dim/2,)`` frequencies in float16, float32 or float64
+            (the dtype of the solve).
         ridge: ``>= 0``; must be ``> 0`` when there are fewer points than
             the ``dim`` unknowns.
 
@@ -554,6 +613,9 @@ def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
     """
     _validate.tensor("inv_freq", inv_freq, min_dim=1, floating=True)
     dtype = inv_freq.dtype
+    if dtype not in _NUMPY_FLOATS:
+        raise ValueError(f"inv_freq must be float16, float32 or float64 (the dtype of the "
+                         f"solve), got {dtype}; convert it with .to(torch.float32)")
     positions = _validate.tensor("positions", positions, min_dim=1).to(dtype)
     targets = _validate.tensor("targets", targets, min_dim=1).to(dtype)
     if positions.dim() != 1 or targets.shape != positions.shape:
@@ -569,12 +631,7 @@ def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
     elif a.shape[0] < n:
         raise ValueError(f"ridge must be > 0 with fewer points ({a.shape[0]}) than "
                          f"unknowns ({n})")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the loop's many small ops only lose time to threading
-    try:
-        coefficients = _householder_lstsq(a, b)
-    finally:
-        torch.set_num_threads(threads)
+    coefficients = _householder_lstsq(a, b)
     half = inv_freq.shape[0]
     return torch.complex(coefficients[:half], coefficients[half:])
 
@@ -595,6 +652,9 @@ def random_score_fit(*, dim: int = 128, length: int = 2048, n_points: int = 64,
     length = _validate.positive_int("length", length)
     n_points = _validate.positive_int("n_points", n_points)
     dtype = _validate.floating_dtype("dtype", dtype)
+    if dtype not in _NUMPY_FLOATS:
+        raise ValueError(f"dtype must be torch.float16, float32 or float64 (the dtype of "
+                         f"the solve), got {dtype}")
     generator = torch.Generator().manual_seed(_validate.positive_int("seed", seed, minimum=0))
     positions = torch.rand(n_points, generator=generator, dtype=torch.float64) * length
     targets = torch.rand(n_points, generator=generator, dtype=torch.float64) * 2 - 1

@@ -201,6 +201,10 @@ MUTANTS: tuple[Mutant, ...] = (
        "    entropy = torch.log(total) - (weights * shifted).sum(-1) / total\n",
        "    entropy = torch.log(total) - (weights * scores).sum(-1) / total\n",
        ["10_beyond"], "the stabilising shift dropped from one half of the entropy formula"),
+    _m("householder-diagonal-unreflected", "scaling.py",
+       "        columns[j, j] = reflected\n", "",
+       ["06_extension"], "the least-squares QR keeps a column's old top entry as R's "
+       "diagonal"),
     # ---- the figures' renderer (no chapter derives it: unit tests only) ---------------------
     _m("glyph-subpixel-ignored", "figures/_base.py",
        "px & 0x3F, py & 0x3F,", "0, 0,",
@@ -212,6 +216,10 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("glyph-angle-ignored", "figures/_base.py",
        "slant, extend, angle,\n", "slant, extend,\n",
        [], "rotated and upright glyphs share one cache entry"),
+    _m("set-ticks-view-kept", "figures/_base.py",
+       "            shared.set_view_interval(min(ticks), max(ticks))  # only ever widens\n",
+       "            pass\n",
+       [], "fixed ticks outside the view limits, which set_ticks would have widened"),
     _m("skeleton-without-axes", "figures/_base.py",
        "            _skeletons[key] = pickle.dumps(fig, protocol=pickle.HIGHEST_PROTOCOL)\n",
        "            _skeletons[key] = pickle.dumps(new_figure(width, height),\n"

@@ -336,6 +336,46 @@ def test_pi_keeps_every_angle_in_range_and_default_does_not():
     assert 0 < ntk_out.sum() < default_out.sum()
 
 
+def test_out_of_range_takes_many_lengths_at_once():
+    """The vectorised form (a list of lengths, and dynamic NTK's frequencies one
+    row per length) against one call per length."""
+    dim, base, train = 64, 10000.0, 2048
+    original = rope.inv_freq(dim, base, dtype=torch.float64)
+    ntk = scaling.extension_inv_freqs(dim, base, 4.0, train)["ntk"]
+    lengths = [1000, 2048, 2049, 5000, 8192, 65536]
+    rows = torch.stack([scaling.rope_parameters(
+        "dynamic", dim, base, factor=4.0, max_position_embeddings=train, seq_len=n,
+        dtype=torch.float64)[0] for n in lengths])
+    for freqs in (ntk, original, rows):
+        many = scaling.out_of_range_pairs(original, freqs, train, lengths)
+        ratio = scaling.angle_range_ratio(original, freqs, train, torch.tensor(lengths))
+        assert many.shape == ratio.shape == (len(lengths), dim // 2)
+        for k, n in enumerate(lengths):
+            one = freqs[k] if freqs.dim() == 2 else freqs
+            assert torch.equal(many[k], scaling.out_of_range_pairs(original, one, train, n))
+            assert torch.equal(ratio[k], scaling.angle_range_ratio(original, one, train, n))
+        assert many[0].sum() == 0 < many[-1].sum()  # shorter than training: nothing new
+    # One length with a row per length: the length applies to every row.
+    same = scaling.out_of_range_pairs(original, rows, train, 8192)
+    assert torch.equal(same[3], scaling.out_of_range_pairs(original, rows[3], train, 8192))
+    for bad, match in ((lambda: scaling.out_of_range_pairs(original, rows, train, [1, 2]),
+                        "scaled_inv_freq has 6 rows but target_length has 2"),
+                       (lambda: scaling.angle_range_ratio(original, ntk, train, []),
+                        "non-empty 1-D"),
+                       (lambda: scaling.angle_range_ratio(original, ntk, train, [10, -1]),
+                        "target_length must be > 0"),
+                       (lambda: scaling.angle_range_ratio(original, ntk, train, [[10]]),
+                        "non-empty 1-D"),
+                       (lambda: scaling.angle_range_ratio(original, ntk, train, "long"),
+                        "target_length must be a number"),
+                       (lambda: scaling.angle_range_ratio(original, rows[None], train, 10),
+                        r"\(dim/2,\) or \(n, dim/2\)"),
+                       (lambda: scaling.angle_range_ratio(original, ntk[:-1], train, 10),
+                        "scaled_inv_freq has shape")):
+        with pytest.raises(ValueError, match=match):
+            bad()
+
+
 def test_interpolation_bound_holds_for_random_fits():
     inv_freq = rope.inv_freq(128, dtype=torch.float64)
     for seed in range(3):
@@ -466,6 +506,10 @@ def test_llama4_attention_temperature_matches_transformers(monkeypatch):
      "scaled_inv_freq has shape"),
     (lambda: scaling.fit_score_function(torch.arange(3.0), torch.arange(4.0), rope.inv_freq(8)),
      "positions and targets must be 1-D of one length"),
+    (lambda: scaling.fit_score_function(torch.arange(3.0), torch.arange(3.0),
+                                        rope.inv_freq(8).bfloat16(), ridge=1.0),
+     "inv_freq must be float16, float32 or float64"),
+    (lambda: scaling.random_score_fit(dtype=torch.bfloat16), "dtype must be torch.float16"),
     (lambda: scaling.llama4_attn_scales([-1, 2]), "positions must be >= 0"),
     (lambda: scaling.llama4_no_rope_layers(0), "num_hidden_layers must be >= 1"),
 ])

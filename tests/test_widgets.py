@@ -514,6 +514,47 @@ def test_new_subplots_copies_draw_as_a_freshly_built_figure(grid, kwargs):
         assert all(ax.get_xlim() == (-5, 50) for ax in rest)
 
 
+@pytest.mark.parametrize("ticks, labels, minor, labelsize, limits", [
+    ([0, 2, 5], None, False, None, (1, 3)),              # widens the view to the ticks
+    ([0, 1, 2], ["a", "bb", "ccc"], False, 7, (0, 9)),  # labels and their size
+    ([], None, False, None, (0, 9)),                     # no ticks
+    ([0, 3], [], False, None, (0, 9)),                   # ticks without labels
+    (np.arange(11) - 0.5, None, True, None, (0, 9)),     # minor ticks
+    ([1, 10, 100], ["1", "10", "100"], False, 8, None),  # a log axis
+])
+def test_set_ticks_draws_as_matplotlib_set_ticks_does(ticks, labels, minor, labelsize, limits):
+    """Same pixels and limits as ``Axis.set_ticks``, and no tick artists built yet."""
+    def figure(use_helper):
+        fig = new_figure(4, 3)
+        ax, other = fig.subplots(1, 2, sharey=True)
+        ax.plot([1, 2, 3], [2, 3, 1])
+        if limits is None:
+            ax.set_xscale("log")
+        else:
+            ax.set_xlim(*limits)
+            ax.set_ylim(*limits)
+        for axis in (ax.xaxis, ax.yaxis):
+            if use_helper:
+                _base.set_ticks(axis, ticks, labels, minor=minor, labelsize=labelsize)
+                assert "majorTicks" not in vars(axis) or len(vars(axis)["majorTicks"]) <= 1
+            else:
+                extra = {} if labelsize is None else {"fontsize": labelsize}
+                axis.set_ticks(ticks, labels, minor=minor, **extra)
+        if minor:
+            ax.grid(which="minor")
+        return fig, ax, other
+
+    with fast_rendering(False):
+        fig, ax, other = figure(False)
+        reference = to_png(fig)
+        expected = ax.get_xlim(), ax.get_ylim(), other.get_ylim()
+        fig, ax, other = figure(True)
+        assert (ax.get_xlim(), ax.get_ylim(), other.get_ylim()) == expected  # shared y too
+        assert np.array_equal(_pixels(to_png(fig)), _pixels(reference))
+    with pytest.raises(ValueError, match="labels must give one string per tick"):
+        _base.set_ticks(ax.xaxis, [0, 1], ["only one"])
+
+
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, strategies as st  # noqa: E402
 

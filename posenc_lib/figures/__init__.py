@@ -10,8 +10,9 @@ explicitly, e.g. ``from posenc_lib.figures import absolute as figures``.
 """
 
 from ._base import (DIVERGING, DPI, SEQUENTIAL, BookFigure, fast_rendering, new_figure,
-                    new_subplots, plain_log_axis, render_rgba, steady_limit, to_png)
+                    new_subplots, plain_log_axis, render_rgba, set_ticks, steady_limit,
+                    to_png)
 
 __all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
-           "fast_rendering", "plain_log_axis", "steady_limit", "DPI", "SEQUENTIAL",
-           "DIVERGING"]
+           "fast_rendering", "plain_log_axis", "set_ticks", "steady_limit", "DPI",
+           "SEQUENTIAL", "DIVERGING"]

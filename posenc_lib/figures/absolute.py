@@ -8,8 +8,7 @@ import numpy as np
 import torch
 
 from .. import _validate, absolute
-from ._base import DIVERGING, BookFigure, new_figure, new_subplots, plain_log_axis
-
+from ._base import DIVERGING, BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["integer_magnitude", "binary_code", "binary_to_sinusoid", "sinusoidal_heatmap",
            "sinusoidal_similarity", "wavelengths", "float32_error"]
 
@@ -59,8 +58,8 @@ def binary_code(n_positions: int = 64, dim: int = 6) -> BookFigure:
     image = top.imshow(table.T.numpy(), aspect="auto", cmap="Greys",
                        interpolation="nearest", vmin=0, vmax=1,
                        extent=(-0.5, n_positions - 0.5, dim - 0.5, -0.5))
-    top.set_yticks(range(dim), [f"bit {j} (period {2 ** (j + 1)})" for j in range(dim)],
-                   fontsize=7)
+    set_ticks(top.yaxis, range(dim), [f"bit {j} (period {2 ** (j + 1)})" for j in range(dim)],
+              labelsize=7)
     top.set_title("Binary encoding, least significant bit first", fontsize=10)
     fig.colorbar(image, ax=top, ticks=[0, 1], label="bit value")
     bottom.bar(np.arange(n_positions - 1) + 0.5, flips.numpy(), width=0.8, color="C3")
@@ -93,7 +92,7 @@ def binary_to_sinusoid(n_positions: int = 32, bits: int = 3) -> BookFigure:
                 label=r"$(1-\sin(\pi(p+\frac{1}{2})/2^j))/2$")
         ax.axhline(0.5, color="C3", ls=":", lw=1, label="threshold 1/2")
         ax.set_ylabel(f"bit {j}\n(period {2 ** (j + 1)})", fontsize=8)
-        ax.set_yticks([0, 1])
+        set_ticks(ax.yaxis, [0, 1])
         ax.set_ylim(-0.15, 1.15)
     axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[0].set_title("From bits to waves: same period, same phase", fontsize=10)

@@ -7,8 +7,7 @@ import functools
 from matplotlib.patches import Rectangle
 
 from .. import _validate, toy
-from ._base import SEQUENTIAL, BookFigure, new_subplots
-
+from ._base import SEQUENTIAL, BookFigure, new_subplots, set_ticks
 __all__ = ["DOG_SENTENCE", "sentence_attention"]
 
 #: The chapter's example, with the same word at positions 1 and 4.
@@ -57,7 +56,7 @@ def sentence_attention(encoding: str = "none", mask: str = "off", *,
                                label=f"queries '{repeated}'" if number == 0 else None))
     ax.set_xticks(range(n), [f"{j} {t}" for j, t in enumerate(tokens)], fontsize=8,
                   rotation=30, ha="right", rotation_mode="anchor")
-    ax.set_yticks(range(n), [f"{i} {t}" for i, t in enumerate(tokens)], fontsize=8)
+    set_ticks(ax.yaxis, range(n), [f"{i} {t}" for i, t in enumerate(tokens)], labelsize=8)
     ax.set_xlabel("key (position, word)")
     ax.set_ylabel("query (position, word)")
     if len(rows) >= 2:

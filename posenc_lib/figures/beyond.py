@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from .. import _validate, scaling
-from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis
-
+from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["MODEL_BASES", "base_bounds", "temperatures", "entropy_growth", "position_maps"]
 
 #: ``(name, rope_theta, context length)`` of the models the chapter compares,
@@ -194,7 +193,7 @@ def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64
             label="Gaussian limit ln N − λ²σ²/2")
     ax.axvline(train_length, color="0.4", lw=0.8, ls="-.", label="training length L")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(n[::2], [f"{int(v):,}" for v in n[::2]])
+    set_ticks(ax.xaxis, n[::2], [f"{int(v):,}" for v in n[::2]])
     ax.minorticks_off()
     ax.set_ylim(0, math.log(float(n[-1])) * 1.05)
     ax.set_xlabel("number of keys N")

@@ -16,8 +16,7 @@ import numpy as np
 from matplotlib.ticker import LogLocator
 
 from .. import experiment
-from ._base import BookFigure, new_figure, new_subplots, plain_log_axis
-
+from ._base import BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves", "retrieval",
            "explorer"]
 
@@ -101,7 +100,7 @@ def band_perplexity(results: Mapping, models: Sequence[str]) -> BookFigure:
                         for i, c in enumerate(cis)]).T
         colour, marker = _style(name)
         ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2, label=name)
-    ax.set_xticks(range(len(labels)), [f"positions {t}" for t in labels])
+    set_ticks(ax.xaxis, range(len(labels)), [f"positions {t}" for t in labels])
     ax.set_yscale("log")
     _perplexity_axis(ax.yaxis)
     ax.set_ylabel("perplexity per byte (log scale)")
@@ -141,7 +140,7 @@ def context_effect(results: Mapping, models: Sequence[str], *,
             ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2,
                         label=name)
         ax.axhline(1.0, color="grey", lw=1, ls=":", label="no effect")
-        ax.set_xticks(range(len(labels)), labels)
+        set_ticks(ax.xaxis, range(len(labels)), labels)
         ax.set_xlabel("position band; bars: paired 95 % interval")
         ax.grid(alpha=0.3, which="both", axis="y")
     axes[0].set_yscale("log")
@@ -205,7 +204,7 @@ def _probe_axes(ax, results: Mapping, key: str) -> None:
     L = results["config"]["train_length"]
     distances = results["probe"]["distances"]
     ax.set_xscale("log", base=2)
-    ax.set_xticks(distances, [str(d) for d in distances])
+    set_ticks(ax.xaxis, distances, [str(d) for d in distances])
     inside = max(d for d, n in zip(distances, results["probe"]["window_lengths"]) if n <= L) \
         if min(results["probe"]["window_lengths"]) <= L else None
     if inside is not None:

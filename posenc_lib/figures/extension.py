@@ -8,6 +8,7 @@ import math
 import matplotlib
 import numpy as np
 import torch
+from matplotlib.ticker import FixedLocator, FuncFormatter
 
 from .. import _validate, alibi, rope, scaling, xpos
 from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, steady_limit
@@ -28,7 +29,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 @functools.lru_cache(maxsize=64)
 def _out_of_range_data(dim: int, base: float, factor: float, train_length: int,
                        target_length: int):
-    """The numbers :func:`out_of_range` draws (cached: a few hundred small calls).
+    """The numbers :func:`out_of_range` draws (cached).
 
     Returns the inference lengths, per method the fraction of pairs out of
     range at each length and the per-pair angle ratio at ``target_length``,
@@ -39,20 +40,15 @@ def _out_of_range_data(dim: int, base: float, factor: float, train_length: int,
                         .astype(int))
     at_target = scaling.extension_inv_freqs(dim, base, factor, train_length,
                                             seq_len=target_length)
+    # Dynamic NTK's frequencies follow the length: one row per length.
+    dynamic = torch.stack([scaling.rope_parameters(
+        "dynamic", dim, base, factor=factor, max_position_embeddings=train_length,
+        seq_len=int(length), dtype=torch.float64)[0] for length in lengths])
     fractions, ratios = {}, {}
     for method in METHOD_LABELS:
-        values = []
-        for length in lengths:
-            if method == "dynamic":
-                freqs = scaling.rope_parameters(
-                    "dynamic", dim, base, factor=factor,
-                    max_position_embeddings=train_length, seq_len=int(length),
-                    dtype=torch.float64)[0]
-            else:
-                freqs = at_target[method]
-            values.append(scaling.out_of_range_pairs(original, freqs, train_length,
-                                                     length).double().mean().item())
-        fractions[method] = values
+        freqs = dynamic if method == "dynamic" else at_target[method]
+        out = scaling.out_of_range_pairs(original, freqs, train_length, lengths)
+        fractions[method] = out.double().mean(dim=-1).tolist()
         ratios[method] = scaling.angle_range_ratio(
             original, at_target[method], train_length, target_length).numpy()
     closed = int((train_length * original >= 2 * math.pi).sum())
@@ -213,6 +209,17 @@ def _pi_fit_data(seed: int, dtype: str, ridge: float, n_points: int, dim: int,
     return s_in, a_in, s_all, a_all, s_fine, a_fine, positions, targets
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _decade_label(value: float, _position=None) -> str:
+    """``±10ᵏ`` with Unicode superscripts (no mathtext to lay out), or ``0``."""
+    if value == 0:
+        return "0"
+    exponent = str(round(math.log10(abs(value)))).translate(_SUPERSCRIPT)
+    return f"{'−' if value < 0 else ''}10{exponent}"
+
+
 def _symmetric_limits(values, *, floor: float) -> tuple[float, float]:
     """``(-t, t)``: ``t`` the data's largest magnitude plus 5 %, rounded up by
     :func:`steady_limit`, and at least ``floor``."""
@@ -249,9 +256,8 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     peak = np.abs(a_all[s_all.double().numpy() > length]).max()
     second.set_title(f"Extrapolation: max |a| = {peak:.3g}", fontsize=10)
     third.plot(s_fine.double().numpy(), a_fine, color="C3", lw=1.0)
-    for s in range(1000, 1011):
-        third.axvline(s, color="k", lw=0.5, ls=":",
-                      label="integer offsets" if s == 1000 else None)
+    third.vlines(range(1000, 1011), 0, 1, transform=third.get_xaxis_transform(), colors="k",
+                 lw=0.5, linestyles=":", label="integer offsets")
     third.set_xlabel("offset s (tokens)")
     third.legend(fontsize=7, loc="upper right")
     third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
@@ -262,6 +268,15 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     finite = np.abs(a_all[np.isfinite(a_all)])
     top = steady_limit(max(2.0, float(finite.max(initial=0.0))), steps=(1,))
     second.set_ylim(-top, top)
+    # Ticks at 0 and at most four decades each side, from 10 up: ±1 would sit
+    # inside the linear band around 0 and their labels would overlap its own.
+    decades = list(range(round(math.log10(top)), 0, -1))
+    decades = decades[::math.ceil(len(decades) / 4)]
+    # (A locator, not set_yticks: that would build the Tick artists now, which
+    # a live redraw that finds the axis cached never needs.)
+    second.yaxis.set_major_locator(FixedLocator(
+        sorted([0.0] + [sign * 10.0 ** k for k in decades for sign in (-1, 1)])))
+    second.yaxis.set_major_formatter(FuncFormatter(_decade_label))
     third.set_ylim(_symmetric_limits(a_fine, floor=1.0))
     for ax in (first, second, third):
         ax.grid(alpha=0.3)

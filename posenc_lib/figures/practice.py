@@ -12,8 +12,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from .. import _validate, multidim, positions, rope, scaling
-from ._base import BookFigure, new_subplots, plain_log_axis
-
+from ._base import BookFigure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["bytes_per_token", "padded_positions", "packing_masks", "eviction",
            "dynamic_mismatch", "mrope_continuation"]
 
@@ -60,10 +59,10 @@ def _grid(ax, values: np.ndarray, real: np.ndarray, title: str) -> None:
     for (b, j), value in np.ndenumerate(values):
         ax.text(j, b, str(value), ha="center", va="center", fontsize=9,
                 color="0.35" if not real[b, j] else "k")
-    ax.set_xticks(np.arange(values.shape[1]))
-    ax.set_yticks(np.arange(values.shape[0]))
-    ax.set_xticks(np.arange(values.shape[1] + 1) - 0.5, minor=True)
-    ax.set_yticks(np.arange(values.shape[0] + 1) - 0.5, minor=True)
+    set_ticks(ax.xaxis, np.arange(values.shape[1]))
+    set_ticks(ax.yaxis, np.arange(values.shape[0]))
+    set_ticks(ax.xaxis, np.arange(values.shape[1] + 1) - 0.5, minor=True)
+    set_ticks(ax.yaxis, np.arange(values.shape[0] + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="w", lw=2)
     ax.tick_params(which="minor", length=0)
     ax.set_xlabel("slot index in the padded row")
@@ -105,10 +104,10 @@ def packing_masks(lengths=(5, 3, 4)) -> BookFigure:
                              (panels[1], allowed.long() + 2 * leak.long(),
                               "causal mask only")):
         ax.imshow(state.numpy(), cmap=colours, vmin=0, vmax=2)
-        ax.set_xticks(np.arange(total), ids, fontsize=7)
-        ax.set_yticks(np.arange(total), ids, fontsize=7)
-        ax.set_xticks(np.arange(total + 1) - 0.5, minor=True)
-        ax.set_yticks(np.arange(total + 1) - 0.5, minor=True)
+        set_ticks(ax.xaxis, np.arange(total), ids, labelsize=7)
+        set_ticks(ax.yaxis, np.arange(total), ids, labelsize=7)
+        set_ticks(ax.xaxis, np.arange(total + 1) - 0.5, minor=True)
+        set_ticks(ax.yaxis, np.arange(total + 1) - 0.5, minor=True)
         ax.grid(which="minor", color="0.85", lw=0.6)
         ax.tick_params(which="minor", length=0)
         for edge in np.cumsum(lengths)[:-1] - 0.5:

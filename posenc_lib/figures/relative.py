@@ -11,7 +11,7 @@ import torch
 
 from .. import _validate, attention, relative
 from ._base import (DIVERGING, SEQUENTIAL, BookFigure, new_figure, new_subplots,
-                   plain_log_axis)
+                    plain_log_axis, set_ticks)
 
 __all__ = ["t5_buckets", "t5_head_biases", "score_bias_heatmaps",
            "shaw_attainable_weight", "transformer_xl_terms", "rel_shift_steps",
@@ -21,7 +21,7 @@ __all__ = ["t5_buckets", "t5_head_biases", "score_bias_heatmaps",
 def _symlog_ticks(ax, max_exact: int, reach: int) -> None:
     ax.set_xscale("symlog", linthresh=max(max_exact, 1), linscale=1.2)
     powers = [10 ** p for p in range(1, 7) if 2 * max_exact <= 10 ** p <= reach]
-    ax.set_xticks(sorted({0, max_exact, -max_exact, *powers, *(-p for p in powers)}))
+    set_ticks(ax.xaxis, sorted({0, max_exact, -max_exact, *powers, *(-p for p in powers)}))
     plain_log_axis(ax.xaxis)
 
 
@@ -259,8 +259,8 @@ def rel_shift_steps(n_q: int = 3, mem_len: int = 2) -> BookFigure:
                 if bad:
                     ax.plot([b - 0.45, b + 0.45], [a - 0.45, a + 0.45], color="#b00",
                             lw=0.6)
-        ax.set_xticks(range(cols))
-        ax.set_yticks(range(rows))
+        set_ticks(ax.xaxis, range(cols))
+        set_ticks(ax.yaxis, range(rows))
         ax.tick_params(labelsize=7)
         ax.set_xlabel("column", fontsize=7)
         ax.set_ylabel("row", fontsize=7)
@@ -357,7 +357,7 @@ def cope_positions(text: str = "the cat sat . a dog ran . it rained . we left",
         ax.set_xticks(range(n), words, rotation=90, fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("key j (token)")
-    axes[0].set_yticks(range(n), words, fontsize=7)
+    set_ticks(axes[0].yaxis, range(n), words, labelsize=7)
     axes[0].set_ylabel("query i (token)")
     fig.colorbar(image, ax=list(axes), shrink=0.85,
                  label="contextual position p_ij (counted tokens)")

@@ -10,8 +10,7 @@ import torch
 from matplotlib.ticker import NullLocator
 
 from .. import _validate, rope, scaling
-from ._base import DIVERGING, BookFigure, new_subplots, plain_log_axis
-
+from ._base import DIVERGING, BookFigure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["rotation_matrices", "decay_bound", "rotation_angles", "rotation_clocks",
            "partial_rotary", "numerics_error"]
 
@@ -29,8 +28,8 @@ def rotation_matrices(position: float = 1.0, dim: int = 16,
         pairs = "(2i, 2i+1)" if layout == "interleaved" else f"(i, i+{dim // 2})"
         ax.set_title(f"{layout}: pairs {pairs}\n{who}", fontsize=9)
         ticks = np.arange(0, dim, max(1, dim // 4))
-        ax.set_xticks(ticks)
-        ax.set_yticks(ticks)
+        set_ticks(ax.xaxis, ticks)
+        set_ticks(ax.yaxis, ticks)
         ax.set_xlabel("input feature (index)")
         ax.set_ylabel("output feature (index)")
     fig.colorbar(image, ax=axes, shrink=0.8, label="matrix entry (cos or ±sin)")
@@ -213,7 +212,7 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     bars.axhline(0, color="grey", lw=0.6, label="zero")
     bars.set_xlim(-0.6, pairs - 0.4)
     bars.set_ylim(-1.1, 1.1)
-    bars.set_xticks(np.arange(0, pairs, max(1, pairs // 8)))
+    set_ticks(bars.xaxis, np.arange(0, pairs, max(1, pairs // 8)))
     bars.set_xlabel("pair i")
     bars.set_ylabel("contribution to\nthe score")
     bars.legend(fontsize=7, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
