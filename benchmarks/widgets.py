@@ -14,7 +14,7 @@ Prints three tables:
    Side by side, change by change on the same values:
    *before*, the original pipeline (``savefig`` at the book's resolution,
    :func:`posenc_lib.figures.fast_rendering` off); *after*, the widget as it
-   is now, until the new image is shown (cached glyphs and axis layers, at
+   is now, until the new image is shown (cached glyphs, axis and legend layers, at
    the book's resolution), with its CPU time and 90th percentile; *sharp*,
    the image the widget swaps in once the sliders rest (``LIVE_SCALE`` times
    the resolution, for high-DPI screens). CPU time is what the redraw costs
@@ -138,7 +138,8 @@ def main() -> None:
         print(f"median at or under {GOAL_MS} ms: before {under['before']}/{n}, after "
               f"{under['after']}/{n} (wall), {under['after_cpu']}/{n} (CPU); median "
               f"ratio before/after {ratio:.1f}x")
-    print(f"axis layers: {_base._layers.hits} reused, {_base._layers.misses} drawn")
+    print(f"axis layers: {_base._layers.hits} reused, {_base._layers.misses} drawn; "
+          f"legends: {_base._legend_layers.hits} reused, {_base._legend_layers.misses} drawn")
 
     if not args.skip_frames:
         print("\n2. Static frames (rendered and palette-compressed at book build time)")

@@ -1346,8 +1346,8 @@ def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
     with _one_thread():  # row-wise kernels: threads only add overhead
         for value in train_lengths:
             out.append(torch.stack([
-                _entropy_of_logits(logits * (sigma if value is None else sigma * float(
-                    logn_attention_scale(n - 1, value))))
+                _entropy_of_logits(logits, sigma if value is None else sigma * float(
+                    logn_attention_scale(n - 1, value)))
                 for n, logits in zip(lengths.tolist(), unit)]))
     return torch.stack(out) if several else out[0]
 
@@ -1368,17 +1368,30 @@ def _unit_logits(lengths: tuple, n_queries: int, dim: int, seed: int, base: floa
                 / math.sqrt(dim) for n in lengths]
 
 
-def _entropy_of_logits(scores: Tensor) -> Tensor:
-    """:func:`attention_entropy` along the last axis for finite scores, with one
-    exponential per score: ``H = ln Z - Σ_j e_j (s_j - m) / Z`` with ``e_j = exp(s_j - m)``,
-    ``m`` the largest score and ``Z = Σ_j e_j``."""
-    peak = scores.max(dim=-1, keepdim=True).values
-    shifted = scores - peak
-    weights = torch.exp(shifted)
-    total = weights.sum(-1)
-    entropy = torch.log(total) - (weights * shifted).sum(-1) / total
+_BLOCK = 1 << 16  # scores per block of rows in _entropy_of_logits
+
+
+def _entropy_of_logits(logits: Tensor, scale: float) -> Tensor:
+    """:func:`attention_entropy` along the last axis of ``scale·logits`` (finite),
+    with one exponential per score: ``H = ln Z - Σ_j e_j (s_j - m) / Z`` with
+    ``e_j = exp(s_j - m)``, ``m`` the largest score and ``Z = Σ_j e_j``.
+
+    Works through blocks of rows of at most ``_BLOCK`` scores, in place: the
+    temporaries stay small, so memory is reused rather than mapped afresh
+    (a new 8 MB tensor cost more in page faults than its arithmetic).
+    """
+    flat = logits.reshape(-1, logits.shape[-1])
+    parts = []
+    for block in flat.split(max(1, _BLOCK // max(1, flat.shape[-1]))):
+        shifted = block * scale
+        shifted -= shifted.max(dim=-1, keepdim=True).values
+        weights = torch.exp(shifted)
+        total = weights.sum(-1)
+        weights *= shifted
+        parts.append(torch.log(total) - weights.sum(-1) / total)
+    entropy = torch.cat(parts).reshape(logits.shape[:-1])
     if not bool(torch.isfinite(entropy).all()):  # a score was inf or NaN
-        return attention_entropy(scores)  # raises the error that names the problem
+        return attention_entropy(logits * scale)  # raises the error that names the problem
     return entropy
 
 

@@ -422,6 +422,80 @@ def test_cached_axis_layers_follow_every_decoration(variant):
     _assert_same_pixels(cached, reference, variant)
 
 
+def _legend_variant(variant="base"):
+    """One legend that differs from ``base`` in exactly one respect (data the same)."""
+    fig = new_figure(3, 2, layout=None)
+    ax = fig.add_axes((0.2, 0.2, 0.7, 0.7) if variant != "axes position"
+                      else (0.25, 0.2, 0.65, 0.7))
+    x = np.linspace(0, 1, 20)
+    style = {"color": "red" if variant == "line color" else "C0",
+             "ls": "--" if variant == "line style" else "-",
+             "lw": 3 if variant == "line width" else 1.5,
+             "marker": "s" if variant == "marker" else "o",
+             "ms": 7 if variant == "marker size" else 4,
+             "mfc": "none" if variant == "marker fill" else None}
+    ax.plot(x, x ** 2, label="other label" if variant == "label" else "x squared", **style)
+    ax.axvspan(0.2, 0.4, facecolor="0.8", edgecolor="0.3", lw=0, label="a band",
+               hatch="//" if variant == "hatch" else None)
+    ax.axhline(0.5, color="k", lw=0.8, label="half")
+    if variant == "third entry":
+        ax.plot(x, x, color="C2", label="identity")
+    if variant == "collection":
+        ax.vlines([0.7, 0.8], 0, 1, colors="C1", linestyles=":", label="a band")
+    kwargs = {"fontsize": 9 if variant == "font size" else 7,
+              "loc": "lower right" if variant == "loc" else "upper left",
+              "framealpha": 0.3 if variant == "frame alpha" else None,
+              "title": "title" if variant == "title" else None,
+              "ncols": 2 if variant == "columns" else 1,
+              "handlelength": 4 if variant == "handle length" else None,
+              "shadow": variant == "shadow",
+              "facecolor": "lightyellow" if variant == "frame colour" else None}
+    ax.legend(**kwargs)
+    if variant == "text colour":
+        ax.get_legend().get_texts()[1].set_color("blue")
+    if variant == "frame style":  # the default is round, pad=0, rounding_size=0.2
+        ax.get_legend().get_frame().set_boxstyle("round", pad=0, rounding_size=1.5)
+    return fig
+
+
+LEGEND_VARIANTS = ["axes position", "line color", "line style", "line width", "marker",
+                   "marker size", "marker fill", "label", "hatch", "third entry",
+                   "collection", "font size", "loc", "frame alpha", "title", "columns",
+                   "handle length", "frame style", "shadow", "frame colour", "text colour"]
+
+
+@pytest.mark.parametrize("variant", LEGEND_VARIANTS)
+def test_cached_legends_follow_every_property(variant):
+    """Draw the base legend (its layer is cached), then a variant: no stale legend."""
+    to_png(_legend_variant("base"), reuse_axes=True)
+    hits = _base._legend_layers.hits
+    again = to_png(_legend_variant("base"), reuse_axes=True)
+    assert _base._legend_layers.hits == hits + 1, "the base legend was not reused"
+    cached = to_png(_legend_variant(variant), reuse_axes=True)
+    with fast_rendering(False):
+        reference = to_png(_legend_variant(variant))
+        base = to_png(_legend_variant("base"))
+    _assert_same_pixels(again, base, "base")
+    changed = (np.abs(_pixels(reference) - _pixels(base)).max(axis=-1) > 16).sum()
+    assert changed > 10, f"the variant changes only {changed} pixels"
+    _assert_same_pixels(cached, reference, variant)
+
+
+def test_legends_placed_by_the_data_are_drawn_afresh():
+    """``loc="best"`` looks at the data: such a legend is never taken from the cache."""
+    def figure(y):
+        fig = new_figure(3, 2, layout=None)
+        ax = fig.add_axes((0.2, 0.2, 0.7, 0.7))
+        ax.plot([0, 1], [y, y], label="a line")
+        ax.legend(loc="best")
+        return fig
+
+    for y in (0.9, 0.1):
+        with fast_rendering(False):
+            reference = to_png(figure(y))
+        _assert_same_pixels(to_png(figure(y), reuse_axes=True), reference, y)
+
+
 def test_cached_glyphs_replay_at_whole_and_fractional_pixel_offsets():
     def text_at(x):
         fig = new_figure(2, 1, layout=None)

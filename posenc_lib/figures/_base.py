@@ -5,7 +5,7 @@ Figures are built with :class:`matplotlib.figure.Figure` directly, never with
 when the widgets layer renders slider frames.
 
 Rendering (:func:`to_png`, :func:`render_rgba`) draws a figure once with Agg
-(``savefig`` draws twice when a figure has a layout engine) and keeps two
+(``savefig`` draws twice when a figure has a layout engine) and keeps its
 caches across figures, so that redrawing a figure whose parameters changed costs
 little more than drawing its data:
 
@@ -20,9 +20,14 @@ little more than drawing its data:
   spine properties. A later figure whose axis has the same key composites that
   layer in the axis' place in the drawing order, so nothing is laid out again.
   Every axis, cached or not, is drawn through that layer, so the pixels do not
-  depend on what was drawn before.
+  depend on what was drawn before;
+* **legends** (also with ``reuse_axes=True``): the same for each legend, under
+  a key of its anchor box and location code, its frame and every text, line,
+  patch or collection in its boxes. A legend the key cannot describe (placed
+  by ``loc="best"``, which looks at the data, or holding another kind of
+  artist) is drawn as usual.
 
-Both caches are bounded, guarded by one lock, and can be switched off with
+The caches are bounded, guarded by one lock, and can be switched off with
 :func:`fast_rendering` (then ``to_png`` is plain ``savefig``), which the tests
 use to check that the cached pixels match a plain drawing.
 """
@@ -42,8 +47,12 @@ import numpy as np
 from matplotlib import rcParams
 from matplotlib.axis import XAxis, YAxis
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ft2font import RenderMode
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.spines import Spine
 
 __all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
@@ -390,6 +399,7 @@ class _LayerCache:
 
 
 _layers = _LayerCache()
+_legend_layers = _LayerCache()
 
 
 def _patch_axes(fig) -> list:
@@ -407,6 +417,10 @@ def _patch_axes(fig) -> list:
         if axes_ok:
             ax._update_title_position = _update_title_position.__get__(ax)
             patched.append((ax, "_update_title_position"))
+    for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
+        if type(legend) is Legend and _plain_artist(legend):
+            legend.draw = _draw_legend_layer.__get__(legend)
+            patched.append((legend, "draw"))
     return patched
 
 
@@ -431,31 +445,144 @@ def _draw_axis_layer(axis, renderer):
     layer = _layers.get(key)
     if layer is None:
         _layers.misses += 1
-        scratch = _shared_renderer(renderer.width, renderer.height, renderer.dpi, layer=True)
-        scratch.rc_key = renderer.rc_key
-        scratch.clear()  # transparent
-        type(axis).draw(axis, scratch)
-        pixels = np.asarray(scratch.buffer_rgba())
-        rows = np.flatnonzero(pixels[..., 3].any(axis=1))
-        cols = np.flatnonzero(pixels[..., 3].any(axis=0))
-        if rows.size == 0:
-            layer = (None, 0, 0, axis.offsetText.get_text())
-        else:
-            top, bottom, left, right = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
-            # draw_image takes rows bottom-up and the bottom-left corner.
-            image = np.ascontiguousarray(pixels[top:bottom, left:right][::-1])
-            layer = (image, int(left), int(renderer.height - bottom),
-                     axis.offsetText.get_text())
+        layer = _render_layer(lambda scratch: type(axis).draw(axis, scratch), renderer)
+        layer = layer + (axis.offsetText.get_text(),)
         _layers.put(key, layer)
     else:
         _layers.hits += 1
     image, x, y, offset_text = layer
     axis.offsetText.set_text(offset_text)
+    _composite(renderer, image, x, y)
+    axis.stale = False
+
+
+def _render_layer(draw, renderer) -> tuple:
+    """``(image, x, y)``: what ``draw(scratch)`` paints on a transparent canvas the
+    size of ``renderer``'s, cropped (``image`` is ``None`` if nothing was painted)."""
+    scratch = _shared_renderer(renderer.width, renderer.height, renderer.dpi, layer=True)
+    scratch.rc_key = renderer.rc_key
+    scratch.clear()  # transparent
+    draw(scratch)
+    pixels = np.asarray(scratch.buffer_rgba())
+    rows = np.flatnonzero(pixels[..., 3].any(axis=1))
+    cols = np.flatnonzero(pixels[..., 3].any(axis=0))
+    if rows.size == 0:
+        return None, 0, 0
+    top, bottom, left, right = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+    # draw_image takes rows bottom-up and the bottom-left corner.
+    image = np.ascontiguousarray(pixels[top:bottom, left:right][::-1])
+    return image, int(left), int(renderer.height - bottom)
+
+
+def _composite(renderer, image, x, y) -> None:
     if image is not None:
         gc = renderer.new_gc()
         renderer.draw_image(gc, x, y, image)
         gc.restore()
-    axis.stale = False
+
+
+def _draw_legend_layer(legend, renderer):
+    """Draw ``legend`` by compositing its cached layer (rendering it first on a miss).
+
+    A legend is laid out and drawn from scratch on every draw (a dozen
+    milliseconds for a few entries) although a slider rarely changes it. Its
+    pixels follow from its place, its frame and the artists in its boxes,
+    all in :func:`_legend_key`; a legend placed by ``loc="best"`` (which
+    looks at the data) or holding an artist the key does not know is drawn
+    as usual.
+    """
+    if not legend.get_visible():
+        return
+    key = _legend_key(legend, renderer)
+    if key is None:
+        _legend_layers.misses += 1
+        type(legend).draw(legend, renderer)
+        return
+    layer = _legend_layers.get(key)
+    if layer is None:
+        _legend_layers.misses += 1
+        layer = _render_layer(lambda scratch: type(legend).draw(legend, scratch), renderer)
+        _legend_layers.put(key, layer)
+    else:
+        _legend_layers.hits += 1
+    _composite(renderer, *layer)
+    legend.stale = False
+
+
+def _legend_key(legend, renderer):
+    """Everything that determines the pixels of ``legend``, or ``None`` if unsure."""
+    if legend._loc == 0 or legend.get_draggable():  # "best" depends on the data
+        return None
+    boxes = _box_key(legend._legend_box)
+    if boxes is None:
+        return None
+    frame = legend.legendPatch
+    return (renderer.width, renderer.height, renderer.dpi, renderer.rc_key,
+            tuple(legend.get_bbox_to_anchor().bounds), legend._loc, legend._mode,
+            legend.borderaxespad, legend.borderpad, legend._fontsize, legend.shadow,
+            repr(getattr(legend, "_shadow_props", None)), legend.get_alpha(),
+            _patch_key(frame), _style_key(frame.get_boxstyle()), boxes)
+
+
+def _style_key(style) -> tuple:
+    """A box style (``BoxStyle.Round(pad=0.3)``, ...) by its class and parameters."""
+    return (type(style).__qualname__, repr(sorted(vars(style).items())))
+
+
+def _box_key(box):
+    """The layout and contents of a legend's box tree, or ``None`` for an unknown part."""
+    from matplotlib.offsetbox import DrawingArea, HPacker, PaddedBox, TextArea, VPacker
+
+    if not (box.get_visible() and _plain_artist(box)):
+        return (type(box).__name__, False)
+    kind = type(box)
+    if kind in (VPacker, HPacker, PaddedBox):
+        children = tuple(_box_key(child) for child in box.get_children())
+        if None in children:
+            return None
+        own = (box.pad, getattr(box, "sep", None), getattr(box, "width", None),
+               getattr(box, "height", None), getattr(box, "align", None),
+               getattr(box, "mode", None),
+               _patch_key(box.patch) if kind is PaddedBox else None)
+        return (kind.__name__, own, children)
+    if kind is TextArea:
+        text = box._text
+        return (kind.__name__, box._multilinebaseline, text.get_text(), _artist_key(text),
+                text.get_usetex(), text.get_wrap(), tuple(text.get_position()))
+    if kind is DrawingArea:
+        artists = []
+        for artist in box.get_children():
+            if not _plain_artist(artist):
+                return None
+            if isinstance(artist, Line2D):
+                part = (_artist_key(artist), artist.get_xydata().tobytes(),
+                        artist.get_drawstyle(), artist.get_fillstyle(),
+                        str(artist.get_markevery()), artist.get_solid_capstyle(),
+                        artist.get_solid_joinstyle(), artist.get_dash_capstyle(),
+                        artist.get_dash_joinstyle(), str(artist.get_gapcolor()))
+            elif isinstance(artist, Patch):
+                part = _patch_key(artist)
+            elif type(artist) in (LineCollection, PathCollection, PolyCollection):
+                part = (_artist_key(artist), repr(artist.get_linestyle()),
+                        _hashable(np.asarray(artist.get_linewidth()).tolist()),
+                        np.asarray(artist.get_offsets(), dtype=float).tobytes(),
+                        np.asarray(artist.get_sizes(), dtype=float).tobytes(),
+                        tuple(path.vertices.tobytes() for path in artist.get_paths()),
+                        artist.get_hatch(), _hashable(artist.get_antialiased().tolist()))
+            else:
+                return None
+            artists.append((type(artist).__name__, artist.get_zorder(), part))
+        return (kind.__name__, box.width, box.height, box.xdescent, box.ydescent,
+                box.clip_children, tuple(artists))
+    return None
+
+
+def _patch_key(patch) -> tuple:
+    """A patch's drawing properties and its outline in its own coordinates."""
+    return (_artist_key(patch), patch.get_visible(), patch.get_fill(), patch.get_hatch(),
+            patch.get_antialiased(), patch.get_capstyle(), patch.get_joinstyle(),
+            patch.get_path().vertices.tobytes(),
+            patch.get_patch_transform().get_matrix().tobytes())
 
 
 def _update_title_position(ax, renderer):
