@@ -122,7 +122,7 @@ def new_subplots(width: float = 6.4, height: float = 3.6, nrows: int = 1, ncols:
         if blob is None:
             fig, axes = build()
             _skeletons[key] = pickle.dumps(fig, protocol=pickle.HIGHEST_PROTOCOL)
-            if len(_skeletons) > 32:
+            if len(_skeletons) > 64:  # more than the live figures of the whole book
                 _skeletons.popitem(last=False)
             return fig, axes
         _skeletons.move_to_end(key)
