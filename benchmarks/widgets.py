@@ -11,9 +11,7 @@ Prints three tables:
    function has not computed before (it caches its numerics by parameter
    values), draw and encode the PNG. The widget is timed first, so that the
    other two columns find those numerics cached (an advantage for *before*).
-   The figures take turns, one change of each slider per round, so that a
-   slow minute on a shared machine spreads over all of them. Side by side,
-   change by change on the same values:
+   Side by side, change by change on the same values:
    *before*, the original pipeline (``savefig`` at the book's resolution,
    :func:`posenc_lib.figures.fast_rendering` off); *after*, the widget as it
    is now, until the new image is shown (cached glyphs, axis and legend layers, at
@@ -57,29 +55,32 @@ def _timed(action) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def redraw_round(figure, box, rng: random.Random, times: dict[str, list[float]]) -> None:
-    """One change of each slider of ``box`` (``figure.live()``), timed three ways:
-    before (savefig, 1x), after (the live widget), sharpened (2x)."""
-    for control, slider in zip(box.controls, figure.sliders):
-        choices = [v for v in slider.values if v != control.value]
-        if not choices:
-            continue
-        value = rng.choice(choices)
-        params = {s.name: c.value for s, c in zip(figure.sliders, box.controls)}
-        params[slider.name] = value
-        # The widget first: the numerics of values it has not seen yet are part
-        # of its time. Then the other two, with those numerics cached (as they
-        # are when the widget sharpens the image it has just drawn).
-        figure._cache.clear()  # time real redraws, not cache hits
-        wall, cpu = _timed(lambda: setattr(control, "value", value))
-        assert box.status.value == "", box.status.value
-        times["after"].append(wall)
-        times["after_cpu"].append(cpu)
-        figure._cache.clear()
-        with fast_rendering(False):
-            times["before"].append(_timed(lambda: figure.png(**params))[0])
-        figure._cache.clear()
-        times["sharp"].append(_timed(lambda: figure.png(scale=LIVE_SCALE, **params))[0])
+def redraw_times(figure, repeats: int, rng: random.Random) -> dict[str, list[float]]:
+    """Per slider change: before (savefig, 1x), after (the live widget), sharpened (2x)."""
+    box = figure.live(sharpen_after=None)  # time what appears first; sharpening is separate
+    times = {"before": [], "after": [], "after_cpu": [], "sharp": []}
+    for _ in range(repeats):
+        for control, slider in zip(box.controls, figure.sliders):
+            choices = [v for v in slider.values if v != control.value]
+            if not choices:
+                continue
+            value = rng.choice(choices)
+            params = {s.name: c.value for s, c in zip(figure.sliders, box.controls)}
+            params[slider.name] = value
+            # The widget first: the numerics of values it has not seen yet are part
+            # of its time. Then the other two, with those numerics cached (as they
+            # are when the widget sharpens the image it has just drawn).
+            figure._cache.clear()  # time real redraws, not cache hits
+            wall, cpu = _timed(lambda: setattr(control, "value", value))
+            assert box.status.value == "", box.status.value
+            times["after"].append(wall)
+            times["after_cpu"].append(cpu)
+            figure._cache.clear()
+            with fast_rendering(False):
+                times["before"].append(_timed(lambda: figure.png(**params))[0])
+            figure._cache.clear()
+            times["sharp"].append(_timed(lambda: figure.png(scale=LIVE_SCALE, **params))[0])
+    return times
 
 
 def page_weights(html_root: Path):
@@ -110,43 +111,26 @@ def main() -> None:
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html",
                         help="the built book to weigh (default: _build/html)")
     args = parser.parse_args()
+    rng = random.Random(0)
     figures = {name: f for name, f in registry().items() if args.only in name}
 
     print(f"1. Live redraw after one slider change ({args.repeats} rounds per slider; ms)")
     print(f"{'figure':34s} {'before':>7s} {'after':>7s} {'ratio':>6s} {'CPU':>6s} "
           f"{'p90':>6s} {'sharp':>6s} {'n':>4s}")
-    # Round-robin: each round changes every slider of every figure once, so that
-    # each figure's samples spread over the whole run and a minute in which the
-    # shared machine is slow does not land on a few figures only.
-    sessions, times, failed = {}, {}, {}
+    summary = {"before": [], "after": [], "after_cpu": []}
     for name, figure in figures.items():
         try:
-            sessions[name] = figure.live(sharpen_after=None)  # sharpening timed apart
+            times = redraw_times(figure, args.repeats, rng)
         except Exception as error:  # a chapter being edited should not stop the rest
-            failed[name] = error
-        times[name] = {"before": [], "after": [], "after_cpu": [], "sharp": []}
-    rngs = {name: random.Random(name) for name in figures}
-    for _ in range(args.repeats):
-        for name, box in sessions.items():
-            if name in failed:
-                continue
-            try:
-                redraw_round(figures[name], box, rngs[name], times[name])
-            except Exception as error:
-                failed[name] = error
-    summary = {"before": [], "after": [], "after_cpu": []}
-    for name in figures:
-        if name in failed:
-            print(f"{name:34s} failed: {type(failed[name]).__name__}: {failed[name]}")
+            print(f"{name:34s} failed: {type(error).__name__}: {error}")
             continue
-        after = sorted(times[name]["after"])
+        after = sorted(times["after"])
         p90 = after[int(0.9 * (len(after) - 1))]
         for key in summary:
-            summary[key].append(_ms(times[name][key]))
-        t = times[name]
-        print(f"{name:34s} {_ms(t['before']):7.0f} {_ms(after):7.0f} "
-              f"{_ms(t['before']) / _ms(after):5.1f}x {_ms(t['after_cpu']):6.0f} "
-              f"{p90 * 1e3:6.0f} {_ms(t['sharp']):6.0f} {len(after):4d}")
+            summary[key].append(_ms(times[key]))
+        print(f"{name:34s} {_ms(times['before']):7.0f} {_ms(after):7.0f} "
+              f"{_ms(times['before']) / _ms(after):5.1f}x {_ms(times['after_cpu']):6.0f} "
+              f"{p90 * 1e3:6.0f} {_ms(times['sharp']):6.0f} {len(after):4d}")
     n = len(summary["after"])
     if n:
         under = {key: sum(t <= GOAL_MS for t in values) for key, values in summary.items()}
