@@ -393,6 +393,19 @@ class _LayerCache:
             _, (image, *_rest) = self.layers.popitem(last=False)
             self.nbytes -= image.nbytes if image is not None else 0
 
+    def fetch(self, key, artist, renderer, extra=tuple) -> tuple:
+        """``(image, x, y) + extra()``: the layer under ``key``, made on a miss by
+        drawing ``artist`` (as its class draws it) on a transparent canvas."""
+        layer = self.get(key)
+        if layer is None:
+            self.misses += 1
+            layer = _render_layer(lambda scratch: type(artist).draw(artist, scratch),
+                                  renderer) + extra()
+            self.put(key, layer)
+        else:
+            self.hits += 1
+        return layer
+
     def clear(self):
         self.layers.clear()
         self.nbytes = self.hits = self.misses = 0
@@ -442,15 +455,8 @@ def _draw_axis_layer(axis, renderer):
     if key is None:
         type(axis).draw(axis, renderer)
         return
-    layer = _layers.get(key)
-    if layer is None:
-        _layers.misses += 1
-        layer = _render_layer(lambda scratch: type(axis).draw(axis, scratch), renderer)
-        layer = layer + (axis.offsetText.get_text(),)
-        _layers.put(key, layer)
-    else:
-        _layers.hits += 1
-    image, x, y, offset_text = layer
+    image, x, y, offset_text = _layers.fetch(key, axis, renderer,
+                                             lambda: (axis.offsetText.get_text(),))
     axis.offsetText.set_text(offset_text)
     _composite(renderer, image, x, y)
     axis.stale = False
@@ -498,14 +504,7 @@ def _draw_legend_layer(legend, renderer):
         _legend_layers.misses += 1
         type(legend).draw(legend, renderer)
         return
-    layer = _legend_layers.get(key)
-    if layer is None:
-        _legend_layers.misses += 1
-        layer = _render_layer(lambda scratch: type(legend).draw(legend, scratch), renderer)
-        _legend_layers.put(key, layer)
-    else:
-        _legend_layers.hits += 1
-    _composite(renderer, *layer)
+    _composite(renderer, *_legend_layers.fetch(key, legend, renderer))
     legend.stale = False
 
 
