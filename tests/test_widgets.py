@@ -659,3 +659,17 @@ def test_steady_limit_rejects_steps_that_are_not_a_ladder(steps):
 def test_steady_limit_rejects_what_is_not_a_positive_number(value):
     with pytest.raises(ValueError, match="value"):
         _base.steady_limit(value)
+
+
+def test_frequency_allocation_axis_top_is_fixed_or_fitted():
+    """``top`` fixes the wavelength axis (never below the data); ``None`` fits it."""
+    from posenc_lib.figures import multidim as multidim_figures
+
+    def tops(**kwargs):
+        return {ax.get_ylim()[1] for ax in multidim_figures.frequency_allocation(**kwargs).axes}
+
+    assert tops(base=1e4) == {1e5}                  # longest wavelength 54 410
+    assert tops(base=1e4, top=1e8) == {1e8}
+    assert tops(base=5e6, top=10.0) == {1e8}        # the data need more than 10
+    with pytest.raises(ValueError, match="top must be > 1.0"):
+        multidim_figures.frequency_allocation(top=0.5)

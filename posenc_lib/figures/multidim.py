@@ -158,7 +158,7 @@ def _split_sections(temporal_pairs: int, n_pairs: int) -> list[int]:
 
 
 def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
-                         head_dim: int = 128) -> BookFigure:
+                         head_dim: int = 128, *, top: float | None = None) -> BookFigure:
     """Which frequencies each M-RoPE axis gets, under four assignments.
 
     The temporal axis gets ``temporal_pairs`` pairs; height and width share
@@ -173,6 +173,10 @@ def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
     4. the interleaved map with a ladder per axis
        (:func:`~posenc_lib.multidim.axial_inv_freq`): the six-feature groups
        in which pairs ``3g, 3g+1, 3g+2`` share one frequency.
+
+    ``top`` fixes the top of the wavelength axis (the live figure sets it for
+    its largest base, so that the ladders move up and down against fixed
+    axes); ``None`` fits it to the data.
     """
     head_dim = _validate.even_int("head_dim", head_dim)
     n_pairs = head_dim // 2
@@ -194,6 +198,8 @@ def frequency_allocation(temporal_pairs: int = 16, base: float = 1e6,
     # most slider changes keep the axes and their cached drawings.
     longest = max(float((2 * math.pi / inv_freq).max()) for _, _, inv_freq in schemes)
     y_top = steady_limit(longest * 10 ** 0.15, steps=(1,))
+    if top is not None:
+        y_top = max(y_top, _validate.finite_float("top", top, greater_than=1.0))
     margin = 0.05 * (n_pairs - 1)
     fig, panels = new_subplots(6.4, 7.0, len(schemes), 1)
     for ax, (title, axis, inv_freq) in zip(panels, schemes):

@@ -27,7 +27,8 @@ FREQUENCY_ALLOCATION = InteractiveFigure(
     [Slider.integers("temporal_pairs", 8, 40, 8, default=16, label="temporal pairs",
                      static=(8, 16, 24, 32, 40)),
      Slider.geometric("base", (1e4, 1e5, 1e6, 5e6), default=1e6)],
-    fixed={"head_dim": 128},
+    # The wavelength axis ends where the largest base needs it, for every base.
+    fixed={"head_dim": 128, "top": 1e8},
     alt="Wavelength of every frequency pair, coloured by the axis that drives it, for "
         "contiguous and interleaved M-RoPE, VideoRoPE and six-feature groups.")
 
