@@ -80,7 +80,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _server(folder: Path, port: int, pythonpath: str | None):
+def start_jupyterlab(folder: Path, *, token: str, pythonpath: str | None = None):
+    """A JupyterLab server on a free port, serving ``folder``: ``(server, log, port)``.
+
+    Its configuration, settings and workspaces stay inside ``folder``; the
+    browser tests start theirs here too. Raises ``RuntimeError`` if the
+    server does not answer within three minutes.
+    """
+    port = _free_port()
     settings = folder / ".settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # Render every output of the one cell (by default JupyterLab trims a cell to
@@ -88,7 +95,7 @@ def _server(folder: Path, port: int, pythonpath: str | None):
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps(
         {"windowingMode": "none", "maxNumberOutputs": 10_000}))
     args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-            f"--port={port}", "--ServerApp.token=bench", f"--ServerApp.root_dir={folder}",
+            f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={folder}",
             "--LabApp.news_url=None",
             # One cell sends every figure's images at once: lift the IOPub rate
             # limit (1 MB/s by default), above which the server drops outputs.
@@ -106,7 +113,7 @@ def _server(folder: Path, port: int, pythonpath: str | None):
     for _ in range(180):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server, log
+            return server, log, port
         except OSError:
             time.sleep(1)
     server.terminate()
@@ -180,8 +187,8 @@ def main() -> None:
                                                 "display_name": "Python 3"}},
                     "nbformat": 4, "nbformat_minor": 5}
         (folder / "bench.ipynb").write_text(json.dumps(notebook))
-        port = _free_port()
-        server, log = _server(folder, port, args.pythonpath)
+        server, log, port = start_jupyterlab(folder, token="bench",
+                                             pythonpath=args.pythonpath)
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(

@@ -283,33 +283,17 @@ _IMAGE = ".jp-OutputArea-output .widget-image"
 def jupyterlab(tmp_path):
     """A JupyterLab server on a free port, in an empty directory with one notebook."""
     pytest.importorskip("jupyterlab", reason="JupyterLab is installed by `make lab`")
+    import importlib.util
     import json
-    import socket
-    import subprocess
-    import sys
-    import time
 
+    # The server the latency benchmark starts (configuration kept in tmp_path).
+    spec = importlib.util.spec_from_file_location(
+        "lab_latency", ROOT / "benchmarks" / "lab_latency.py")
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
     (tmp_path / "live.ipynb").write_text(json.dumps(_NOTEBOOK))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-            f"--port={port}", "--ServerApp.token=posenc", f"--ServerApp.root_dir={tmp_path}",
-            "--LabApp.news_url=None"]
-    if os.getuid() == 0:
-        args.append("--allow-root")
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".config"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / ".settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / ".workspaces")}
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    server, log, port = lab.start_jupyterlab(tmp_path, token="posenc")
     try:
-        for _ in range(180):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(1)
         yield f"http://127.0.0.1:{port}/lab/tree/live.ipynb?token=posenc"
     finally:
         server.terminate()
