@@ -376,7 +376,8 @@ def _inv_freq_arg(name: str, value: Tensor, *, rows: bool = False) -> Tensor:
 
 
 def _same_pairs(a: Tensor, b: Tensor) -> None:
-    if a.shape != b.shape:
+    """``b``, ``(dim/2,)`` or one row per length, must have ``a``'s pairs."""
+    if b.shape[-1:] != a.shape:
         raise ValueError(f"scaled_inv_freq has shape {tuple(b.shape)}, but inv_freq has "
                          f"{tuple(a.shape)}")
 
@@ -435,9 +436,7 @@ def angle_range_ratio(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: f
     """
     inv_freq = _inv_freq_arg("inv_freq", inv_freq)
     scaled = _inv_freq_arg("scaled_inv_freq", scaled_inv_freq, rows=True)
-    if scaled.shape[-1:] != inv_freq.shape:
-        raise ValueError(f"scaled_inv_freq has shape {tuple(scaled.shape)}, but inv_freq has "
-                         f"{tuple(inv_freq.shape)}")
+    _same_pairs(inv_freq, scaled)
     train = _validate.finite_float("train_length", train_length, greater_than=0.0)
     if isinstance(target_length, numbers.Real) and not isinstance(target_length, bool):
         target = _validate.finite_float("target_length", target_length, greater_than=0.0)
@@ -587,7 +586,12 @@ def _householder_lstsq(a: Tensor, b: Tensor) -> Tensor:
     return torch.from_numpy(solution)
 
 
-_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+def _solve_dtype(name: str, dtype: torch.dtype) -> torch.dtype:
+    """``dtype`` if the least-squares solve (numpy) has it."""
+    if dtype not in (torch.float16, torch.float32, torch.float64):
+        raise ValueError(f"{name} must be float16, float32 or float64 (the dtype of the "
+                         f"solve), got {dtype}")
+    return dtype
 
 
 def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
@@ -612,10 +616,7 @@ def fit_score_function(positions: Tensor, targets: Tensor, inv_freq: Tensor, *,
         ``(dim/2,)`` complex coefficients.
     """
     _validate.tensor("inv_freq", inv_freq, min_dim=1, floating=True)
-    dtype = inv_freq.dtype
-    if dtype not in _NUMPY_FLOATS:
-        raise ValueError(f"inv_freq must be float16, float32 or float64 (the dtype of the "
-                         f"solve), got {dtype}; convert it with .to(torch.float32)")
+    dtype = _solve_dtype("inv_freq", inv_freq.dtype)
     positions = _validate.tensor("positions", positions, min_dim=1).to(dtype)
     targets = _validate.tensor("targets", targets, min_dim=1).to(dtype)
     if positions.dim() != 1 or targets.shape != positions.shape:
@@ -651,10 +652,7 @@ def random_score_fit(*, dim: int = 128, length: int = 2048, n_points: int = 64,
     """
     length = _validate.positive_int("length", length)
     n_points = _validate.positive_int("n_points", n_points)
-    dtype = _validate.floating_dtype("dtype", dtype)
-    if dtype not in _NUMPY_FLOATS:
-        raise ValueError(f"dtype must be torch.float16, float32 or float64 (the dtype of "
-                         f"the solve), got {dtype}")
+    dtype = _solve_dtype("dtype", _validate.floating_dtype("dtype", dtype))
     generator = torch.Generator().manual_seed(_validate.positive_int("seed", seed, minimum=0))
     positions = torch.rand(n_points, generator=generator, dtype=torch.float64) * length
     targets = torch.rand(n_points, generator=generator, dtype=torch.float64) * 2 - 1

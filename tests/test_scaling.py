@@ -509,7 +509,7 @@ def test_llama4_attention_temperature_matches_transformers(monkeypatch):
     (lambda: scaling.fit_score_function(torch.arange(3.0), torch.arange(3.0),
                                         rope.inv_freq(8).bfloat16(), ridge=1.0),
      "inv_freq must be float16, float32 or float64"),
-    (lambda: scaling.random_score_fit(dtype=torch.bfloat16), "dtype must be torch.float16"),
+    (lambda: scaling.random_score_fit(dtype=torch.bfloat16), "dtype must be float16, float32 or float64"),
     (lambda: scaling.llama4_attn_scales([-1, 2]), "positions must be >= 0"),
     (lambda: scaling.llama4_no_rope_layers(0), "num_hidden_layers must be >= 1"),
 ])

@@ -520,12 +520,7 @@ def _legend_key(legend, renderer):
             tuple(legend.get_bbox_to_anchor().bounds), legend._loc, legend._mode,
             legend.borderaxespad, legend.borderpad, legend._fontsize, legend.shadow,
             repr(getattr(legend, "_shadow_props", None)), legend.get_alpha(),
-            _patch_key(frame), _style_key(frame.get_boxstyle()), boxes)
-
-
-def _style_key(style) -> tuple:
-    """A box style (``BoxStyle.Round(pad=0.3)``, ...) by its class and parameters."""
-    return (type(style).__qualname__, repr(sorted(vars(style).items())))
+            _patch_key(frame), boxes)  # the frame's outline follows its box style
 
 
 def _box_key(box):
