@@ -225,6 +225,9 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("legend-key-without-anchor", "figures/_base.py",
        "tuple(legend.get_bbox_to_anchor().bounds), legend._loc", "legend._loc",
        [], "a cached legend reused after its axes moved"),
+    _m("legend-best-cached", "figures/_base.py",
+       "    if legend._loc == 0 or legend.get_draggable():", "    if legend.get_draggable():",
+       [], "a legend placed by loc='best' reused after the data moved"),
     _m("skeleton-without-axes", "figures/_base.py",
        "            _skeletons[key] = pickle.dumps(fig, protocol=pickle.HIGHEST_PROTOCOL)\n",
        "            _skeletons[key] = pickle.dumps(new_figure(width, height),\n"

@@ -486,14 +486,19 @@ def test_legends_placed_by_the_data_are_drawn_afresh():
     def figure(y):
         fig = new_figure(3, 2, layout=None)
         ax = fig.add_axes((0.2, 0.2, 0.7, 0.7))
-        ax.plot([0, 1], [y, y], label="a line")
+        ax.plot([0, 1], [y, y], lw=8, label="a line")
+        ax.set_ylim(0, 1)  # the line at the top, then at the bottom: the legend moves
         ax.legend(loc="best")
         return fig
 
+    pixels = []
     for y in (0.9, 0.1):
         with fast_rendering(False):
             reference = to_png(figure(y))
         _assert_same_pixels(to_png(figure(y), reuse_axes=True), reference, y)
+        pixels.append(_pixels(reference))
+    moved = (np.abs(pixels[0] - pixels[1]).max(axis=-1) > 16).sum()
+    assert moved > 200, f"the two legends differ in only {moved} pixels"
 
 
 def test_cached_glyphs_replay_at_whole_and_fractional_pixel_offsets():
