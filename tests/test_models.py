@@ -548,7 +548,7 @@ def test_inspector_numbers_agree_with_closed_forms(name):
 
 QWEN3_VL = {"model_type": "qwen3_vl", "text_config": {
     "model_type": "qwen3_vl_text", "head_dim": 128, "hidden_size": 4096,
-    "num_attention_heads": 32, "rope_theta": 5e6, "max_position_embeddings": 262144,
+    "num_attention_heads": 32, "rope_theta": 5e6, "max_position_embeddings": 128000,
     "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20],
                      "mrope_interleaved": True}}}
 
