@@ -156,7 +156,7 @@ class RopeConfig:
         extension (linear and dynamic scaling: ``max_position_embeddings`` may
         already be the extended length, as in Gemma 3)."""
         train = self.train_length
-        if self.rope_type in ("default", "linear", "dynamic") or train is None:
+        if self.rope_type == "default" or train is None:
             return None
         if self.max_position_embeddings and self.max_position_embeddings > train:
             return self.max_position_embeddings
