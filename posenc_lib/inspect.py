@@ -40,6 +40,12 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
            "longrope": "LongRoPE"}
+#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
+#: the config's ``rope_interleave`` is true (its default): transformers 4.57's
+#: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
+#: (``apply_rotary_pos_emb_interleave``). Every other model type here pairs
+#: ``i`` with ``i + d/2`` (``rotate_half``).
+INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
 T5_MAX_DISTANCE = 128
 
@@ -150,6 +156,14 @@ def _ranges(indices: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def _pair_layout(config: Mapping) -> str:
+    """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
+    weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
+    text, model_type = _config._text_config(config)
+    flag = INTERLEAVED_PAIRS.get(model_type)
+    return "interleaved" if flag and text.get(flag, True) else "half"
+
+
 def _names_original(config: Mapping, rope_type: str) -> bool:
     """Whether ``L`` is a length before extension that the config states
     (``original_max_position_embeddings``, at the top or in the rope block,
@@ -245,6 +259,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     report.update(
         layout=rope.layout, rope_type=rope.rope_type, method=METHODS[rope.rope_type],
         head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
+        pair_layout=_pair_layout(config),
         partial_rotary_factor=rope.partial_rotary_factor, base=rope.base,
         attention_factor=parts["attention_factor"], factor=rope.factor,
         train_length=train, extended_length=rope.extended_length,
@@ -322,6 +337,9 @@ def format_report(report: dict) -> str:
                   f"factor {report['attention_factor']:.6g}")
     row("rotary dim", f"{report['rotary_dim']} of head_dim {report['head_dim']} "
                       f"({report['pairs']} pairs), base {report['base']:,.10g}")
+    row("pairs", "features 2i and 2i + 1 (interleaved)"
+        if report["pair_layout"] == "interleaved"
+        else "features i and i + d/2 (half split, rotate_half)")
     extended, train = report["extended_length"], report["train_length"]
     if report["train_length_from"] == "original_max_position_embeddings":
         lengths = f"L = {train:,} (original_max_position_embeddings, before extension)"

@@ -627,6 +627,51 @@ def test_inspector_on_non_rotary_models():
     assert (t5["decoder"]["past"], t5["decoder"]["exact_past"]) == (32, 16)
 
 
+def hf_pair_partner(config: dict) -> int:
+    """The feature that forms a rotary pair with feature 0 in transformers: with
+    one-hot queries at position 1 and keys at position 0, rotated by the
+    model's own rotary module and apply function, query e_0 scores non-zero
+    against e_0 (cos) and its partner (sin) only."""
+    text = hf_config(config)
+    model_type = config["model_type"]
+    module = importlib.import_module(
+        f"transformers.models.{model_type}.modeling_{model_type}")
+    ids = torch.tensor([[0, 1]])
+    mrope = getattr(text, "rope_scaling", None) or {}
+    if "mrope_section" in mrope:  # the same position on every axis
+        ids = ids[None].expand(3, 1, 2)
+    cos, sin = rotary_module(config)(torch.zeros(1), ids)
+    d = cos.shape[-1]
+    if "mrope_section" in mrope:
+        def apply(q, k, c, s):
+            return module.apply_multimodal_rotary_pos_emb(
+                q, k, c, s, mrope["mrope_section"])
+    elif getattr(text, "rope_interleave", False):
+        apply = module.apply_rotary_pos_emb_interleave
+    else:
+        apply = module.apply_rotary_pos_emb
+    eye = torch.eye(d)[None, :, None, :].expand(1, d, 2, d)  # head j holds e_j
+    q, k = apply(eye, eye, cos, sin)
+    score = k[0, :, 0] @ q[0, 0, 1]
+    hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
+    assert len(hits) == 2 and hits[0] == 0, hits
+    return hits[1]
+
+
+@pytest.mark.parametrize("name", ROTARY)
+def test_pair_layout_matches_transformers(name):
+    config = model_inspect.model_config(name)
+    report = model_inspect.inspect_config(config)
+    partner = hf_pair_partner(config)
+    assert partner == (1 if report["pair_layout"] == "interleaved"
+                       else report["rotary_dim"] // 2)
+    if name == "deepseek-v3":
+        assert report["pair_layout"] == "interleaved"
+        flat = {**config, "rope_interleave": False}
+        assert model_inspect.inspect_config(flat)["pair_layout"] == "half"
+        assert hf_pair_partner(flat) == report["rotary_dim"] // 2
+
+
 def test_lengths_are_the_configs_own():
     # Gemma 3's text config: max_position_embeddings is the extended length.
     gemma3 = {"model_type": "gemma3_text", "hidden_size": 5376, "head_dim": 128,
