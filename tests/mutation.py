@@ -203,9 +203,14 @@ MUTANTS: tuple[Mutant, ...] = (
        ["09_models"], "the mrope_interleaved flag read and ignored: contiguous blocks "
        "reported for Qwen3-VL"),
     _m("inspect-t5-both-directions", "inspect.py",
-       "        past = [r for r in ranges if r.first <= 0]\n",
-       "        past = ranges\n",
+       '        out[part] = {"past": len(past), "future": len(future),',
+       '        out[part] = {"past": len(ranges), "future": len(future),',
        ["09_models"], "T5's buckets counted over both directions: 32 \"per direction\""),
+    _m("inspect-pair-layout-half", "inspect.py",
+       'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}',
+       "INTERLEAVED_PAIRS = {}",
+       ["09_models"], "DeepSeek-V3's interleaved q_pe/k_pe taken for the half split "
+       "that other models use"),
     _m("linear-extended-by-factor", "_config.py",
        'if self.rope_type == "yarn" and self.factor is not None and self.factor > 1:',
        'if self.factor is not None and self.factor > 1:',
