@@ -141,22 +141,26 @@ class RopeConfig:
 
     @property
     def train_length(self) -> int | None:
-        """Context the model was pre-trained on: the original length if the
-        method names one, else ``max_position_embeddings``."""
+        """``L``: the length before extension if the config names one
+        (``original_max_position_embeddings``), else ``max_position_embeddings``,
+        the length the config allows (not necessarily the training length)."""
         return self.original_max_position_embeddings or self.max_position_embeddings
 
     @property
     def extended_length(self) -> int | None:
         """Context the config extends to: ``max_position_embeddings`` when it
-        exceeds the trained length, else ``factor · train_length`` (Qwen2.5's
-        YaRN recipe leaves ``max_position_embeddings`` at the original length);
-        ``None`` for plain RoPE."""
+        exceeds the original length, else, for YaRN, ``factor · train_length``
+        (transformers' YaRN validator expects that length; Qwen2.5's recipe
+        leaves ``max_position_embeddings`` at the original length). ``None``
+        for plain RoPE and wherever the config names no length before the
+        extension (linear and dynamic scaling: ``max_position_embeddings`` may
+        already be the extended length, as in Gemma 3)."""
         train = self.train_length
         if self.rope_type == "default" or train is None:
             return None
         if self.max_position_embeddings and self.max_position_embeddings > train:
             return self.max_position_embeddings
-        if self.factor is not None and self.factor > 1:
+        if self.rope_type == "yarn" and self.factor is not None and self.factor > 1:
             return round(self.factor * train)
         return None
 

@@ -4,8 +4,8 @@ Run it as ``python -m posenc_lib.inspect CONFIG.json`` (or a model name from
 :func:`model_names`, e.g. ``llama-3.1-8b``; ``--json`` for scripts,
 ``--list`` for the names). The report gives the rotary dim, base, method and
 attention factor; the wavelength range; how many pairs complete a full turn
-within the trained length (the critical dimension of Liu et al. 2023); which
-pairs leave their trained angle range at the extended length; and, for
+within ``L`` (the critical dimension of Liu et al. 2023); which pairs leave
+the angle range they had within ``L`` at the extended length; and, for
 M-RoPE, the pairs each axis gets.
 
 Only importable as ``posenc_lib.inspect``: the name never shadows Python's
@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import _config, _validate, alibi, multidim, scaling
+from . import _config, _validate, alibi, multidim, relative, scaling
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "trained_and_extended", "format_report", "main"]
@@ -40,6 +40,12 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
            "longrope": "LongRoPE"}
+#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
+#: the config's ``rope_interleave`` is true (its default): transformers 4.57's
+#: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
+#: (``apply_rotary_pos_emb_interleave``). Every other model type here pairs
+#: ``i`` with ``i + d/2`` (``rotate_half``).
+INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
 T5_MAX_DISTANCE = 128
 
@@ -106,7 +112,10 @@ def load_config(source) -> tuple[str, dict]:
 def trained_and_extended(config: Mapping, target_length: int | None = None) -> dict:
     """The frequencies and lengths the report compares (float64).
 
-    ``trained`` holds the frequencies in effect within the trained length ``L``:
+    ``L`` is the length before extension where the config states one
+    (``original_max_position_embeddings``), else ``max_position_embeddings``:
+    the length the config allows, which need not be the length the model
+    was trained on. ``trained`` holds the frequencies in effect within ``L``:
     plain RoPE with the config's dim and base (what was pre-trained), except for
     LongRoPE, whose short list is what runs up to ``L``. ``extended`` holds the
     config's frequencies at ``target`` (the extended length, or ``2L`` when the
@@ -120,7 +129,7 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
     rope = _config.parse_rope_config(config)
     train = rope.train_length
     if train is None:
-        raise ValueError("config is incomplete: the trained length needs "
+        raise ValueError("config is incomplete: the length L needs "
                          "max_position_embeddings (or original_max_position_embeddings)")
     if target_length is None:
         target_length = rope.extended_length or 2 * train
@@ -147,11 +156,55 @@ def _ranges(indices: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def _mrope(sections: Sequence[int], dim: int) -> dict:
-    axis = multidim.mrope_axis_map(list(sections), dim=dim)
+def _pair_layout(config: Mapping) -> str:
+    """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
+    weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
+    text, model_type = _config._text_config(config)
+    flag = INTERLEAVED_PAIRS.get(model_type)
+    return "interleaved" if flag and text.get(flag, True) else "half"
+
+
+def _names_original(config: Mapping, rope_type: str) -> bool:
+    """Whether ``L`` is a length before extension that the config states
+    (``original_max_position_embeddings``, at the top or in the rope block,
+    for a method that reads it)."""
+    if rope_type not in ("yarn", "llama3", "longrope"):
+        return False
+    text, _ = _config._text_config(config)
+    block, _ = _config._rope_block(text)
+    return any(m.get("original_max_position_embeddings") is not None
+               for m in (text, block))
+
+
+def _mrope_interleaved(config: Mapping) -> bool:
+    """Whether the pairs cycle through the axes: ``mrope_interleaved`` in the
+    rope block, or a Qwen3-VL model, whose ``Qwen3VLTextRotaryEmbedding``
+    interleaves whatever the flag says (transformers 4.57)."""
+    text, model_type = _config._text_config(config)
+    block, _ = _config._rope_block(text)
+    return bool(block.get("mrope_interleaved")) or model_type == "qwen3_vl"
+
+
+def _mrope(sections: Sequence[int], dim: int, interleaved: bool) -> dict:
+    axis = multidim.mrope_axis_map(list(sections), dim=dim, interleaved=interleaved)
     return {name: {"pairs": int((axis == a).sum()),
                    "ranges": _ranges(torch.nonzero(axis == a).flatten().tolist())}
             for a, name in enumerate(multidim.MROPE_AXES[:len(sections)])}
+
+
+def _t5_buckets(num_buckets: int, max_distance: int) -> dict:
+    """Buckets per direction, exact buckets and where the last bucket starts,
+    for T5's encoder (bidirectional) and decoder (causal) self-attention, read
+    off :func:`~posenc_lib.relative.t5_bucket_ranges`."""
+    out = {}
+    for part, bidirectional in (("encoder", True), ("decoder", False)):
+        ranges = relative.t5_bucket_ranges(bidirectional, num_buckets, max_distance)
+        past = [r for r in ranges if r.first <= 0]
+        future = [r for r in ranges if r.first > 0]
+        out[part] = {"past": len(past), "future": len(future),
+                     "exact_past": sum(r.first == min(r.last, 0) for r in past),
+                     "last_from": int(-past[-1].last)}
+    return out
 
 
 def inspect_config(config: Mapping, *, target_length: int | None = None,
@@ -161,7 +214,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     Args:
         config: a parsed ``config.json``.
         target_length: length at which to look for pairs out of range (default:
-            the extended length of the config, or twice the trained length).
+            the extended length of the config, or twice ``L``).
         name: a label for the report.
 
     Keys of the rope block that transformers ignores are ignored here too; the
@@ -178,10 +231,14 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                       slope_max=float(slopes.max()))
         return report
     if scheme == "T5 relative buckets":
-        report.update(heads=config.get("num_heads"),
-                      num_buckets=config.get("relative_attention_num_buckets", 32),
-                      max_distance=config.get("relative_attention_max_distance",
-                                              T5_MAX_DISTANCE))
+        buckets = _validate.positive_int(
+            "relative_attention_num_buckets",
+            config.get("relative_attention_num_buckets", 32), minimum=2)
+        distance = _validate.positive_int(
+            "relative_attention_max_distance",
+            config.get("relative_attention_max_distance", T5_MAX_DISTANCE))
+        report.update(heads=config.get("num_heads"), num_buckets=buckets,
+                      max_distance=distance, **_t5_buckets(buckets, distance))
         return report
     if scheme != "rotary":
         return report
@@ -202,9 +259,14 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     report.update(
         layout=rope.layout, rope_type=rope.rope_type, method=METHODS[rope.rope_type],
         head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
+        pair_layout=_pair_layout(config),
         partial_rotary_factor=rope.partial_rotary_factor, base=rope.base,
         attention_factor=parts["attention_factor"], factor=rope.factor,
         train_length=train, extended_length=rope.extended_length,
+        train_length_from=("original_max_position_embeddings"
+                           if _names_original(config, rope.rope_type)
+                           else "max_position_embeddings"),
+        max_position_embeddings=rope.max_position_embeddings,
         target_length=target,
         wavelength_trained=[float(2 * math.pi / trained.max()),
                             float(2 * math.pi / trained.min())],
@@ -217,12 +279,31 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                             else scaling.critical_dimension(rope.dim, rope.base, train)),
         out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
         out_of_range_count=int(out.sum()),
-        mrope=(_mrope(rope.mrope_section, rope.dim) if rope.mrope_section else None))
+        mrope=(_mrope(rope.mrope_section, rope.dim, _mrope_interleaved(config))
+               if rope.mrope_section else None),
+        mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
+                           else None))
     return report
 
 
 def _fmt_ranges(ranges: list) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges) or "none"
+
+
+def _fmt_strided(ranges: list) -> str:
+    """Pair indices as runs of equal step: ``0-60 step 3, 61-63``."""
+    idx = [i for a, b in ranges for i in range(a, b + 1)]
+    runs, start = [], 0
+    while start < len(idx):
+        end = start
+        step = idx[start + 1] - idx[start] if start + 1 < len(idx) else 1
+        while end + 1 < len(idx) and idx[end + 1] - idx[end] == step:
+            end += 1
+        a, b = idx[start], idx[end]
+        runs.append(f"{a}" if a == b else f"{a}-{b}" + (f" step {step}" if step > 1
+                                                        else ""))
+        start = end + 1
+    return ", ".join(runs) or "none"
 
 
 def format_report(report: dict) -> str:
@@ -233,9 +314,17 @@ def format_report(report: dict) -> str:
                 f"  heads              {report['heads']} (slopes "
                 f"{report['slope_min']:.3g} .. {report['slope_max']:.3g})\n")
     if report["scheme"] == "T5 relative buckets":
+        enc, dec = report["encoder"], report["decoder"]
         return (f"{title}\n  positions          T5 relative buckets, no rotary embedding\n"
-                f"  buckets            {report['num_buckets']} per direction, log-spaced "
-                f"up to distance {report['max_distance']}\n")
+                f"  buckets            {report['num_buckets']}, max_distance "
+                f"{report['max_distance']}\n"
+                f"  encoder            bidirectional: {enc['past']} buckets for past "
+                f"keys (distance 0 included), {enc['future']} for future ones; "
+                f"{enc['exact_past']} exact, one for every distance >= "
+                f"{enc['last_from']}\n"
+                f"  decoder            causal: {dec['past']} buckets for past keys, "
+                f"{dec['exact_past']} exact, one for every distance >= "
+                f"{dec['last_from']}; future keys share bucket 0\n")
     if report["scheme"] != "rotary":
         return f"{title}\n  positions          {report['scheme']}, no rotary embedding\n"
     lines = [f"{title}, config layout: {report['layout']}"]
@@ -248,26 +337,46 @@ def format_report(report: dict) -> str:
                   f"factor {report['attention_factor']:.6g}")
     row("rotary dim", f"{report['rotary_dim']} of head_dim {report['head_dim']} "
                       f"({report['pairs']} pairs), base {report['base']:,.10g}")
-    extended = report["extended_length"]
-    row("trained length", f"{report['train_length']:,} tokens" +
-        (f", extended to {extended:,}" if extended else ", no extension configured"))
+    row("pairs", "features 2i and 2i + 1 (interleaved)"
+        if report["pair_layout"] == "interleaved"
+        else "features i and i + d/2 (half split, rotate_half)")
+    extended, train = report["extended_length"], report["train_length"]
+    if report["train_length_from"] == "original_max_position_embeddings":
+        lengths = f"L = {train:,} (original_max_position_embeddings, before extension)"
+    else:
+        lengths = f"L = {train:,} (max_position_embeddings, the length the config allows)"
+    if extended == report["max_position_embeddings"]:
+        lengths += f", L' = {extended:,} (max_position_embeddings)"
+    elif extended:
+        lengths += (f", L' = {extended:,} (factor x L; max_position_embeddings "
+                    f"{report['max_position_embeddings']:,})")
+    elif report["rope_type"] == "linear":
+        lengths += "; the config names no length before its linear scaling"
+    elif report["rope_type"] == "dynamic":
+        lengths += ("; plain frequencies up to L, beyond it the base grows with "
+                    "the current length")
+    else:
+        lengths += ", no extension configured"
+    row("lengths", lengths)
     low, high = report["wavelength_extended"]
     low_t, high_t = report["wavelength_trained"]
     row("wavelengths", f"{low:.3g} .. {high:.3g} tokens" +
         ("" if (low, high) == (low_t, high_t) else
-         f" (within the trained length: {low_t:.3g} .. {high_t:.3g})"))
+         f" (before extension: {low_t:.3g} .. {high_t:.3g})"))
     row("full turn within L", f"{report['full_turn_pairs']} of {report['pairs']} pairs "
                               f"(critical dimension {report['critical_dimension']})")
     where = f"at {report['target_length']:,} tokens"
     if not extended:
-        where += " (2 x trained length)"
+        where += " (2 x L)"
     row("out of range", f"{report['out_of_range_count']} pairs {where}: "
                         f"{_fmt_ranges(report['out_of_range_pairs'])}")
     for message in report.get("warnings", []):
         row("warning", message)
     if report["mrope"]:
-        row("M-RoPE axes", "; ".join(
-            f"{axis} {info['pairs']} pairs ({_fmt_ranges(info['ranges'])})"
+        fmt = _fmt_strided if report["mrope_interleaved"] else _fmt_ranges
+        row("M-RoPE axes", ("interleaved: " if report["mrope_interleaved"] else
+                            "contiguous: ") + "; ".join(
+            f"{axis} {info['pairs']} pairs ({fmt(info['ranges'])})"
             for axis, info in report["mrope"].items()))
     return "\n".join(lines) + "\n"
 

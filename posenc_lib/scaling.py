@@ -1056,6 +1056,9 @@ def rerope_relative_positions(query_positions, key_positions=None, *, window: in
     ``D' = window + (D - window)/k``. Exactly what the two passes of
     bojone/rerope's ``rerope_patch.py`` and ``leaky_rerope_patch.py`` compute
     (:func:`rerope_scores`); under a causal mask only ``D >= 0`` matters.
+    Both methods are defined there. For a future key beyond the window,
+    Leaky ReRoPE's value lands among the past distances (window 16, ``k = 4``:
+    ``D = -20`` gives 7, as ``D = 7`` does).
 
     Args:
         query_positions: ``(n_q,)`` integers >= 0.

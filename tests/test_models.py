@@ -541,19 +541,153 @@ def test_inspector_numbers_agree_with_closed_forms(name):
         unclosed = d // 2 - report["full_turn_pairs"]
         assert report["out_of_range_count"] == (unclosed if target / s > L else 0)
     if report["mrope"]:
-        axis = multidim.mrope_axis_map(list(rope.mrope_section), dim=d)
-        assert [v["pairs"] for v in report["mrope"].values()] == \
-            torch.bincount(axis).tolist()
+        assert report_axes(report) == hf_mrope_axes(config).tolist()
+
+
+# -- M-RoPE, T5 and ALiBi against transformers ------------------------------------------
+
+QWEN3_VL = {"model_type": "qwen3_vl", "text_config": {
+    "model_type": "qwen3_vl_text", "head_dim": 128, "hidden_size": 4096,
+    "num_attention_heads": 32, "rope_theta": 5e6, "max_position_embeddings": 128000,
+    "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20],
+                     "mrope_interleaved": True}}}
+
+
+def hf_mrope_axes(config: dict) -> torch.Tensor:
+    """Which axis drives each pair in transformers: the pairs whose sine is
+    non-zero when only that axis' position id is 1 (Qwen2.5-VL merges the
+    per-axis cos/sin in ``apply_multimodal_rotary_pos_emb``, Qwen3-VL in its
+    rotary module's ``apply_interleaved_mrope``)."""
+    text = hf_config(config)
+    module = rotary_module(config)
+    section = text.rope_scaling["mrope_section"]
+    rows = []
+    for axis in range(3):
+        ids = torch.zeros(3, 1, 1, dtype=torch.long)
+        ids[axis] = 1
+        _, sin = module(torch.zeros(1), ids)
+        if sin.dim() == 4:  # (3, batch, seq, dim): Qwen2-VL / Qwen2.5-VL
+            sin = torch.cat([m[i % 3] for i, m in
+                             enumerate(sin.split(section * 2, dim=-1))], dim=-1)
+        rows.append(sin[0, 0, : sin.shape[-1] // 2] != 0)
+    rows = torch.stack(rows)
+    assert torch.all(rows.sum(0) == 1)  # every pair follows exactly one axis
+    return rows.int().argmax(0)
+
+
+def report_axes(report: dict) -> list:
+    axes = [None] * report["pairs"]
+    for a, info in enumerate(report["mrope"].values()):
+        for first, last in info["ranges"]:
+            axes[first:last + 1] = [a] * (last - first + 1)
+    return axes
+
+
+@pytest.mark.parametrize("config", [model_inspect.model_config("qwen2.5-vl-7b-instruct"),
+                                    QWEN3_VL], ids=["qwen2.5-vl", "qwen3-vl"])
+def test_mrope_report_matches_transformers_cos_sin(config):
+    report = model_inspect.inspect_config(config)
+    axes = hf_mrope_axes(config)
+    assert report_axes(report) == axes.tolist()
+    interleaved = config["model_type"] == "qwen3_vl"
+    assert report["mrope_interleaved"] is interleaved
+    if interleaved:  # t, h, w, t, ... until height and width run out at 60
+        assert axes[:60].tolist() == [0, 1, 2] * 20 and axes[60:].tolist() == [0] * 4
+        assert "temporal 24 pairs (0-60 step 3, 61-63)" in \
+            model_inspect.format_report(report)
 
 
 def test_inspector_on_non_rotary_models():
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    from transformers.models.t5.modeling_t5 import T5Attention
+
     bloom = model_inspect.inspect_config(model_inspect.model_config("bloom-560m"))
     assert bloom["scheme"] == "ALiBi" and bloom["heads"] == 16
-    assert bloom["slope_max"] == alibi.alibi_slopes(16, dtype=torch.float64).max().item()
+    # BLOOM's bias at key position 1 is the slope itself. It raises a float32
+    # base (error <= ε32/2) to powers up to 16: relative error <= 16·ε32.
+    slopes = build_alibi_tensor(torch.ones(1, 2), 16, torch.float32)[:, 0, 1].double()
+    assert math.isclose(bloom["slope_max"], slopes.max(), rel_tol=16 * EPS32)
+    assert math.isclose(bloom["slope_min"], slopes.min(), rel_tol=16 * EPS32)
+    assert "ALiBi" in model_inspect.format_report(bloom)
     t5 = model_inspect.inspect_config(model_inspect.model_config("t5-v1_1-base"))
     from transformers import T5Config
     assert t5["max_distance"] == T5Config().relative_attention_max_distance == 128
-    assert "ALiBi" in model_inspect.format_report(bloom)
+    relative = torch.arange(-1000, 1001)  # key minus query
+    for part, bidirectional in (("encoder", True), ("decoder", False)):
+        bucket = T5Attention._relative_position_bucket(
+            relative, bidirectional=bidirectional, num_buckets=32, max_distance=128)
+        past, future = bucket[relative <= 0], bucket[relative > 0]
+        ids, counts = past.unique(return_counts=True)
+        far = past[relative[relative <= 0] <= -t5[part]["last_from"]]
+        assert t5[part]["past"] == ids.numel()
+        assert t5[part]["exact_past"] == int((counts == 1).sum())
+        assert far.unique().numel() == 1 and (past == far[0]).sum() == far.numel()
+        assert t5[part]["future"] == len(set(future.tolist()) - set(past.tolist()))
+    assert (t5["encoder"]["past"], t5["encoder"]["exact_past"]) == (16, 8)
+    assert (t5["decoder"]["past"], t5["decoder"]["exact_past"]) == (32, 16)
+
+
+def hf_pair_partner(config: dict) -> int:
+    """The feature that forms a rotary pair with feature 0 in transformers: with
+    one-hot queries at position 1 and keys at position 0, rotated by the
+    model's own rotary module and apply function, query e_0 scores non-zero
+    against e_0 (cos) and its partner (sin) only."""
+    text = hf_config(config)
+    model_type = config["model_type"]
+    module = importlib.import_module(
+        f"transformers.models.{model_type}.modeling_{model_type}")
+    ids = torch.tensor([[0, 1]])
+    mrope = getattr(text, "rope_scaling", None) or {}
+    if "mrope_section" in mrope:  # the same position on every axis
+        ids = ids[None].expand(3, 1, 2)
+    cos, sin = rotary_module(config)(torch.zeros(1), ids)
+    d = cos.shape[-1]
+    if "mrope_section" in mrope:
+        def apply(q, k, c, s):
+            return module.apply_multimodal_rotary_pos_emb(
+                q, k, c, s, mrope["mrope_section"])
+    elif getattr(text, "rope_interleave", False):
+        apply = module.apply_rotary_pos_emb_interleave
+    else:
+        apply = module.apply_rotary_pos_emb
+    eye = torch.eye(d)[None, :, None, :].expand(1, d, 2, d)  # head j holds e_j
+    q, k = apply(eye, eye, cos, sin)
+    score = k[0, :, 0] @ q[0, 0, 1]
+    hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
+    assert len(hits) == 2 and hits[0] == 0, hits
+    return hits[1]
+
+
+@pytest.mark.parametrize("name", ROTARY)
+def test_pair_layout_matches_transformers(name):
+    config = model_inspect.model_config(name)
+    report = model_inspect.inspect_config(config)
+    partner = hf_pair_partner(config)
+    assert partner == (1 if report["pair_layout"] == "interleaved"
+                       else report["rotary_dim"] // 2)
+    if name == "deepseek-v3":
+        assert report["pair_layout"] == "interleaved"
+        flat = {**config, "rope_interleave": False}
+        assert model_inspect.inspect_config(flat)["pair_layout"] == "half"
+        assert hf_pair_partner(flat) == report["rotary_dim"] // 2
+
+
+def test_lengths_are_the_configs_own():
+    # Gemma 3's text config: max_position_embeddings is the extended length.
+    gemma3 = {"model_type": "gemma3_text", "hidden_size": 5376, "head_dim": 128,
+              "num_attention_heads": 32, "max_position_embeddings": 131072,
+              "rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    report = model_inspect.inspect_config(gemma3)
+    assert report["extended_length"] is None and report["train_length"] == 131072
+    assert report["train_length_from"] == "max_position_embeddings"
+    assert "1,048,576" not in model_inspect.format_report(report)
+    assert "names no length before" in model_inspect.format_report(report)
+    dynamic = {**LLAMA, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+    assert model_inspect.inspect_config(dynamic)["extended_length"] is None
+    llama31 = model_inspect.inspect_config(model_inspect.model_config("llama-3.1-8b"))
+    assert llama31["train_length_from"] == "original_max_position_embeddings"
+    assert "L' = 131,072 (max_position_embeddings)" in \
+        model_inspect.format_report(llama31)
 
 
 def test_loading_and_unknown_names():

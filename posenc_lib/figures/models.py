@@ -27,7 +27,8 @@ def overview() -> BookFigure:
 
     One row per model; each dot is one pair's wavelength ``2π/θ_i`` under the
     config's own frequencies (hollow: plain RoPE with the same base and dim,
-    where the config changes it). The black bar is the trained length ``L``,
+    where the config changes it). The black bar is ``L`` (see
+    :func:`~posenc_lib.inspect.trained_and_extended`),
     the red bar the length the config extends to.
     """
     fig, ax = new_subplots(7.6, 4.6)
@@ -46,7 +47,7 @@ def overview() -> BookFigure:
         ax.scatter(lam, np.full_like(lam, y), s=7, color="C0", lw=0,
                    label="wavelength of a pair (config's frequencies)")
         ax.plot([parts["train_length"]] * 2, [y - 0.38, y + 0.38], color="k", lw=2,
-                label="trained length L")
+                label="L")
         if rope.extended_length:
             ax.plot([rope.extended_length] * 2, [y - 0.38, y + 0.38], color="C3", lw=2,
                     label="extended length L'")
@@ -57,7 +58,7 @@ def overview() -> BookFigure:
     ax.set_xlim(*_X_RANGE)
     plain_log_axis(ax.xaxis)
     ax.set_xlabel("wavelength 2π/θ (tokens)")
-    ax.set_title("Pairs left of L turn at least once within the trained length",
+    ax.set_title("Pairs left of L turn at least once within L",
                  fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
@@ -72,8 +73,8 @@ def wavelengths(model: str = "llama-3.1-8b") -> BookFigure:
 
     The x axis is ``2i/d`` (pair ``i`` of ``d/2``), so models with different
     rotary dims share it; plain RoPE is then a straight line of slope
-    ``ln(base)`` on the log axis. Shaded: the pairs that leave their trained
-    angle range at the extended length (or at ``2L`` without an extension).
+    ``ln(base)`` on the log axis. Shaded: the pairs that leave the angle
+    range they had within ``L`` at the extended length (or at ``2L`` without an extension).
     """
     entry = model_inspect.model_entry(model)
     report = model_inspect.inspect_config(entry["config"], name=entry["title"])
@@ -97,7 +98,8 @@ def wavelengths(model: str = "llama-3.1-8b") -> BookFigure:
     ax.semilogy(x, (2 * math.pi / parts["extended"]).numpy(), color="C0", marker=".",
                 ms=3, lw=1.4, label=f"config: {report['rope_type']}")
     ax.axhline(report["train_length"], color="k", lw=0.9,
-               label=f"trained length L = {report['train_length']:,}")
+               label=f"L = {report['train_length']:,} "
+                     f"({report['train_length_from']})")
     ax.axhline(report["target_length"], color="C3", lw=0.9, ls=":",
                label=(f"extended length L' = {report['target_length']:,}"
                       if report["extended_length"] else
