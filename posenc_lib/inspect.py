@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import _config, _validate, alibi, multidim, relative, scaling
+from . import _config, _validate, alibi, bounds, multidim, relative, scaling
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "trained_and_extended", "format_report", "main"]
@@ -276,7 +276,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         # Liu et al.'s closed form for plain RoPE; LongRoPE's short list moves the
         # wavelengths, so there it is twice the pairs counted above.
         critical_dimension=(2 * int(full_turn.sum()) if rope.rope_type == "longrope"
-                            else scaling.critical_dimension(rope.dim, rope.base, train)),
+                            else bounds.critical_dimension(rope.dim, rope.base, train)),
         out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
         out_of_range_count=int(out.sum()),
         mrope=(_mrope(rope.mrope_section, rope.dim, _mrope_interleaved(config))

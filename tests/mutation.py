@@ -216,17 +216,17 @@ MUTANTS: tuple[Mutant, ...] = (
        'if self.factor is not None and self.factor > 1:',
        ["09_models"], "linear scaling's max_position_embeddings taken as the length "
        "before extension (Gemma 3 reported at 8 x 131,072)"),
-    _m("logn-log-p", "scaling.py",
+    _m("logn-log-p", "temperature.py",
        "    return (torch.log1p(p) / math.log(length)).clamp(min=1.0)\n",
        "    return (torch.log(p) / math.log(length)).clamp(min=1.0)\n",
        ["10_beyond"], "log-n scale ln p instead of ln(p + 1): the query counted out of "
        "its own keys"),
-    _m("sinks-recent-off-by-one", "scaling.py",
+    _m("sinks-recent-off-by-one", "remap.py",
        "    first_recent = torch.clamp(m - r + 1, min=s)[:, None]",
        "    first_recent = torch.clamp(m - r, min=s)[:, None]",
        ["10_beyond"], "StreamingLLM's cache keeps r + 1 recent tokens (the query not "
        "counted in recent_size)"),
-    _m("entropy-shift-forgotten", "scaling.py",
+    _m("entropy-shift-forgotten", "temperature.py",
        "        weights *= shifted\n", "        weights *= block * scale\n",
        ["10_beyond"], "the stabilising shift dropped from one half of the entropy formula"),
     _m("householder-diagonal-unreflected", "scaling.py",

@@ -1,4 +1,4 @@
-"""Chapter 10's functions in posenc_lib.scaling against independent computations.
+"""Chapter 10's numerics (bounds, temperature, remap) against independent computations.
 
 RoPE's base (Liu et al.'s critical dimension, Men et al.'s cosine sum and base
 bound) against brute-force counts and float64 scans in numpy; log-n scaling
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from posenc_lib import rope, scaling
+from posenc_lib import bounds, remap, rope, temperature
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
@@ -34,7 +34,7 @@ def _count_full_turns(dim, base, length):
 
 
 def test_critical_dimension_of_llama2_is_92():
-    assert scaling.critical_dimension(128, 10000.0, 4096) == 92
+    assert bounds.critical_dimension(128, 10000.0, 4096) == 92
 
 
 @PROPERTY
@@ -44,27 +44,27 @@ def test_critical_dimension_counts_the_pairs_that_turn(dim, base, length):
     half = (dim / 2) * math.log(length / (2 * math.pi)) / math.log(base)
     if abs(half - round(half)) < 1e-9:
         return  # a wavelength exactly equal to the length: the two roundings differ
-    assert scaling.critical_dimension(dim, base, length) == 2 * _count_full_turns(
+    assert bounds.critical_dimension(dim, base, length) == 2 * _count_full_turns(
         dim, base, length)
 
 
 @pytest.mark.parametrize("base", [2e4, 5e5, 1e6, 1e8])
 @pytest.mark.parametrize("dim, train", [(128, 4096), (64, 2048), (128, 16384)])
 def test_extrapolation_bound_is_the_wavelength_of_the_first_unturned_pair(base, dim, train):
-    d_extra = scaling.critical_dimension(dim, 10000.0, train)
+    d_extra = bounds.critical_dimension(dim, 10000.0, train)
     theta = rope.inv_freq(dim, base, dtype=F64)
-    bound = scaling.extrapolation_bound(dim, base, train)
+    bound = bounds.extrapolation_bound(dim, base, train)
     assert math.isclose(bound, 2 * math.pi / theta[d_extra // 2].item(), rel_tol=1e-12)
 
 
 @pytest.mark.parametrize("train, tune", [(4096, 4096), (4096, 16384), (2048, 100000)])
 def test_critical_base_gives_the_critical_pair_the_tuning_wavelength(train, tune):
-    beta0 = scaling.critical_base(train, tune)
+    beta0 = bounds.critical_base(train, tune)
     fraction = math.log(train / (2 * math.pi)) / math.log(10000.0)   # 2i/d at the edge
     assert math.isclose(2 * math.pi * beta0 ** fraction, tune, rel_tol=1e-12)
     # Below the critical base the bound is the tuning length itself.
-    assert scaling.extrapolation_bound(128, beta0 * 0.999, train, tune) == tune
-    assert scaling.extrapolation_bound(128, beta0 * 1.001, train, tune) > 2 * math.pi
+    assert bounds.extrapolation_bound(128, beta0 * 0.999, train, tune) == tune
+    assert bounds.extrapolation_bound(128, beta0 * 1.001, train, tune) > 2 * math.pi
 
 
 # -- Men et al.: the cosine sum and the bound on the base --------------------------
@@ -75,7 +75,7 @@ def test_cos_sum_is_half_the_trace_of_the_rotation(dim, base):
     for m in (0, 1, 7, 1234, 10 ** 5):
         trace = torch.diagonal(rope.rotation_matrix(m, theta)).sum().item()
         direct = math.fsum(math.cos(m * t) for t in theta.tolist())
-        value = scaling.rope_cos_sum(m, dim, base).item()
+        value = bounds.rope_cos_sum(m, dim, base).item()
         assert math.isclose(value, trace / 2, rel_tol=0, abs_tol=1e3 * EPS64 * dim)
         assert math.isclose(value, direct, rel_tol=0, abs_tol=1e3 * EPS64 * dim)
 
@@ -92,7 +92,7 @@ def test_similar_key_margin_is_twice_sigma_squared_times_the_cos_sum(generator):
         similar = ((q @ rotation) * (q + eps)).sum(-1)      # qᵀ R k*, k* = q + ε
         random = ((q @ rotation) * k).sum(-1)
         difference = similar - random
-        expected = 2 * sigma ** 2 * scaling.rope_cos_sum(m, dim, base).item()
+        expected = 2 * sigma ** 2 * bounds.rope_cos_sum(m, dim, base).item()
         standard_error = difference.std().item() / math.sqrt(draws)
         assert abs(difference.mean().item() - expected) < 5 * standard_error
 
@@ -108,8 +108,8 @@ def _numpy_first_negative(dim, base, limit):
 def test_supported_length_matches_a_numpy_scan(dim, base):
     first = _numpy_first_negative(dim, base, 40000)
     assert first is not None
-    assert scaling.rope_supported_length(dim, base) == first - 1
-    assert scaling.rope_supported_length(dim, base, max_length=first - 1) == first - 1
+    assert bounds.rope_supported_length(dim, base) == first - 1
+    assert bounds.rope_supported_length(dim, base, max_length=first - 1) == first - 1
 
 
 def test_model_bases_against_their_context_lengths():
@@ -118,7 +118,7 @@ def test_model_bases_against_their_context_lengths():
                                  (1e6, 32768, False)):
         first = _numpy_first_negative(128, base, 40000)
         assert (first > context) == holds
-        assert scaling.rope_supported_length(128, base) == first - 1
+        assert bounds.rope_supported_length(128, base) == first - 1
 
 
 def _grid_bound(dim, length, low, step):
@@ -138,7 +138,7 @@ def _grid_bound(dim, length, low, step):
                                               (32, 300, 2.0), (128, 1024, 3000.0)])
 def test_base_bound_against_a_fine_grid(dim, length, low):
     # (The chapter scans d = 128 from base 1000 with a coarser step.)
-    bound = scaling.rope_base_bound(length, dim, lowest=low)
+    bound = bounds.rope_base_bound(length, dim, lowest=low)
     # No base of the grid below the bound is valid: the search skipped no window
     # of valid bases wider than the grid step (a grid can miss narrower ones).
     assert _grid_bound(dim, length, low, 1e-3) >= bound * (1 - 1e-12)
@@ -152,9 +152,9 @@ def test_base_bound_against_a_fine_grid(dim, length, low):
 
 def test_base_bound_is_not_a_threshold():
     # For L = 1024 (d = 128) the valid bases start at the bound and stop again.
-    bound = scaling.rope_base_bound(1024)
+    bound = bounds.rope_base_bound(1024)
     assert math.isclose(bound, 4293.44, rel_tol=1e-5)
-    assert scaling.rope_supported_length(128, 5000.0) < 1024 <= scaling.rope_supported_length(
+    assert bounds.rope_supported_length(128, 5000.0) < 1024 <= bounds.rope_supported_length(
         128, 4300.0)
 
 
@@ -166,7 +166,7 @@ def test_logn_scale_matches_qwen_logn_list(train_length):
     count = 4 * train_length
     logn_list = [math.log(i, train_length) if i > train_length else 1
                  for i in range(1, count + 1)]
-    ours = scaling.logn_attention_scale(torch.arange(count), train_length)
+    ours = temperature.logn_attention_scale(torch.arange(count), train_length)
     assert torch.allclose(ours, torch.tensor(logn_list, dtype=F64), rtol=8 * EPS64, atol=0)
 
 
@@ -184,9 +184,9 @@ def _entropy_reference(scores):
 def test_entropy_against_its_definition(generator):
     scores = 3 * torch.randn(4, 5, 37, generator=generator, dtype=F64)
     scores[0, :, 20:] = -math.inf
-    assert torch.allclose(scaling.attention_entropy(scores), _entropy_reference(scores),
+    assert torch.allclose(temperature.attention_entropy(scores), _entropy_reference(scores),
                           rtol=1e-12, atol=1e-12)
-    assert torch.allclose(scaling.attention_entropy(scores.transpose(-1, -2), dim=-2),
+    assert torch.allclose(temperature.attention_entropy(scores.transpose(-1, -2), dim=-2),
                           _entropy_reference(scores), rtol=1e-12, atol=1e-12)
 
 
@@ -197,21 +197,21 @@ def test_entropy_dilution_bound_and_monotone_scale(n, bound, scale, seed):
     # Bounded logits |s| <= B: ln n - 2λB <= H(λ s) <= ln n, and H decreases with λ.
     g = torch.Generator().manual_seed(seed)
     s = (2 * torch.rand(n, generator=g, dtype=F64) - 1) * bound
-    h = scaling.attention_entropy(scale * s).item()
+    h = temperature.attention_entropy(scale * s).item()
     assert math.log(n) - 2 * scale * bound - 1e-12 <= h <= math.log(n) + 1e-12
-    assert scaling.attention_entropy((scale + 0.5) * s).item() <= h + 1e-12
+    assert temperature.attention_entropy((scale + 0.5) * s).item() <= h + 1e-12
 
 
 def test_random_entropy_against_a_direct_sum_and_one_call_for_several_scales():
     """-Σ p ln p from the seeded draws, computed here with numpy; the list form of
     ``train_length`` gives exactly the separate calls."""
     lengths, dim, n_queries, sigma, seed = [3, 10, 40], 8, 3, 1.3, 5
-    got = scaling.random_attention_entropy(lengths, sigma=sigma, dim=dim,
+    got = temperature.random_attention_entropy(lengths, sigma=sigma, dim=dim,
                                            n_queries=n_queries, seed=seed,
                                            train_length=[None, 4, 16])
     assert got.shape == (3, 3, n_queries)
     for k, train_length in enumerate([None, 4, 16]):
-        alone = scaling.random_attention_entropy(lengths, sigma=sigma, dim=dim,
+        alone = temperature.random_attention_entropy(lengths, sigma=sigma, dim=dim,
                                                  n_queries=n_queries, seed=seed,
                                                  train_length=train_length)
         assert torch.equal(got[k], alone)
@@ -232,16 +232,16 @@ def test_random_entropy_against_a_direct_sum_and_one_call_for_several_scales():
             np.testing.assert_allclose(got[k, i].numpy(), -(p * np.log(p)).sum(-1),
                                        rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="train_length"):
-        scaling.random_attention_entropy(lengths, train_length=[None, 1])
+        temperature.random_attention_entropy(lengths, train_length=[None, 1])
     with pytest.raises(ValueError, match="train_length"):
-        scaling.random_attention_entropy(lengths, train_length=[])
+        temperature.random_attention_entropy(lengths, train_length=[])
 
 
 def test_random_entropy_is_deterministic_and_scaled_is_lower():
     lengths = torch.tensor([8, 64, 512, 2048])
-    a = scaling.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4)
-    b = scaling.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4)
-    scaled = scaling.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4,
+    a = temperature.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4)
+    b = temperature.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4)
+    scaled = temperature.random_attention_entropy(lengths, sigma=1.5, dim=16, n_queries=4,
                                               train_length=64)
     assert torch.equal(a, b) and a.shape == (4, 4)
     assert torch.all(a <= torch.log(lengths.double())[:, None] + 1e-12)
@@ -306,16 +306,16 @@ CASES = [
     ("sink", dict(start_size=0, recent_size=4), _sink_rule(0, 4)),
     ("sink", dict(start_size=4, recent_size=1), _sink_rule(4, 1)),
 ]
-SCORES = {"rerope": scaling.rerope_scores, "self_extend": scaling.self_extend_scores,
-          "sink": scaling.sink_scores}
+SCORES = {"rerope": remap.rerope_scores, "self_extend": remap.self_extend_scores,
+          "sink": remap.sink_scores}
 
 
 def _maps(kind, params, positions):
     if kind == "rerope":
-        return scaling.rerope_relative_positions(positions, **params), None
+        return remap.rerope_relative_positions(positions, **params), None
     if kind == "self_extend":
-        return scaling.self_extend_relative_positions(positions, **params), None
-    return scaling.sink_cache_positions(positions, **params)
+        return remap.self_extend_relative_positions(positions, **params), None
+    return remap.sink_cache_positions(positions, **params)
 
 
 @pytest.mark.parametrize("layout", rope.LAYOUTS)
@@ -336,7 +336,7 @@ def test_two_pass_scores_match_a_literal_loop(kind, params, rule, layout, genera
     assert (fast[seen] - literal[seen]).abs().max() <= tol
     # The map itself, through the generic scorer, gives the same scores.
     relative, kept = _maps(kind, params, torch.arange(n))
-    generic = scaling.relative_map_scores(q, k, relative.double(), theta, layout=layout)
+    generic = remap.relative_map_scores(q, k, relative.double(), theta, layout=layout)
     assert (generic[seen] - literal[seen]).abs().max() <= tol
     if kept is not None:
         assert torch.equal(kept, seen)
@@ -347,11 +347,11 @@ def test_two_pass_scores_match_a_literal_loop(kind, params, rule, layout, genera
 def test_self_extend_is_leaky_rerope_up_to_rounding(n, w, g):
     # With k = G, Self-Extend's grouped distance minus Leaky ReRoPE's lies in (-1, 2).
     positions = torch.arange(n)
-    se = scaling.self_extend_relative_positions(positions, group_size=g, neighbor_window=w)
+    se = remap.self_extend_relative_positions(positions, group_size=g, neighbor_window=w)
     if g == 1:
         assert torch.equal(se, positions[None, :] - positions[:, None])
         return
-    leaky = scaling.rerope_relative_positions(positions, window=w, leaky_factor=float(g))
+    leaky = remap.rerope_relative_positions(positions, window=w, leaky_factor=float(g))
     beyond = (positions[:, None] - positions[None, :]) >= w
     gap = (leaky - se.double())[beyond]          # = (grouped D) - (leaky D)
     assert torch.all((gap > -1) & (gap < 2))
@@ -360,7 +360,7 @@ def test_self_extend_is_leaky_rerope_up_to_rounding(n, w, g):
 @PROPERTY
 @given(n=st.integers(1, 80), s=st.integers(0, 6), r=st.integers(1, 30))
 def test_sink_positions_stay_inside_the_cache(n, s, r):
-    relative, kept = scaling.sink_cache_positions(torch.arange(n), start_size=s,
+    relative, kept = remap.sink_cache_positions(torch.arange(n), start_size=s,
                                                   recent_size=r)
     assert torch.all(kept.sum(1) <= s + r)
     assert torch.all(relative[kept] <= 0) and torch.all(relative[kept] > -(s + r))
@@ -405,7 +405,7 @@ def test_rerope_matches_the_reference_forward(window, leak, generator):
         attn2 = _apply(q, cos2, sin2, pos + offset) @ _apply(k, cos2, sin2, pos).T
     rectified = (pos[:, None] - pos[None]).abs() < window
     reference = torch.where(rectified, attn1, attn2)
-    ours = scaling.rerope_scores(q, k, theta, window=window,
+    ours = remap.rerope_scores(q, k, theta, window=window,
                                  leaky_factor=None if leak is None else float(leak))
     assert torch.allclose(ours, reference, rtol=0, atol=1e-12)
     if leak is None:
@@ -432,7 +432,7 @@ def test_self_extend_matches_the_reference_forward(group, window, generator):
     if n - window > 0:
         mask[window:, :-window] -= torch.tril(torch.ones(n - window, n - window))
     reference = torch.where(mask.bool(), neighbour, grouped)
-    ours = scaling.self_extend_scores(q, k, theta, group_size=group, neighbor_window=window)
+    ours = remap.self_extend_scores(q, k, theta, group_size=group, neighbor_window=window)
     causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
     assert torch.allclose(ours[causal], reference[causal], rtol=0, atol=1e-12)
     # Decoding (q_len == 1): the last `window` keys are neighbours.
@@ -452,7 +452,7 @@ def test_sinks_match_a_streaming_decode(start, recent, generator):
     q = torch.randn(n, dim, generator=generator, dtype=F64)
     k = torch.randn(n, dim, generator=generator, dtype=F64)
     cos, sin = _tables(theta, n)
-    ours = scaling.sink_scores(q, k, theta, start_size=start, recent_size=recent)
+    ours = remap.sink_scores(q, k, theta, start_size=start, recent_size=recent)
     cache = []                                   # original indices of cached keys
     for step in range(n):
         if len(cache) + 1 > start + recent:
@@ -471,52 +471,52 @@ def test_sinks_match_a_streaming_decode(start, recent, generator):
 # -- bad input -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, name", [
-    (lambda: scaling.critical_dimension(7, 1e4, 4096), "dim"),
-    (lambda: scaling.critical_dimension(128, 1.0, 4096), "base"),
-    (lambda: scaling.critical_dimension(128, 1e4, 0), "train_length"),
-    (lambda: scaling.critical_base(4.0, 4096), "train_length"),
-    (lambda: scaling.critical_base(4096, 1000), "tune_length"),
-    (lambda: scaling.critical_base(4096, 8192, original_base=0.5), "original_base"),
-    (lambda: scaling.extrapolation_bound(128, 0.5, 4096), "base"),
-    (lambda: scaling.rope_cos_sum([1.0, float("nan")], 8), "distances"),
-    (lambda: scaling.rope_cos_sum(3, 5), "dim"),
-    (lambda: scaling.rope_supported_length(2, 1e4), "dim"),
-    (lambda: scaling.rope_supported_length(8, 1e4, max_length=0), "max_length"),
-    (lambda: scaling.rope_base_bound(0), "context_length"),
-    (lambda: scaling.rope_base_bound(100, 2), "dim"),
-    (lambda: scaling.rope_base_bound(100, lowest=1.0), "lowest"),
-    (lambda: scaling.rope_base_bound(100, highest=1.5), "highest"),
-    (lambda: scaling.logn_attention_scale([-1], 512), "positions"),
-    (lambda: scaling.logn_attention_scale([3], 1), "train_length"),
-    (lambda: scaling.attention_entropy(torch.tensor([1, 2])), "scores"),
-    (lambda: scaling.attention_entropy(torch.full((3,), -math.inf)), "scores"),
-    (lambda: scaling.rerope_relative_positions([0, 1], window=0), "window"),
-    (lambda: scaling.rerope_relative_positions([0, 1], window=2, leaky_factor=1.0),
+    (lambda: bounds.critical_dimension(7, 1e4, 4096), "dim"),
+    (lambda: bounds.critical_dimension(128, 1.0, 4096), "base"),
+    (lambda: bounds.critical_dimension(128, 1e4, 0), "train_length"),
+    (lambda: bounds.critical_base(4.0, 4096), "train_length"),
+    (lambda: bounds.critical_base(4096, 1000), "tune_length"),
+    (lambda: bounds.critical_base(4096, 8192, original_base=0.5), "original_base"),
+    (lambda: bounds.extrapolation_bound(128, 0.5, 4096), "base"),
+    (lambda: bounds.rope_cos_sum([1.0, float("nan")], 8), "distances"),
+    (lambda: bounds.rope_cos_sum(3, 5), "dim"),
+    (lambda: bounds.rope_supported_length(2, 1e4), "dim"),
+    (lambda: bounds.rope_supported_length(8, 1e4, max_length=0), "max_length"),
+    (lambda: bounds.rope_base_bound(0), "context_length"),
+    (lambda: bounds.rope_base_bound(100, 2), "dim"),
+    (lambda: bounds.rope_base_bound(100, lowest=1.0), "lowest"),
+    (lambda: bounds.rope_base_bound(100, highest=1.5), "highest"),
+    (lambda: temperature.logn_attention_scale([-1], 512), "positions"),
+    (lambda: temperature.logn_attention_scale([3], 1), "train_length"),
+    (lambda: temperature.attention_entropy(torch.tensor([1, 2])), "scores"),
+    (lambda: temperature.attention_entropy(torch.full((3,), -math.inf)), "scores"),
+    (lambda: remap.rerope_relative_positions([0, 1], window=0), "window"),
+    (lambda: remap.rerope_relative_positions([0, 1], window=2, leaky_factor=1.0),
      "leaky_factor"),
-    (lambda: scaling.rerope_relative_positions([0, -1], window=2), "query_positions"),
-    (lambda: scaling.rerope_relative_positions([0, 1], [0.5], window=2), "key_positions"),
-    (lambda: scaling.self_extend_relative_positions([0, 1], group_size=0,
+    (lambda: remap.rerope_relative_positions([0, -1], window=2), "query_positions"),
+    (lambda: remap.rerope_relative_positions([0, 1], [0.5], window=2), "key_positions"),
+    (lambda: remap.self_extend_relative_positions([0, 1], group_size=0,
                                                     neighbor_window=2), "group_size"),
-    (lambda: scaling.self_extend_relative_positions([0, 1], group_size=2,
+    (lambda: remap.self_extend_relative_positions([0, 1], group_size=2,
                                                     neighbor_window=0), "neighbor_window"),
-    (lambda: scaling.sink_cache_positions([0, 1], start_size=-1, recent_size=2),
+    (lambda: remap.sink_cache_positions([0, 1], start_size=-1, recent_size=2),
      "start_size"),
-    (lambda: scaling.sink_cache_positions([0, 1], start_size=1, recent_size=0),
+    (lambda: remap.sink_cache_positions([0, 1], start_size=1, recent_size=0),
      "recent_size"),
-    (lambda: scaling.relative_map_scores(torch.ones(3, 4), torch.ones(2, 4),
+    (lambda: remap.relative_map_scores(torch.ones(3, 4), torch.ones(2, 4),
                                          torch.zeros(2, 3), torch.ones(2)),
      "relative_positions"),
-    (lambda: scaling.relative_map_scores(torch.ones(3, 4), torch.ones(2, 4),
+    (lambda: remap.relative_map_scores(torch.ones(3, 4), torch.ones(2, 4),
                                          torch.zeros(3, 2), torch.ones(3)), "q"),
-    (lambda: scaling.rerope_scores(torch.ones(3, 4), torch.ones(3, 4), torch.ones(2),
+    (lambda: remap.rerope_scores(torch.ones(3, 4), torch.ones(3, 4), torch.ones(2),
                                    window=2, query_positions=[0, 1]), "query_positions"),
-    (lambda: scaling.self_extend_scores(torch.ones(3, 4), torch.ones(3, 4), torch.ones(2),
+    (lambda: remap.self_extend_scores(torch.ones(3, 4), torch.ones(3, 4), torch.ones(2),
                                         group_size=2, neighbor_window=-1),
      "neighbor_window"),
-    (lambda: scaling.sink_scores(torch.ones(3, 4), torch.ones(3, 5), torch.ones(2),
+    (lambda: remap.sink_scores(torch.ones(3, 4), torch.ones(3, 5), torch.ones(2),
                                  start_size=1, recent_size=2), "k"),
-    (lambda: scaling.random_attention_entropy([0, 4]), "lengths"),
-    (lambda: scaling.random_attention_entropy([4], sigma=0.0), "sigma"),
+    (lambda: temperature.random_attention_entropy([0, 4]), "lengths"),
+    (lambda: temperature.random_attention_entropy([4], sigma=0.0), "sigma"),
 ])
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):

@@ -31,7 +31,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from posenc_lib import _config, alibi, multidim, scaling  # noqa: E402
+from posenc_lib import _config, alibi, bounds, multidim, scaling  # noqa: E402
 from posenc_lib import inspect as model_inspect  # noqa: E402
 from posenc_lib.figures import models as figures  # noqa: E402
 
@@ -525,7 +525,7 @@ def test_inspector_numbers_agree_with_closed_forms(name):
         bound = d * math.log(L / (2 * math.pi)) / (2 * math.log(base))
         assert report["full_turn_pairs"] == min(d // 2, math.floor(bound) + 1)
         assert report["critical_dimension"] == 2 * min(d // 2, math.ceil(bound))
-        # scaling.critical_dimension's closed form agrees with the inspector's count.
+        # bounds.critical_dimension's closed form agrees with the inspector's count.
         assert report["critical_dimension"] == 2 * report["full_turn_pairs"]
         low, high = report["wavelength_trained"]
         assert math.isclose(low, 2 * math.pi, rel_tol=EPS64)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from .. import _validate, scaling
+from .. import _validate, bounds, remap, scaling, temperature
 from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["MODEL_BASES", "base_bounds", "temperatures", "entropy_growth", "position_maps"]
 
@@ -24,7 +24,7 @@ def _supported_lengths(dim: int, per_decade: int = 12, low: float = 1e3,
                        high: float = 1e7) -> tuple[np.ndarray, np.ndarray]:
     """Men et al.'s supported length on a geometric grid of bases (cached: ~1 s)."""
     bases = np.geomspace(low, high, int(round(per_decade * math.log10(high / low))) + 1)
-    lengths = [scaling.rope_supported_length(dim, float(b), max_length=2 ** 19)
+    lengths = [bounds.rope_supported_length(dim, float(b), max_length=2 ** 19)
                for b in bases]
     return bases, np.array(lengths)
 
@@ -39,12 +39,12 @@ def _cos_sum_curve(dim: int, base: float, m_max: int):
     flat run are dropped), and the supported length.
     """
     distances = torch.arange(m_max + 1, dtype=torch.float64)
-    values = (scaling.rope_cos_sum(distances, dim, base) / (dim / 2)).numpy()
+    values = (bounds.rope_cos_sum(distances, dim, base) / (dim / 2)).numpy()
     running_min = np.minimum.accumulate(values)[1:]
     changes = np.flatnonzero(np.diff(running_min) != 0)
     keep = np.union1d(np.union1d(changes, changes + 1), [0, running_min.size - 1])
     sample = np.unique(np.geomspace(1, m_max, 1500).astype(int))
-    supported = scaling.rope_supported_length(dim, base, max_length=m_max)
+    supported = bounds.rope_supported_length(dim, base, max_length=m_max)
     return sample, values[sample], keep + 1.0, running_min[keep], supported
 
 
@@ -83,7 +83,7 @@ def base_bounds(base: float = 5e5, train_length: int = 4096, *,
     bases, lengths = _supported_lengths(dim)
     right.loglog(bases, lengths, color="C0", lw=1.3, drawstyle="steps-post",
                  label="longest L with $B(\\delta) \\geq 0$ for all δ ≤ L")
-    liu = [scaling.extrapolation_bound(dim, float(b), train_length) for b in bases]
+    liu = [bounds.extrapolation_bound(dim, float(b), train_length) for b in bases]
     right.loglog(bases, liu, color="C1", lw=1.3, ls="--",
                  label=f"Liu et al.'s $T_{{extra}}$ ($T_{{train}}$ = {train_length:,})")
     for (name, model_base, context), marker in zip(MODEL_BASES, _MODEL_STYLE):
@@ -117,7 +117,7 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
     yarn = np.array([scaling.yarn_attention_factor(float(x)) ** 2 for x in s])
     fig, (left, right) = new_subplots(8.4, 3.4, 1, 2)
     lengths = torch.as_tensor(s * train_length)
-    logn = scaling.logn_attention_scale(lengths - 1, train_length).numpy()
+    logn = temperature.logn_attention_scale(lengths - 1, train_length).numpy()
     llama4 = scaling.llama4_attn_scales(lengths - 1, attn_scale=attn_scale,
                                         floor_scale=float(train_length)).numpy()
     left.plot(s, logn, color="C0", lw=1.5, label="log-n: ln N / ln L")
@@ -138,7 +138,7 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
 
     n = int(round(factor * train_length))
     p = torch.unique(torch.linspace(0, n - 1, 1200).round())
-    right.plot(p.numpy(), scaling.logn_attention_scale(p, train_length).numpy(),
+    right.plot(p.numpy(), temperature.logn_attention_scale(p, train_length).numpy(),
                color="C0", lw=1.5, label="log-n (per position)")
     right.axhline(1 + math.log(factor) / log_l, color="C2", lw=1.5, ls="-.",
                   label="LongRoPE (per window)")
@@ -159,9 +159,9 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
 
 @functools.lru_cache(maxsize=32)
 def _entropies(sigma, train_length, dim, n_queries, seed):
-    """Cached :func:`~posenc_lib.scaling.random_attention_entropy` at 16 .. 32 768 keys:
+    """Cached :func:`~posenc_lib.temperature.random_attention_entropy` at 16 .. 32 768 keys:
     ``(2, 12, n_queries)``, without and with log-n scaling (one set of logits)."""
-    return scaling.random_attention_entropy(2 ** torch.arange(4, 16), sigma=sigma, dim=dim,
+    return temperature.random_attention_entropy(2 ** torch.arange(4, 16), sigma=sigma, dim=dim,
                                             n_queries=n_queries, seed=seed,
                                             train_length=[None, train_length])
 
@@ -170,7 +170,7 @@ def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64
                    n_queries: int = 32, seed: int = 0) -> BookFigure:
     """Attention entropy against the number of keys, with and without log-n scaling.
 
-    Random queries and keys (:func:`posenc_lib.scaling.random_attention_entropy`):
+    Random queries and keys (:func:`posenc_lib.temperature.random_attention_entropy`):
     the logits are normal with standard deviation ``sigma``. Also drawn: the
     largest possible entropy ``ln n`` and the large-``n`` limits
     ``ln n − λ²σ²/2`` of Gaussian logits (``λ = 1``, and the log-n ``λ``).
@@ -180,7 +180,7 @@ def entropy_growth(sigma: float = 2.0, train_length: int = 512, *, dim: int = 64
     lengths = 2 ** torch.arange(4, 16)  # 16 .. 32 768 keys
     plain, scaled = _entropies(sigma, train_length, dim, n_queries, seed)
     n = lengths.double().numpy()
-    lam = scaling.logn_attention_scale(lengths - 1, train_length).numpy()
+    lam = temperature.logn_attention_scale(lengths - 1, train_length).numpy()
     fig, ax = new_subplots(6.4, 3.6)
     ax.plot(n, np.log(n), color="k", lw=0.8, ls=":", label="ln N (uniform weights)")
     ax.plot(n, plain.mean(1).numpy(), "o-", color="C0", ms=3, lw=1.3,
@@ -217,15 +217,15 @@ def position_maps(window: int = 16, group_size: int = 4, leaky_factor: float = 4
     window = _validate.positive_int("window", window)
     positions = torch.arange(_validate.positive_int("n", n, minimum=2))
     causal = positions[None, :] <= positions[:, None]
-    sinks, kept = scaling.sink_cache_positions(positions, start_size=start_size,
+    sinks, kept = remap.sink_cache_positions(positions, start_size=start_size,
                                                recent_size=window)
     maps = {
         "RoPE": -(positions[None, :] - positions[:, None]).double(),
-        f"ReRoPE, w = {window}": -scaling.rerope_relative_positions(positions,
+        f"ReRoPE, w = {window}": -remap.rerope_relative_positions(positions,
                                                                      window=window),
-        f"Leaky ReRoPE, k = {leaky_factor:g}": -scaling.rerope_relative_positions(
+        f"Leaky ReRoPE, k = {leaky_factor:g}": -remap.rerope_relative_positions(
             positions, window=window, leaky_factor=leaky_factor),
-        f"Self-Extend, G = {group_size}": -scaling.self_extend_relative_positions(
+        f"Self-Extend, G = {group_size}": -remap.self_extend_relative_positions(
             positions, group_size=group_size, neighbor_window=window).double(),
         f"sinks: {start_size} + {window} recent": -sinks.double(),
     }
