@@ -144,6 +144,13 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("mrope-absolute-time-round", "multidim.py",
        "ids[0] = time.floor().long()", "ids[0] = time.round().long()",
        ["05_multidim"], "Qwen2.5-VL's absolute time rounded instead of floored"),
+    _m("videorope-spatial-from-block-start", "multidim.py",
+       "ids = torch.stack([tau, tau + grid[1] - centre[0],\n"
+       "                               tau + grid[2] - centre[1]])",
+       "ids = torch.stack([tau, start + grid[1] - centre[0],\n"
+       "                               start + grid[2] - centre[1]])",
+       ["05_multidim"], "VideoRoPE's spatial ids centred on the block start, not on "
+       "each frame's temporal id"),
     # ---- context extension (chapter 6) --------------------------------------------------
     _m("ntk-exponent-dropped", "scaling.py",
        "    return base * factor ** (dim / (dim - 2))\n", "    return base * factor\n",

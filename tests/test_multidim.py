@@ -338,6 +338,28 @@ def test_absolute_time_matches_qwen2_5_vl(name, seconds, tokens_per_second):
                        default[:, 0])
 
 
+@pytest.mark.parametrize("frames, between", [(1, 3), (4, 4), (6, 1)])
+def test_qwen3_vl_ids_are_per_frame_blocks(frames, between):
+    """Qwen3-VL gives every frame (after the temporal merge) a block of its own.
+
+    Its ``get_rope_index`` splits a video's grid ``(t, h, w)`` into ``t`` grids
+    ``(1, h, w)``; the processor puts a timestamp and ``<|vision_start|>``
+    before every frame. So the ids are ``mrope_position_ids`` of a prompt
+    with one ``("video", (1, h, w))`` segment per frame.
+    """
+    vl3 = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    from transformers import Qwen3VLConfig
+
+    per_frame = [("video", (1, 4, 6)), ("text", between)] * frames
+    segments = [("text", 5), ("image", (1, 8, 6)), ("text", 3)] + per_frame
+    config = Qwen3VLConfig()
+    input_ids, images, _ = _reference_inputs(segments, config, 2)
+    video = torch.tensor([[frames, 4, 6]])       # as the processor reports it
+    expected, _ = vl3.Qwen3VLModel.get_rope_index(
+        SimpleNamespace(config=config), input_ids, images, video)
+    assert torch.equal(multidim.mrope_position_ids(segments), expected[:, 0])
+
+
 def test_fractional_seconds_follow_absolute_time(generator):
     """0.5 s per grid (4 fps): ids floor(t * 0.5 * 2) = t, not 0; 0.75 s: floor(1.5 t).
 
