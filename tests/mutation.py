@@ -176,6 +176,12 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("xpos-exponent-sign", "xpos.py",
        "sign = 1.0 if kind == \"query\" else -1.0", "sign = -1.0 if kind == \"query\" else 1.0",
        ["06_extension"], "xPos query/key exponent signs swapped"),
+    # ---- the measured experiment (chapter 7) ------------------------------------------
+    _m("interval-normal-quantile", "experiment.py",
+       "half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se",
+       "half = float(stats.norm.ppf(0.5 + confidence / 2)) * t.se",
+       ["07_experiment"], "a normal quantile for the mean of three seeds (2 degrees of "
+       "freedom): intervals 2.2 times too narrow"),
     # ---- positions in a running model (chapter 8) ---------------------------------------
     _m("padding-positions-arange", "positions.py",
        "return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)",
