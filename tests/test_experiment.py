@@ -428,3 +428,16 @@ def test_config_validation():
         experiment.load_bytes(["no_such_module_here"])
     with pytest.raises(ValueError, match="evaluation"):
         experiment.Extension(print, evaluation="sometimes")
+
+
+def test_training_curves_draw_the_stored_losses(smoke_results):
+    from posenc_lib.figures import experiment as figures
+
+    fig = figures.training_curves(smoke_results, ["rope", "alibi"])
+    lines = fig.axes[0].get_lines()
+    stored = np.asarray(smoke_results["models"]["rope"]["train"]["loss_curve"])
+    assert len(lines) == 2
+    assert np.allclose(lines[0].get_ydata(), stored.mean(0))
+    assert list(lines[0].get_xdata()) == smoke_results["models"]["rope"]["train"]["steps"]
+    with pytest.raises(ValueError, match="trained"):
+        figures.training_curves(smoke_results, ["rope+pi"])
