@@ -5,7 +5,7 @@ Every model of :data:`MODELS` is trained, with several seeds, on windows of
 on the *same* held-out target bytes at every position up to
 ``max_multiplier`` times that length: each held-out window is read once, from
 its first byte, and its losses are stored per position bucket, per window and
-per seed, so that every comparison can be paired and bootstrapped.
+per seed, so that every comparison is paired (same targets, same seeds).
 
 Besides the full-context pass, each model is scored
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import inspect
 import io
@@ -60,8 +61,9 @@ from . import _validate, lm
 __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
            "Config", "load_bytes", "build_model", "lr_factor", "train_model",
            "position_losses", "run", "write_results", "load_results", "RESULTS_PATH",
-           "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "losses", "band_losses",
-           "Comparison", "compare", "unclosed_fraction", "main"]
+           "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "p_value", "holm",
+           "losses", "band_losses", "window_files", "Comparison", "adjust", "compare",
+           "unclosed_fraction", "main"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 2
@@ -375,6 +377,26 @@ def _eval_rows(config: Config, data: Tensor) -> Tensor:
                          f"{config.eval_windows} windows of {n + 1}")
     starts = torch.linspace(0, data.numel() - n - 1, config.eval_windows).long()
     return torch.stack([data[s:s + n + 1] for s in starts.tolist()])
+
+
+def window_files(results: Mapping) -> np.ndarray:
+    """The held-out file each evaluation window starts in, by index into
+    ``eval_files``: ``(eval_windows,)`` int. Windows of one file share its
+    style, so they are not independent draws of text."""
+    c = results["config"]
+    return _window_files(tuple(c["eval_files"]), c["eval_windows"],
+                         c["max_multiplier"] * c["train_length"])
+
+
+@functools.lru_cache(maxsize=8)
+def _window_files(files: tuple, windows: int, length: int) -> np.ndarray:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    # load_bytes joins the files with two newlines
+    ends = np.cumsum([(stdlib / f"{name}.py").stat().st_size + 2 for name in files])
+    starts = torch.linspace(0, int(ends[-1]) - 2 - length - 1, windows).long().numpy()
+    out = np.searchsorted(ends, starts, side="right")
+    out.setflags(write=False)
+    return out
 
 
 def _probe_rows(config: Config, data: Tensor, distance: int) -> Tensor:
@@ -909,7 +931,7 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
     return results
 
 
-# -- reading the results: losses by position band, paired bootstrap intervals -----------
+# -- reading the results: losses by position band, paired t-intervals -----------------
 
 def losses(results: Mapping, name: str, length: int | None = None, *,
            sliding: bool = False) -> np.ndarray:
@@ -966,7 +988,7 @@ def band_losses(results: Mapping, name: str, length: int | None = None, *,
 
 
 class Interval(NamedTuple):
-    """A mean and its bootstrap confidence interval."""
+    """A mean and its confidence interval."""
 
     mean: float
     low: float
@@ -976,20 +998,13 @@ class Interval(NamedTuple):
         return not self.low <= value <= self.high
 
 
-def interval(values, other=None, *, confidence: float = 0.95, n_resamples: int = 2000,
-             seed: int = 0) -> Interval:
-    """Mean of ``values - other`` (or of ``values``) with a paired bootstrap interval.
+class _TStatistic(NamedTuple):
+    mean: float
+    se: float       # standard error of the mean
+    df: float       # degrees of freedom of its t distribution
 
-    Args:
-        values, other: ``(seeds, units)`` arrays on the same units (windows or
-            probes) and seeds, so the difference is paired.
 
-    Both margins are resampled independently with replacement (the bootstrap
-    for a crossed design of seeds and units), by ``scipy.stats.bootstrap``
-    with two samples of indices; the interval is the percentile interval.
-    """
-    from scipy import stats
-
+def _difference(values, other) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64)
     if other is not None:
         y = np.asarray(other, dtype=np.float64)
@@ -997,44 +1012,143 @@ def interval(values, other=None, *, confidence: float = 0.95, n_resamples: int =
             raise ValueError(f"other has shape {y.shape}, values {x.shape}: a paired "
                              "difference needs the same seeds and units")
         x = x - y
-    if x.ndim != 2:
+    if x.ndim != 2 or x.shape[1] < 1:
         raise ValueError(f"values must be (seeds, units), got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("values must be finite")
+    return x
 
-    def mean(seed_index, unit_index, axis=-1):
-        s = seed_index.astype(int)[..., :, None]
-        u = unit_index.astype(int)[..., None, :]
-        return x[s, u].mean(axis=(-2, -1))
 
-    seeds, units = np.arange(x.shape[0]), np.arange(x.shape[1])
-    if x.shape[0] == 1:   # one seed: nothing to resample on that margin
-        result = stats.bootstrap((units,), lambda u, axis=-1: mean(np.zeros(1), u),
-                                 vectorized=True, n_resamples=n_resamples,
-                                 confidence_level=confidence, method="percentile",
-                                 rng=np.random.default_rng(seed))
-    else:
-        result = stats.bootstrap((seeds, units), mean, vectorized=True, paired=False,
-                                 n_resamples=n_resamples, confidence_level=confidence,
-                                 method="percentile", rng=np.random.default_rng(seed))
-    ci = result.confidence_interval
-    return Interval(float(x.mean()), float(ci.low), float(ci.high))
+def _t_statistic(x: np.ndarray, clusters) -> _TStatistic:
+    """The grand mean of ``x (seeds, units)``, its standard error and degrees of
+    freedom: the seed component (per-seed means), plus, with ``clusters``, the
+    component of the clusters of units (Satterthwaite's degrees of freedom)."""
+    seeds, units = x.shape
+    mean = float(x.mean())
+    if clusters is None:
+        if seeds < 2:
+            raise ValueError("values need at least 2 seeds (rows) for a seed-level "
+                             "interval; pass clusters to use the units instead")
+        seed_var = x.mean(1).var(ddof=1) / seeds
+        return _TStatistic(mean, math.sqrt(seed_var), float(seeds - 1))
+    labels = np.asarray(clusters)
+    if labels.shape != (units,):
+        raise ValueError(f"clusters must hold one label per unit ({units}), got shape "
+                         f"{labels.shape}")
+    groups = np.unique(labels, return_inverse=True)[1]
+    n_groups = int(groups.max()) + 1
+    if n_groups < 2:
+        raise ValueError("clusters must hold at least 2 distinct labels")
+    # Units drawn in clusters: the cluster-robust variance of the mean over
+    # units of the seed-averaged data, with the small-sample factor G / (G - 1).
+    totals = np.bincount(groups, weights=x.mean(0) - mean, minlength=n_groups)
+    unit_var = n_groups / (n_groups - 1) * (totals ** 2).sum() / units ** 2
+    if seeds < 2:
+        return _TStatistic(mean, math.sqrt(unit_var), float(n_groups - 1))
+    # Both terms hold the seed-by-unit residual once; count it once (the
+    # variance of a mean over a crossed two-way design, Owen 2007), and keep
+    # the cluster term at 0 or above.
+    residual = x - x.mean(1, keepdims=True) - x.mean(0, keepdims=True) + mean
+    residual_var = (residual ** 2).sum() / ((seeds - 1) * (units - 1)) if units > 1 else 0.0
+    seed_var = x.mean(1).var(ddof=1) / seeds
+    cluster_var = max(0.0, unit_var - residual_var / (seeds * units))
+    var = seed_var + cluster_var
+    if var == 0.0:
+        return _TStatistic(mean, 0.0, float(seeds - 1))
+    df = var ** 2 / (seed_var ** 2 / (seeds - 1) + cluster_var ** 2 / (n_groups - 1))
+    return _TStatistic(mean, math.sqrt(var), float(df))
+
+
+def interval(values, other=None, *, confidence: float = 0.95,
+             clusters=None) -> Interval:
+    """Mean of ``values - other`` (or of ``values``) with a t confidence interval.
+
+    Args:
+        values, other: ``(seeds, units)`` arrays on the same units (windows)
+            and seeds, so the difference is paired.
+        confidence: the interval's nominal coverage, in (0, 1).
+        clusters: ``None``: the units are fixed, and the interval is the
+            seed-level t-interval of the per-seed means (``seeds - 1`` degrees
+            of freedom): it answers "on these units, over training seeds".
+            Or one label per unit (the file a window comes from): the units
+            are a sample of clusters, and the variation between clusters is
+            added to the seed component (crossed seeds x clusters, with
+            Satterthwaite's degrees of freedom, so it can be a little
+            narrower than the seed-level interval when the clusters carry
+            most of the variance). One seed needs ``clusters``.
+
+    The seed-level interval is exact for normal per-seed means, whatever the
+    number of seeds; the clustered one is approximate (its coverage is
+    simulated in ``tests/test_experiment.py``). Nothing is resampled, so
+    neither depends on a random seed.
+    """
+    from scipy import stats
+
+    confidence = _validate.finite_float("confidence", confidence, greater_than=0.0)
+    if not confidence < 1:
+        raise ValueError(f"confidence must be < 1, got {confidence}")
+    t = _t_statistic(_difference(values, other), clusters)
+    half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se
+    return Interval(t.mean, t.mean - half, t.mean + half)
+
+
+def p_value(values, other=None, *, clusters=None) -> float:
+    """Two-sided p-value of "the mean of ``values - other`` is 0", from the same
+    t statistic as :func:`interval` (so ``p < 1 - confidence`` exactly when
+    the interval excludes 0)."""
+    from scipy import stats
+
+    t = _t_statistic(_difference(values, other), clusters)
+    if t.se == 0.0:
+        return 1.0 if t.mean == 0.0 else 0.0
+    return float(2 * stats.t.sf(abs(t.mean) / t.se, t.df))
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down method: which of the hypotheses to reject so that the
+    probability of any false rejection among them is at most ``alpha``.
+
+    The ``k``-th smallest p-value (from 0) is compared with
+    ``alpha / (m - k)``, stopping at the first that exceeds it (S. Holm, "A
+    simple sequentially rejective multiple test procedure", Scandinavian
+    Journal of Statistics 6 (1979) 65-70).
+    """
+    alpha = _validate.finite_float("alpha", alpha, greater_than=0.0)
+    p = [float(v) for v in p_values]
+    if any(not 0.0 <= v <= 1.0 for v in p):
+        raise ValueError(f"p_values must lie in [0, 1], got {p}")
+    reject, m = [False] * len(p), len(p)
+    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        if p[i] > alpha / (m - k):
+            break
+        reject[i] = True
+    return reject
 
 
 class Comparison(NamedTuple):
-    """``a`` minus ``b`` in mean loss (nats per byte) over one position band."""
+    """``a`` minus ``b`` in mean loss (nats per byte) over one position band.
+
+    ``p`` is the two-sided p-value of a zero difference; ``rejected`` is set
+    by :func:`adjust` when the comparison is one of a family (``None``: the
+    interval alone decides)."""
 
     a: str
     b: str
     band: tuple
     difference: Interval
+    p: float = math.nan
+    rejected: bool | None = None
 
     @property
     def verdict(self) -> str:
-        """``"lower"`` / ``"higher"`` if the interval excludes 0, else
-        ``"not distinguishable here"``."""
+        """``"lower"`` / ``"higher"`` if the difference is declared non-zero
+        (by the family's Holm test, or else by the interval excluding 0),
+        otherwise ``"not distinguishable here"``."""
         d = self.difference
-        if not d.excludes(0.0):
+        nonzero = d.excludes(0.0) if self.rejected is None else self.rejected
+        if not nonzero:
             return "not distinguishable here"
-        return "lower" if d.high < 0 else "higher"
+        return "lower" if d.mean < 0 else "higher"
 
     @property
     def ratio(self) -> Interval:
@@ -1042,16 +1156,38 @@ class Comparison(NamedTuple):
         return Interval(*(math.exp(v) for v in self.difference))
 
 
+def adjust(comparisons: Sequence[Comparison], alpha: float = 0.05) -> list[Comparison]:
+    """The ``comparisons`` as one family: each verdict from Holm's method
+    (:func:`holm`) over all their p-values, so that the chance of any false
+    "lower" or "higher" among them is at most ``alpha``."""
+    comparisons = list(comparisons)
+    if any(math.isnan(c.p) for c in comparisons):
+        raise ValueError("comparisons need p-values (from compare)")
+    reject = holm([c.p for c in comparisons], alpha)
+    return [c._replace(rejected=r) for c, r in zip(comparisons, reject)]
+
+
 def compare(results: Mapping, a: str, b: str, band: int, *, length: int | None = None,
-            sliding_a: bool = False, sliding_b: bool = False, **options) -> Comparison:
+            sliding_a: bool = False, sliding_b: bool = False, clustered: bool = True,
+            **options) -> Comparison:
     """Paired comparison of two models (or one model with and without the
-    sliding window) on position band ``band``, same targets, same seeds."""
+    sliding window) on position band ``band``, same targets, same seeds.
+
+    With ``clustered`` the windows count as a sample of text drawn by source
+    file (:func:`window_files`; if they all come from one file, or without
+    ``clustered``, the interval is about these windows, over seeds).
+    ``options`` go to :func:`interval`."""
     x = band_losses(results, a, length, sliding=sliding_a)
     y = band_losses(results, b, length, sliding=sliding_b)
     if band >= min(x.shape[-1], y.shape[-1]):
         raise ValueError(f"band {band} lies beyond the evaluated length")
+    clusters = window_files(results) if clustered else None
+    if clusters is not None and len(set(clusters.tolist())) < 2:
+        clusters = None   # one file: nothing to cluster over (tiny test runs)
+    x, y = x[..., band], y[..., band]
     return Comparison(a, b, tuple(results["bands"][band]),
-                      interval(x[..., band], y[..., band], **options))
+                      interval(x, y, clusters=clusters, **options),
+                      p_value(x, y, clusters=clusters))
 
 
 # -- command line ---------------------------------------------------------------------

@@ -191,6 +191,32 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("xpos-exponent-sign", "xpos.py",
        "sign = 1.0 if kind == \"query\" else -1.0", "sign = -1.0 if kind == \"query\" else 1.0",
        ["06_extension"], "xPos query/key exponent signs swapped"),
+    _m("xpos-zeta-spacing", "xpos.py",
+       "return ((2 * i / dim + gamma) / (1 + gamma)).to(dtype)",
+       "return ((i / dim + gamma) / (1 + gamma)).to(dtype)",
+       ["06_extension"], "xPos's zeta spaced by i/d instead of 2i/d"),
+    _m("attention-factor-cos-only", "rope.py",
+       "        cos, sin = cos * attention_factor, sin * attention_factor\n"
+       "    return cos, sin\n",
+       "        cos = cos * attention_factor\n    return cos, sin\n",
+       ["06_extension"], "the cached cos/sin table scales cos by the attention factor "
+       "and forgets sin"),
+    _m("attention-factor-sin-only", "rope.py",
+       "        cos, sin = cos * attention_factor, sin * attention_factor\n"
+       "    return _rotate_pairs(",
+       "        sin = sin * attention_factor\n    return _rotate_pairs(",
+       ["06_extension"], "the rotation scales sin by the attention factor and forgets cos"),
+    _m("deepseek-mscale-ratio-inverted", "scaling.py",
+       "return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)",
+       "return get_mscale(factor, mscale_all_dim) / get_mscale(factor, mscale)",
+       ["06_extension"], "DeepSeek's mscale ratio inverted (invisible while the keys "
+       "are equal)"),
+    # ---- the measured experiment (chapter 7) ------------------------------------------
+    _m("interval-normal-quantile", "experiment.py",
+       "half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se",
+       "half = float(stats.norm.ppf(0.5 + confidence / 2)) * t.se",
+       ["07_experiment"], "a normal quantile for the mean of three seeds (2 degrees of "
+       "freedom): intervals 2.2 times too narrow"),
     # ---- positions in a running model (chapter 8) ---------------------------------------
     _m("padding-positions-arange", "positions.py",
        "return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)",

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from posenc_lib import experiment, lm
 
@@ -230,24 +231,103 @@ def test_unused_learned_rows_decay_as_adamw_predicts(smoke_results):
         assert abs(ratio["used"] - expected) > 1e-3
 
 
-def test_interval_is_a_paired_two_way_bootstrap():
+def test_interval_is_the_seed_level_t_interval_of_the_paired_means():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(3, 50))
+    b = rng.normal(size=(3, 50))
+    got = experiment.interval(a, b)
+    # scipy's one-sample t-test on the per-seed means of the difference
+    ref = stats.ttest_1samp((a - b).mean(1), 0.0).confidence_interval(0.95)
+    assert got.mean == pytest.approx((a - b).mean())
+    assert (got.low, got.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert experiment.p_value(a, b) == pytest.approx(
+        stats.ttest_1samp((a - b).mean(1), 0.0).pvalue, rel=1e-12)
     shifted = experiment.interval(a + 0.25, a)     # a constant paired difference
     assert shifted.mean == pytest.approx(0.25) and shifted.high - shifted.low < 1e-12
-    unpaired = experiment.interval(a + 0.25, rng.normal(size=(3, 50)))
-    assert unpaired.high - unpaired.low > 0.1
-    single = experiment.interval(a)
-    assert single.low < a.mean() < single.high
-    assert experiment.interval(a, seed=1) != single
-    # Seeds that disagree widen the interval: the seed margin is resampled too.
-    spread = a + np.array([[-1.0], [0.0], [1.0]])
-    assert (experiment.interval(spread).high - experiment.interval(spread).low
-            > 2 * (single.high - single.low))
     with pytest.raises(ValueError, match="paired"):
         experiment.interval(a, a[:, :10])
     with pytest.raises(ValueError, match="seeds, units"):
         experiment.interval(a[0])
+    with pytest.raises(ValueError, match="2 seeds"):
+        experiment.interval(a[:1])
+    with pytest.raises(ValueError, match="clusters"):
+        experiment.interval(a, clusters=np.zeros(49))
+    with pytest.raises(ValueError, match="confidence"):
+        experiment.interval(a, confidence=1.0)
+
+
+def _coverage(seeds, seed_sd, cluster_sd, cell_sd, clustered, trials=1000):
+    """Fraction of intervals that hold the true mean 0 over ``trials`` draws of
+    a (seeds, 64) matrix: seed effects, effects of 20 clusters of unequal
+    size shared by every seed, and independent cell noise."""
+    rng = np.random.default_rng(1234 + seeds)
+    labels = np.repeat(np.arange(20), np.arange(20) % 6 + 1)[:64]
+    labels = np.concatenate([labels, np.full(64 - labels.size, 19)])
+    hits = 0
+    for _ in range(trials):
+        x = (seed_sd * rng.normal(size=(seeds, 1))
+             + cluster_sd * rng.normal(size=20)[labels][None]
+             + cell_sd * rng.normal(size=(seeds, 64)))
+        ci = experiment.interval(x, clusters=labels if clustered else None)
+        hits += ci.low <= 0.0 <= ci.high
+    return hits / trials
+
+
+@pytest.mark.parametrize("seeds", [3, 5])
+@pytest.mark.parametrize("seed_sd, cell_sd", [(1.0, 1.0), (0.02, 1.0)],
+                         ids=["seed-dominated", "unit-dominated"])
+def test_seed_level_interval_covers_at_the_nominal_rate(seeds, seed_sd, cell_sd):
+    # 1000 draws: the binomial standard error of a 0.95 rate is 0.007.
+    assert abs(_coverage(seeds, seed_sd, 0.0, cell_sd, False) - 0.95) < 0.025
+
+
+@pytest.mark.parametrize("seeds", [3, 5])
+@pytest.mark.parametrize("seed_sd, cluster_sd", [(0.0, 1.0), (1.0, 1.0), (0.3, 1.0)],
+                         ids=["cluster-dominated", "equal", "mixed"])
+def test_clustered_interval_covers_near_the_nominal_rate(seeds, seed_sd, cluster_sd):
+    # Shared cluster effects: the seed-level interval ignores them and covers
+    # far less (here 0.4 at most for the first case), the clustered one about
+    # 0.95 (Satterthwaite and 20 clusters: approximate, a little under).
+    assert 0.91 < _coverage(seeds, seed_sd, cluster_sd, 0.5, True) < 0.98
+    if seed_sd == 0.0:
+        assert _coverage(seeds, seed_sd, cluster_sd, 0.5, False, trials=200) < 0.6
+
+
+def test_window_files_name_the_file_each_window_starts_in():
+    import sysconfig
+    from pathlib import Path
+
+    config = experiment.Config()
+    results = {"config": config.to_dict()}
+    files = experiment.window_files(results)
+    assert files.shape == (config.eval_windows,)
+    rows = experiment._eval_rows(config, experiment.load_bytes(config.eval_files)[0])
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for row, f in zip(rows, files.tolist()):
+        text = (stdlib / f"{config.eval_files[f]}.py").read_bytes()
+        assert bytes(row[:12].tolist()) in text      # the window starts there
+
+
+def test_compare_adjusts_a_family_with_holm(smoke_results):
+    comparisons = [experiment.compare(smoke_results, a, "t5", 0)
+                   for a in ("nope", "alibi", "rope")]
+    adjusted = experiment.adjust(comparisons)
+    assert [c.rejected for c in adjusted] == experiment.holm(
+        [c.p for c in comparisons])
+    for c in comparisons:   # alone, the verdict follows the interval
+        assert (c.verdict != "not distinguishable here") == (c.p < 0.05)
+    with pytest.raises(ValueError, match="p-values"):
+        experiment.adjust([comparisons[0]._replace(p=math.nan)])
+
+
+def test_holm_rejects_step_down():
+    # sorted: 0.005 <= 0.05/4, 0.01 <= 0.05/3, 0.03 > 0.05/2: stop
+    assert experiment.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert experiment.holm([0.04, 0.04]) == [False, False]
+    assert experiment.holm([0.02, 0.04]) == [True, True]
+    assert experiment.holm([]) == []
+    with pytest.raises(ValueError, match="p_values"):
+        experiment.holm([1.5])
 
 
 def test_band_losses_and_comparisons(smoke_results):
@@ -328,7 +408,7 @@ def test_the_explorer_follows_the_results_it_is_given(smoke_results):
     assert list(sliders["length"].values) == SMOKE.eval_lengths
     assert all(s.static == s.values for s in figure.sliders)   # all in the static book
     fig = figure.figure(model="rope+dynamic-kv", length=SMOKE.train_length)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 1
 
 
 def test_config_validation():
@@ -348,3 +428,16 @@ def test_config_validation():
         experiment.load_bytes(["no_such_module_here"])
     with pytest.raises(ValueError, match="evaluation"):
         experiment.Extension(print, evaluation="sometimes")
+
+
+def test_training_curves_draw_the_stored_losses(smoke_results):
+    from posenc_lib.figures import experiment as figures
+
+    fig = figures.training_curves(smoke_results, ["rope", "alibi"])
+    lines = fig.axes[0].get_lines()
+    stored = np.asarray(smoke_results["models"]["rope"]["train"]["loss_curve"])
+    assert len(lines) == 2
+    assert np.allclose(lines[0].get_ydata(), stored.mean(0))
+    assert list(lines[0].get_xdata()) == smoke_results["models"]["rope"]["train"]["steps"]
+    with pytest.raises(ValueError, match="trained"):
+        figures.training_curves(smoke_results, ["rope+pi"])

@@ -1,9 +1,9 @@
 """Figures for chapter 7: the measured length-generalization study.
 
-Every curve is a mean over seeds and held-out windows (or probes) with its
-paired bootstrap 95 % interval (:func:`posenc_lib.experiment.interval`) drawn
-as a band or an error bar. Perplexity is ``exp`` of the mean loss, and its
-interval ``exp`` of the loss interval.
+Every curve is a mean over seeds and held-out windows with its 95 %
+t-interval (:func:`posenc_lib.experiment.interval`, the windows clustered by
+source file) drawn as a band or an error bar. Perplexity is ``exp`` of the
+mean loss, and its interval ``exp`` of the loss interval.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from matplotlib.ticker import LogLocator
 
 from .. import experiment
 from ._base import BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
-__all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves", "retrieval",
-           "explorer"]
+__all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves",
+           "training_curves", "explorer"]
 
 #: One colour (and marker) per model, shared by every figure of the chapter.
 STYLE = {
@@ -29,7 +29,6 @@ STYLE = {
     "rope+yarn-notemp": ("0.4", "v"), "rope+ntk-yarntemp": ("C1", "<"),
     "rope+dynamic": ("C0", ">"), "rope+dynamic-kv": ("C3", "x"),
 }
-_RESAMPLES = 1000   # per plotted point; the chapter's own checks use the default
 
 
 def _style(name: str):
@@ -59,22 +58,32 @@ def _check(results: Mapping, names: Sequence[str]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cached_interval(key, values: bytes, shape: tuple, other: bytes | None):
+def _cached_interval(values: bytes, shape: tuple, other: bytes | None,
+                     clusters: tuple | None):
     x = np.frombuffer(values).reshape(shape)
     y = None if other is None else np.frombuffer(other).reshape(shape)
-    return experiment.interval(x, y, n_resamples=_RESAMPLES)
+    return experiment.interval(x, y, clusters=clusters)
 
 
-def _interval(values: np.ndarray, other: np.ndarray | None = None) -> experiment.Interval:
-    """Interval over (seeds, units), memoised on the numbers (frames repeat them)."""
+def _clusters(results: Mapping) -> tuple | None:
+    """The source file of every window, as :func:`posenc_lib.experiment.compare`
+    uses them (``None`` when all windows come from one file)."""
+    files = experiment.window_files(results)
+    return tuple(files.tolist()) if len(set(files.tolist())) > 1 else None
+
+
+def _interval(values: np.ndarray, other: np.ndarray | None = None,
+              clusters: tuple | None = None) -> experiment.Interval:
+    """Interval over (seeds, windows), memoised on the numbers (frames repeat them)."""
     x = np.ascontiguousarray(values, dtype=np.float64)
     y = None if other is None else np.ascontiguousarray(other, dtype=np.float64).tobytes()
-    return _cached_interval(None, x.tobytes(), x.shape, y)
+    return _cached_interval(x.tobytes(), x.shape, y, clusters)
 
 
-def _ppl_band(ax, x, values: np.ndarray, name: str, label: str, *, ls="-"):
+def _ppl_band(ax, x, values: np.ndarray, name: str, label: str, *, ls="-",
+              clusters: tuple | None = None):
     """Mean perplexity per column of ``values (seeds, units, points)`` with its band."""
-    cis = [_interval(values[..., j]) for j in range(values.shape[-1])]
+    cis = [_interval(values[..., j], clusters=clusters) for j in range(values.shape[-1])]
     colour, marker = _style(name)
     ax.plot(x, [math.exp(c.mean) for c in cis], ls=ls, marker=marker, ms=3, color=colour,
             label=label)
@@ -93,7 +102,8 @@ def band_perplexity(results: Mapping, models: Sequence[str]) -> BookFigure:
     width = 0.8 / len(models)
     for k, name in enumerate(models):
         bands = experiment.band_losses(results, name)
-        cis = [_interval(bands[..., b]) for b in range(bands.shape[-1])]
+        cis = [_interval(bands[..., b], clusters=_clusters(results))
+               for b in range(bands.shape[-1])]
         x = np.arange(len(cis)) - 0.4 + (k + 0.5) * width
         mean = np.array([math.exp(c.mean) for c in cis])
         err = np.array([[mean[i] - math.exp(c.low), math.exp(c.high) - mean[i]]
@@ -131,7 +141,8 @@ def context_effect(results: Mapping, models: Sequence[str], *,
         for k, name in enumerate(names):
             full = experiment.band_losses(results, name)
             window = experiment.band_losses(results, name, sliding=True)
-            cis = [_interval(full[..., b], window[..., b]) for b in range(1, full.shape[-1])]
+            cis = [_interval(full[..., b], window[..., b], _clusters(results))
+                   for b in range(1, full.shape[-1])]
             x = np.arange(len(cis)) - 0.4 + (k + 0.5) * width
             mean = np.array([math.exp(c.mean) for c in cis])
             err = np.array([[mean[i] - math.exp(c.low), math.exp(c.high) - mean[i]]
@@ -169,11 +180,12 @@ def position_curves(results: Mapping, models: Sequence[str], *, length: int | No
     for name in models:
         values = experiment.losses(results, name, length)
         x = (np.arange(values.shape[-1]) + 0.5) * size
-        _ppl_band(ax, x, values, name, name)
+        _ppl_band(ax, x, values, name, name, clusters=_clusters(results))
     for name in _check(results, sliding):
         values = experiment.losses(results, name, length, sliding=True)
         x = (np.arange(values.shape[-1]) + 0.5) * size
-        _ppl_band(ax, x, values, name, f"{name}, sliding window of L", ls="--")
+        _ppl_band(ax, x, values, name, f"{name}, sliding window of L", ls="--",
+                  clusters=_clusters(results))
     ax.axvline(L, color="grey", ls=":", lw=1, label=f"training length L = {L}")
     ax.set_yscale("log")
     _perplexity_axis(ax.yaxis)
@@ -185,86 +197,47 @@ def position_curves(results: Mapping, models: Sequence[str], *, length: int | No
     return fig
 
 
-def _probe(ax, results: Mapping, name: str, key: str, *, max_length: int | None = None,
-           label: str | None = None) -> None:
-    probe = results["probe"]
-    values = np.asarray(probe["models"][name][key])
-    keep = [j for j, n in enumerate(probe["window_lengths"])
-            if max_length is None or n <= max_length]
-    distances = np.asarray(probe["distances"])[keep]
-    cis = [_interval(values[..., j]) for j in keep]
-    colour, marker = _style(name)
-    mean = [c.mean for c in cis]
-    ax.plot(distances, mean, marker=marker, ms=4, color=colour, label=label or name)
-    ax.fill_between(distances, [c.low for c in cis], [c.high for c in cis], color=colour,
-                    alpha=0.2, lw=0)
-
-
-def _probe_axes(ax, results: Mapping, key: str) -> None:
-    L = results["config"]["train_length"]
-    distances = results["probe"]["distances"]
-    ax.set_xscale("log", base=2)
-    set_ticks(ax.xaxis, distances, [str(d) for d in distances])
-    inside = max(d for d, n in zip(distances, results["probe"]["window_lengths"]) if n <= L) \
-        if min(results["probe"]["window_lengths"]) <= L else None
-    if inside is not None:
-        ax.axvspan(distances[0] * 0.9, inside * 1.05, color="0.9", lw=0,
-                   label="whole probe within L")
-    ax.set_xlabel("distance D between the copies (bytes, log scale)")
-    if key == "second_acc":
-        ax.set_ylabel("top-1 accuracy on the second copy")
-        ax.set_ylim(-0.02, 1.02)
-    else:
-        ax.set_ylabel("loss on the second copy (nats per byte)")
-    ax.grid(alpha=0.3)
-
-
-def retrieval(results: Mapping, models: Sequence[str], *, key: str = "second_loss",
-              baseline: str | None = "rope") -> BookFigure:
-    """The retrieval probe: score on the second copy of a planted string against D.
-
-    ``baseline`` adds, dotted, that model's loss on the *first* copy (which
-    nothing before it predicts): the level of no retrieval at all.
-    """
+def training_curves(results: Mapping, models: Sequence[str]) -> BookFigure:
+    """Training loss (one batch every ``log_every`` steps) of ``models``, the
+    mean over seeds as a line and the range over seeds as a band."""
     models = _check(results, models)
-    _validate_key(key)
     fig, ax = new_subplots(9.0, 3.8)
-    _probe_axes(ax, results, key)
     for name in models:
-        _probe(ax, results, name, key)
-    if baseline is not None and key != "second_acc":
-        first = np.asarray(results["probe"]["models"][baseline]["first_loss"])
-        level = _interval(first.mean(-1))
-        ax.axhline(level.mean, color="k", ls=":", lw=1,
-                   label=f"{baseline}: loss on the first copy")
+        train = results["models"][name].get("train")
+        if train is None:
+            raise ValueError(f"models: {name!r} is not a trained model")
+        curves = np.asarray(train["loss_curve"])          # (seeds, logged steps)
+        colour, marker = _style(name)
+        ax.plot(train["steps"], curves.mean(0), color=colour, lw=1, label=name)
+        ax.fill_between(train["steps"], curves.min(0), curves.max(0), color=colour,
+                        alpha=0.15, lw=0)
+    ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss, one batch\n(nats per byte, log scale)")
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=3)
     return fig
 
 
-def _validate_key(key: str) -> None:
-    if key not in ("second_loss", "second_acc"):
-        raise ValueError(f"key must be 'second_loss' or 'second_acc', got {key!r}")
-
-
 def explorer(results: Mapping, model: str = "rope", length: int = 512) -> BookFigure:
-    """One model (or RoPE with an extension) evaluated at ``length``.
-
-    Left: perplexity per position bucket with its 95 % band, against RoPE read
+    """One model (or RoPE with an extension) evaluated at ``length``:
+    perplexity per position bucket with its 95 % band, against RoPE read
     through a sliding window of the training length (the in-distribution
-    reference on the same targets). Right: loss on the second copy of the
-    retrieval probe for every distance whose probe fits in ``length``.
-    """
+    reference on the same targets)."""
     _check(results, [model])
     config = results["config"]
     L, size = config["train_length"], results["bucket"]
     longest = config["max_multiplier"] * L
-    low, high, worst = _explorer_limits(results)
-    fig, (left, right) = new_subplots(9.6, 3.6, 1, 2, width_ratios=(1.6, 1))
+    low, high = _explorer_limits(results)
+    fig, left = new_subplots(9.0, 3.6)
     values = experiment.losses(results, model, length)
     x = (np.arange(values.shape[-1]) + 0.5) * size
     reference = experiment.losses(results, "rope", length, sliding=True)
-    _ppl_band(left, x, reference, "nope", "rope, sliding window of L", ls="--")
-    _ppl_band(left, x, values, model, model)
+    clusters = _clusters(results)
+    _ppl_band(left, x, reference, "nope", "rope, sliding window of L", ls="--",
+              clusters=clusters)
+    _ppl_band(left, x, values, model, model, clusters=clusters)
     left.axvline(L, color="grey", ls=":", lw=1, label=f"training length L = {L}")
     left.set_yscale("log")
     left.set_ylim(low, high)
@@ -275,28 +248,15 @@ def explorer(results: Mapping, model: str = "rope", length: int = 512) -> BookFi
     left.set_title(f"{model}, windows of {length} bytes", fontsize=10)
     left.grid(alpha=0.3, which="both")
     left.legend(fontsize=7, loc="upper left")
-    _probe_axes(right, results, "second_loss")
-    right.set_xlim(results["probe"]["distances"][0] * 0.8,
-                   results["probe"]["distances"][-1] * 1.25)
-    right.set_ylim(0.0, worst)
-    right.set_xlabel("distance D (bytes, log scale)")
-    first = np.asarray(results["probe"]["models"][model]["first_loss"])
-    right.axhline(first.mean(), color="k", ls=":", lw=1, label="loss on the first copy")
-    _probe(right, results, model, "second_loss", max_length=length)
-    right.set_title("retrieval probe (windows up to that length)", fontsize=10)
-    right.legend(fontsize=7, loc="lower left")
     return fig
 
 
-def _explorer_limits(results: Mapping) -> tuple[float, float, float]:
-    """Axis limits shared by every frame of the explorer: perplexity range over
-    every model's per-bucket means, and the largest probe loss."""
+def _explorer_limits(results: Mapping) -> tuple[float, float]:
+    """Axis limits shared by every frame of the explorer: the perplexity range
+    over every model's per-bucket means."""
     means = [np.asarray(entry[table][length]).mean(axis=(0, 1))
              for entry in results["models"].values()
              for table in ("loss", "sliding") if table in entry
              for length in entry[table]]
     values = np.exp(np.concatenate(means))
-    probes = [np.asarray(v[k]).mean(axis=(0, 1)) for v in results["probe"]["models"].values()
-              for k in ("second_loss", "first_loss")]
-    return (float(values.min()) / 1.2, float(values.max()) * 1.2,
-            float(np.max(np.concatenate(probes))) * 1.15)
+    return float(values.min()) / 1.2, float(values.max()) * 1.2

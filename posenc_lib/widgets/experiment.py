@@ -12,8 +12,7 @@ from .core import InteractiveFigure, Slider
 __all__ = ["EXPLORER", "explorer_for", "stored_results"]
 
 _ALT = ("Perplexity per position of one trained model or RoPE extension at one "
-        "evaluation length, with its 95 % band and the sliding-window reference, and "
-        "its loss on the retrieval probe against the distance.")
+        "evaluation length, with its 95 % band and the sliding-window reference.")
 
 
 @functools.lru_cache(maxsize=1)
