@@ -1060,7 +1060,8 @@ def _t_statistic(x: np.ndarray, clusters) -> _TStatistic:
 
 
 def interval(values, other=None, *, confidence: float = 0.95,
-             clusters=None) -> Interval:
+             clusters=None, n_resamples: int | None = None,
+             seed: int | None = None) -> Interval:
     """Mean of ``values - other`` (or of ``values``) with a t confidence interval.
 
     Args:
@@ -1076,6 +1077,9 @@ def interval(values, other=None, *, confidence: float = 0.95,
             Satterthwaite's degrees of freedom, so it can be a little
             narrower than the seed-level interval when the clusters carry
             most of the variance). One seed needs ``clusters``.
+        n_resamples, seed: accepted, and ignored, so that calls written for
+            the percentile bootstrap this function used to compute keep
+            working; nothing is resampled, so they cannot change the result.
 
     The seed-level interval is exact for normal per-seed means, whatever the
     number of seeds; the clustered one is approximate (its coverage is

@@ -244,6 +244,9 @@ def test_interval_is_the_seed_level_t_interval_of_the_paired_means():
         stats.ttest_1samp((a - b).mean(1), 0.0).pvalue, rel=1e-12)
     shifted = experiment.interval(a + 0.25, a)     # a constant paired difference
     assert shifted.mean == pytest.approx(0.25) and shifted.high - shifted.low < 1e-12
+    # The keywords of the old bootstrap are accepted and change nothing.
+    for resampling_seed in range(5):
+        assert experiment.interval(a, b, seed=resampling_seed, n_resamples=99) == got
     with pytest.raises(ValueError, match="paired"):
         experiment.interval(a, a[:, :10])
     with pytest.raises(ValueError, match="seeds, units"):
