@@ -169,3 +169,15 @@ def test_command_line_smoke_and_load_results(tmp_path):
     (tmp_path / "stale.json").write_text(json.dumps(stale))
     with pytest.raises(ValueError, match="schema_version"):
         retrieval.load_results(tmp_path / "stale.json", config=SMOKE)
+
+
+def test_stored_results_are_current_and_complete():
+    results = retrieval.load_results()   # refuses another configuration
+    config = retrieval.Config()
+    names = list(config.models) + [f"rope+{e}" for e in config.extensions]
+    assert list(results["accuracy"]) == names and len(config.models) >= 6
+    for name in names:
+        for band in retrieval.BANDS:
+            hits = retrieval.outcomes(results, name, band)
+            assert hits.shape == (len(config.seeds), config.test_items)
+            assert np.allclose(hits.mean(1), results["accuracy"][name][band], atol=1e-4)
