@@ -20,7 +20,7 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit slow notebooks browser benchmark experiment mutants lock clean help
+.PHONY: book test lab unit slow notebooks browser benchmark experiment retrieval mutants lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
@@ -29,6 +29,7 @@ help:
 	@echo "make lab    open the notebooks in JupyterLab (and strip outputs as git stages them)"
 	@echo "make benchmark   run the benchmark scripts and print their results"
 	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
+	@echo "make retrieval   train and evaluate chapter 7's passkey retrieval study (resumable)"
 	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
 
 # ---- set-up ---------------------------------------------------------------
@@ -118,6 +119,11 @@ EXPERIMENT_PROCS ?= 2
 experiment: $(INSTALLED)
 	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
 	    -m posenc_lib.experiment --out results/length_generalization.json
+
+# Chapter 7's passkey retrieval study, the same way (.cache/retrieval/).
+retrieval: $(INSTALLED)
+	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
+	    -m posenc_lib.retrieval --out results/retrieval.json
 
 # Plant each bug of tests/mutation.py in a copy of the tree; print which ones the unit
 # tests and the chapters' own cells catch (tens of minutes; not part of `make test`).
