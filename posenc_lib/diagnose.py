@@ -40,6 +40,7 @@ import argparse
 import importlib.util
 import math
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -88,7 +89,8 @@ class Diagnosis:
 
     def __str__(self) -> str:
         head = "findings: " + (", ".join(self.findings) if self.findings else "none")
-        return f"{head}\n{self.explanation}"
+        body = "\n".join(textwrap.fill(line, 88) for line in self.explanation.split("\n"))
+        return f"{head}\n{body}"
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -327,7 +329,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int,
         dim: features per head (even).
         base: the base the model was trained with (``rope_theta``).
         layout: the layout the checkpoint expects, ``"half"`` or
-            ``"interleaved"`` (:data:`posenc_lib.rope.LAYOUTS`).
+            ``"interleaved"`` (the two layouts of :mod:`posenc_lib.rope`).
         rotary_dim: features meant to rotate (the first ``rotary_dim``;
             transformers' ``int(head_dim * partial_rotary_factor)``); ``None``:
             all ``dim``.
@@ -360,7 +362,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int,
     basis = torch.eye(dim, dtype=torch.float32)[:, None, :].expand(dim, n_pos, dim)
     m = _call(fn, basis.contiguous(), positions).permute(1, 2, 0)    # M[s, out, in]
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(2, n_pos, dim, generator=gen)
+    x = torch.randn(2, n_pos, dim, generator=gen, dtype=torch.float32)
     y = _call(fn, x, positions)
     linear_error = float((y - torch.einsum("soi,bsi->bso", m, x.double())).abs().max())
     fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
@@ -378,13 +380,13 @@ def _not_rope(fit: _Fit, why: str) -> Diagnosis:
                      f"rotation, frequency exponent, base, position precision, "
                      f"partial rotary) explains it.")
     fit.fitted["not_rope"] = why
-    return Diagnosis(["not-rope"], " ".join(fit.lines), fit.fitted)
+    return Diagnosis(["not-rope"], "\n".join(fit.lines), fit.fitted)
 
 
 def _finish(fit: _Fit) -> Diagnosis:
     order = {code: k for k, code in enumerate(CODES)}
     findings = sorted(set(fit.findings), key=order.__getitem__)
-    return Diagnosis(findings, " ".join(fit.lines), fit.fitted)
+    return Diagnosis(findings, "\n".join(fit.lines), fit.fitted)
 
 
 def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) -> Diagnosis:
@@ -522,12 +524,9 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         fit.lines.append(
             f"Layout: pairs {_pair_text(ours)} rotate together, so fn uses the "
             f"{got_layout} layout; the {layout} layout you intend pairs "
-            f"{_pair_text(intended_pairs)}. Fix: either rotate with "
-            f"layout={layout!r} (in posenc_lib, rope.apply_rope(..., "
-            f"layout={layout!r})), or keep fn and convert the checkpoint: permute "
-            f"the rows of W_q and W_k head by head with rope.layout_permutation"
-            f"({dim}) (rope.interleaved_to_half does it for interleaved -> half; "
-            f"its inverse, torch.argsort(perm), goes back).")
+            f"{_pair_text(intended_pairs)}. Fix: rotate with layout={layout!r} "
+            f"(rope.apply_rope(..., layout={layout!r})), or keep fn and reorder "
+            f"the rows of W_q and W_k: {_layout_fix(got_layout, rotary)}.")
     if sign < 0:
         fit.findings.append("rotation-reversed")
         fit.lines.append(
@@ -573,6 +572,17 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
             f"difference from the exact rotation {fit.fitted['max_error']:.2g} "
             f"(float32 rounding).")
     return _finish(fit)
+
+
+def _layout_fix(fn_layout: str, rotary: int) -> str:
+    """How to reorder a checkpoint's W_q and W_k for a fn of the other layout."""
+    if fn_layout == "half":
+        return (f"rope.interleaved_to_half(W, n_heads) converts a checkpoint "
+                f"trained interleaved (rows W[perm] within each head, perm = "
+                f"rope.layout_permutation({rotary}))")
+    return (f"within each head take rows W[torch.argsort(perm)], perm = "
+            f"rope.layout_permutation({rotary}) (the inverse of "
+            f"rope.interleaved_to_half)")
 
 
 def _nice(value: float) -> bool:

@@ -11,6 +11,7 @@ error, so the grader cells run before the exercise is solved.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -75,13 +76,12 @@ def args_text(args) -> str:
 
 def _graded(check):
     """Turn an early :class:`_Stop` into the report it carries."""
+    @functools.wraps(check)
     def wrapper(*args, **kwargs):
         try:
             return check(*args, **kwargs)
         except _Stop as stop:
             return stop.report
-    wrapper.__name__, wrapper.__doc__ = check.__name__, check.__doc__
-    wrapper.__wrapped__ = check
     return wrapper
 
 

@@ -334,3 +334,31 @@ def test_inv_freq_arguments():
         diagnose_inv_freq(torch.ones(2, 3), LLAMA3)
     with pytest.raises(ValueError, match="^config"):
         diagnose_inv_freq(torch.ones(64), [1, 2])
+
+
+def test_layout_fix_reorders_the_checkpoint_the_right_way():
+    """The fix the explanation gives for a fn in the interleaved layout and a
+    half-layout checkpoint: rows W[argsort(perm)] per head keep every score."""
+    text = diagnose_rope(written_rope(16, layout="interleaved"), dim=16).explanation
+    assert "W[torch.argsort(perm)]" in text
+    gen = torch.Generator().manual_seed(0)
+    n_heads, head_dim, seq = 2, 16, 9
+    w_q, w_k = (torch.randn(n_heads * head_dim, 8, generator=gen, dtype=torch.float64)
+                for _ in range(2))
+    x = torch.randn(seq, 8, generator=gen, dtype=torch.float64)
+    inv, pos = rope.inv_freq(head_dim, dtype=torch.float64), torch.arange(seq)
+    back = torch.argsort(rope.layout_permutation(head_dim))
+
+    def scores(wq, wk, layout):
+        q, k = ((x @ w.T).reshape(seq, n_heads, head_dim).transpose(0, 1)
+                for w in (wq, wk))
+        q, k = (rope.apply_rope(t, pos, inv, layout=layout) for t in (q, k))
+        return q @ k.transpose(-1, -2)
+
+    def reorder(w):
+        return w.reshape(n_heads, head_dim, -1)[:, back].reshape(w.shape)
+
+    assert torch.allclose(scores(reorder(w_q), reorder(w_k), "interleaved"),
+                          scores(w_q, w_k, "half"), atol=1e-10)
+    text = diagnose_rope(written_rope(16), dim=16, layout="interleaved").explanation
+    assert "rope.interleaved_to_half(W, n_heads)" in text

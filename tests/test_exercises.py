@@ -154,3 +154,29 @@ def test_yarn_inverted_ramp_is_named():
 def test_exception_in_answer_is_reported():
     report = exercises.check_shaw_labels(lambda r, k: 1 / 0)
     assert not report.passed and "ZeroDivisionError" in report.message
+
+
+CHAPTERS = ["02_absolute", "03_relative", "04_rope", "05_multidim", "06_extension"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_ends_with_graded_exercises(chapter):
+    """The last block of each chapter: a heading, then per exercise a statement,
+    a starter that raises NotImplementedError, a grader cell, and a hidden
+    solution that the same grader passes (run here as well as in the build)."""
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "book" / f"{chapter}.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    start = max(i for i, c in enumerate(cells)
+                if c["cell_type"] == "markdown" and "## Exercises" in "".join(c["source"]))
+    block = cells[start + 1:]
+    solutions = [c for c in block if "hide-cell" in c["metadata"].get("tags", [])]
+    starters = [c for c in block if "raise NotImplementedError" in "".join(c["source"])]
+    assert 2 <= len(solutions) == len(starters) <= 3
+    namespace = {"torch": torch, "math": math}
+    for cell in block:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"])
+            assert all(len(line) <= 72 for line in source.splitlines())
+            exec(compile(source.replace("print(", "str("), str(path), "exec"), namespace)
