@@ -60,7 +60,7 @@ CODES = ("layout", "rotation-reversed", "frequency-exponent", "base",
 _EPS32 = torch.finfo(torch.float32).eps
 #: Bases that models ship with (rope_theta); a fitted base near one of these
 #: is preferred over an odd one when two explanations fit equally well.
-_COMMON_BASES = (1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8)
+_COMMON_BASES = (1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7)
 _FORMATS = {8: "bfloat16", 11: "float16", 24: "float32"}
 
 
@@ -220,30 +220,49 @@ def _model_angles(positions: Tensor, theta: Tensor, sign: float, bits) -> Tensor
 _LOW = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, dim: int,
+def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, e: float,
                           dtype: torch.dtype, mode: str) -> Tensor:
-    """Angles as code computes them with ``inv_freq`` (and, for ``mode="all"``, the
-    positions and the product) in a low-precision ``dtype``."""
-    inv = (1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    inv = inv[:n_pairs].to(dtype)
+    """Angles as code computes them with ``inv_freq = base**(-e·i)`` (and, for
+    ``mode="all"``, the positions and the product) in a low-precision ``dtype``."""
+    inv = torch.pow(base, -e * torch.arange(n_pairs, dtype=torch.float64))
+    inv = inv.to(torch.float32).to(dtype)
     if mode == "all":
         return (positions.to(dtype)[:, None] * inv).to(torch.float64)
+    if mode == "inv_freq_only":
+        return positions.to(torch.float64)[:, None] * inv.to(torch.float64)
     return positions.to(dtype).to(torch.float64)[:, None] * inv.to(torch.float64)
 
 
-def _fit_low_precision(angles, positions, sign, n_pairs, dims, bases):
-    """``(dtype name, mode, base, dim)`` whose low-precision angles reproduce
-    ``angles``, or ``None``."""
+def _snap(value: float) -> list:
+    """Bases near a roughly fitted one: the nearest common base and the value
+    rounded to two significant digits."""
+    digits = 10 ** (math.floor(math.log10(value)) - 1)
+    near = [min(_COMMON_BASES, key=lambda b: abs(math.log(b / value))),
+            round(value / digits) * digits]
+    return [b for b in near if abs(math.log(b / value)) < 0.05]
+
+
+def _fit_low_precision(angles, positions, sign, n_pairs, formulas, slope, base):
+    """``(rank, dtype name, mode, base, (e, text, right))`` whose low-precision
+    angles reproduce ``angles``, or ``None``."""
     tol = _tolerance(positions)[:, None]
-    for base in bases:
-        for dim in dims:
+    found = []
+    for e, text, right, d in formulas:
+        bases = [base] + (_snap(math.exp(-slope / e)) if slope < 0 else [])
+        for b in dict.fromkeys(bases):
+            rank = _rank(b, base, right)
+            if found and rank >= found[0][0]:
+                continue
             for name, dtype in _LOW.items():
-                for mode in ("all", "inv_freq"):
-                    model = sign * _low_precision_angles(positions, n_pairs, base, dim,
+                for mode in ("all", "inv_freq", "inv_freq_only"):
+                    model = sign * _low_precision_angles(positions, n_pairs, b, e,
                                                          dtype, mode)
                     if bool((_wrap(angles - model).abs() <= tol).all()):
-                        return name, mode, base, dim
-    return None
+                        found = [(rank, name, mode, b, (e, text, right, d))]
+                        break
+                if found and found[0][3] == b:
+                    break
+    return found[0] if found else None
 
 
 def _block_angles(m: Tensor, pairs: list) -> tuple[Tensor, Tensor]:
@@ -426,34 +445,33 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     freq_codes, freq_lines = [], []
 
     def fail(why):
-        # Angles computed in a low-precision dtype fit no exact ladder: try them.
-        bases = [base]
-        if slope < 0:
-            fitted_base = math.exp(-slope * rotary / 2)
-            bases.append(min(_COMMON_BASES, key=lambda b: abs(math.log(b / fitted_base))))
-        dims = sorted({rotary, len(rotated), dim, 2 * n_block})
-        found = _fit_low_precision(angles, positions, sign, len(pairs), dims, bases)
+        # Frequencies or angles in a low-precision dtype fit no exact ladder.
+        formulas = _formulas(dim, rotary, len(rotated), n_block,
+                             hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
+        found = _fit_low_precision(angles, positions, sign, len(pairs), formulas,
+                                   slope, base)
         if found is None:
             return None, why
-        name, mode, low_base, low_dim = found
-        fit.fitted.update(base=low_base, exponent=f"2i/{low_dim}", position_bits=name,
-                          low_precision=mode)
-        codes = ["positions-precision"]
-        lines = []
-        if abs(low_base / base - 1) > 1e-3:
-            codes.append("base")
-            lines.append(f"Base: fn's frequencies fit base {low_base:g}; you intend "
-                         f"{base:g}. Fix: pass the model's rope_theta ({base:g}) as "
-                         f"the base.")
-        what = ("the positions, inv_freq and their product (the angles)"
-                if mode == "all" else "the positions and inv_freq")
-        lines.append(f"Positions precision: fn computes {what} in {name}, so position "
-                     f"{int(positions[-1])} acts as "
-                     f"{int(round_significand(positions[-1], 8 if name == 'bfloat16' else 11))} "
-                     f"and the frequencies are rounded too. Fix: compute inv_freq and "
-                     f"the angles in float32 (positions.float() * inv_freq.float()), "
-                     f"and cast only cos and sin to the model's dtype.")
-        angle = sign * _low_precision_angles(positions, len(pairs), low_base, low_dim,
+        _, name, mode, low_base, (e, text, right, spacing) = found
+        fit.fitted.update(base=low_base, exponent=text, position_bits=name,
+                          low_precision=mode, spacing=spacing)
+        codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
+                                         n_block)
+        codes.append("positions-precision")
+        what = {"all": "the positions, inv_freq and their product (the angles)",
+                "inv_freq": "the positions and inv_freq",
+                "inv_freq_only": "inv_freq"}[mode]
+        bits = 8 if name == "bfloat16" else 11
+        last = int(positions[-1])
+        acts = (f", so position {last} acts as {int(round_significand(last, bits))}"
+                if mode != "inv_freq_only" else "")
+        lines.append(f"Positions precision: fn computes {what} in {name}{acts}, and "
+                     f"the frequencies are rounded to {name} (relative error up to "
+                     f"{2.0 ** -bits:.2g}, which a position m multiplies). Fix: "
+                     f"compute inv_freq and the angles in float32 (positions.float() "
+                     f"* inv_freq.float()), and cast only cos and sin to the model's "
+                     f"dtype.")
+        angle = sign * _low_precision_angles(positions, len(pairs), low_base, e,
                                              _LOW[name], mode)
         return (codes, lines, angle), None
 
@@ -487,16 +505,14 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         # pairs of the block that never turn: a real zero, or too slow to see?
         if math.exp(slope * len(pairs)) * p_ref < 1e-3:
             rotated = list(range(start, start + 2 * n_block))
-    if (rotated != wanted and got_layout == "interleaved" and start == 0
-            and len(rotated) < rotary and math.exp(slope * len(pairs)) * p_ref < 1e-3):
-        rotated = wanted
     fit.fitted["rotated_features"] = len(rotated)
 
     low = None
     if why is None:
         # -- the exponent and the base -------------------------------------------------
         freq_codes, freq_lines, theta_model = _explain_slope(
-            slope, base, dim, rotary, len(rotated), n_block, fit.fitted)
+            slope, base, dim, rotary, len(rotated), n_block, fit.fitted,
+            hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
         bits = _position_bits(angles, positions, theta_model[:len(pairs)], sign)
         fit.fitted["position_bits"] = bits
         model_angle = _model_angles(positions, theta_model[:len(pairs)], sign, bits)
@@ -514,6 +530,12 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         freq_codes, freq_lines, model_angle = low
         bits = None
         residual = (m - _simulate(dim, pairs, model_angle)).abs().amax(dim=(1, 2))
+    spacing = fit.fitted.get("spacing") or 0
+    if (got_layout == "interleaved" and len(rotated) < spacing <= dim - start
+            and math.exp(slope * len(pairs)) * p_ref < 1e-3):
+        # fn's ladder continues with pairs too slow to see turning
+        rotated = list(range(start, start + spacing))
+        fit.fitted["rotated_features"] = len(rotated)
     fit.fitted["max_error"] = float(residual.max())
 
     # -- report --------------------------------------------------------------------------
@@ -593,79 +615,92 @@ def _nice(value: float) -> bool:
     return abs(value / (round(value / digits) * digits) - 1) < 1e-3
 
 
+def _formulas(dim: int, rotary: int, n_rotated: int, n_block: int,
+              hidden_tail: bool = False) -> list:
+    """Candidate exponents ``(e, text, right)`` of a ladder ``θ_i = base**(-e·i)``.
+
+    ``e`` is ``2/d`` (right), ``1/d`` (``i/d``), ``2/(d-2)`` (``linspace`` to
+    the last pair) or ``4/d`` (``-2 * arange(0, d, 2) / d``), with ``d`` the
+    features fn rotates, the intended number, or the whole head (the two
+    partial-rotary conventions), in that order of preference; then, if
+    ``hidden_tail`` (the next pair of fn's ladder would turn too slowly to
+    see), the powers of two between fn's rotated features and the head. Each comes with its
+    ``d``: ``(e, text, right, d)``.
+    """
+    powers = [2 ** k for k in range(1, 16) if n_rotated < 2 ** k <= dim and hidden_tail]
+    spacings = list(dict.fromkeys(d for d in (n_rotated, rotary, dim, 2 * n_block, *powers)
+                                  if d >= 2))
+    # The whole head's spacing is a convention of its own (p-RoPE) only for a
+    # fn that rotates another number of features than intended; for one that
+    # rotates the intended rotary_dim < dim it is a wrong exponent.
+    allowed = {n_rotated, rotary} | ({dim} if n_rotated != rotary else set())
+    out = [(2.0 / d, f"2i/{d}", d in allowed or d in powers, d) for d in spacings]
+    out += [(1.0 / d, f"i/{d}", False, d) for d in spacings]
+    out += [(2.0 / (d - 2), f"2i/{d - 2}", False, d) for d in spacings if d > 2]
+    out += [(4.0 / d, f"4i/{d}", False, d) for d in spacings]
+    return out
+
+
+def _rank(value: float, base: float, right: bool) -> int:
+    """How plausible a fitted (base, exponent) is: 0 best. The intended base,
+    then a base models ship with, then a round one in 1e3..1e8; the right
+    exponent before a wrong one at each level."""
+    if abs(math.log(value / base)) < 1e-3:
+        level = 0
+    elif any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES):
+        level = 1
+    elif 1e3 <= value <= 1e8 and _nice(value):
+        level = 2
+    else:
+        level = 3
+    return 2 * level + (0 if right else 1)
+
+
+def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base: float,
+                      rotary: int, n: int) -> tuple[list, list]:
+    codes, lines = [], []
+    if abs(math.log(fitted_base / base)) >= 1e-3:
+        codes.append("base")
+        lines.append(f"Base: fn's frequencies fit base {fitted_base:.6g} "
+                     f"(θ_i = {fitted_base:.6g}^(-{text})); you intend {base:g}, so "
+                     f"pair 1 turns {fitted_base ** -e:.5g} rad per position instead of "
+                     f"{base ** (-2 / rotary):.5g}. Fix: pass the model's rope_theta "
+                     f"({base:g}) as the base.")
+    if not right:
+        codes.append("frequency-exponent")
+        lines.append(f"Frequency exponent: the frequencies fall as base^(-{text}) "
+                     f"(ln θ_i falls {e * math.log(fitted_base):.5g} per pair; "
+                     f"base^(-2i/{rotary}) falls {2 * math.log(fitted_base) / rotary:.5g}), "
+                     f"so the slowest pair turns {fitted_base ** (-e * (n - 1)):.3g} "
+                     f"rad per position instead of "
+                     f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}. Fix: inv_freq = 1 / "
+                     f"base ** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d "
+                     f"for pair i (rope.inv_freq({rotary}, base)).")
+    return codes, lines
+
+
 def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: int,
-                   n_block: int, fitted: dict):
+                   n_block: int, fitted: dict, hidden_tail: bool = False):
     """Codes, sentences and the model's frequencies for the ladder slope ``a``.
 
-    A ladder ``θ_i = base'**(-e·i)`` has ``a = -e·ln(base')``; the exponent
-    ``e`` is ``2/d`` (right), ``1/d`` (``i/d``) or ``2/(d-2)`` (``linspace``
-    to the last pair), with ``d`` the rotated features (the intended number,
-    fn's, or the whole head, the two partial-rotary conventions).
+    A ladder ``θ_i = base'**(-e·i)`` has ``a = -e·ln(base')``: each candidate
+    exponent (:func:`_formulas`) implies a base; the most plausible pair
+    (:func:`_rank`) is the explanation.
     """
     n = max(n_block, 1)
     if slope >= 0 or n == 1:
-        theta = torch.ones(n, dtype=torch.float64)
         fitted.update(base=None, exponent=None)
-        return [], [], theta
-    spacings = sorted({rotary, n_rotated, dim, 2 * n_block})
-    right = [(2.0 / d, f"2i/{d}") for d in spacings]
-    wrong = ([(1.0 / d, f"i/{d}") for d in spacings]
-             + [(2.0 / (d - 2), f"2i/{d - 2}") for d in spacings if d > 2])
+        return [], [], torch.ones(n, dtype=torch.float64)
+    best = min(((_rank(math.exp(-slope / e), base, right), k, e, text, right, d)
+                for k, (e, text, right, d) in enumerate(_formulas(
+                    dim, rotary, n_rotated, n_block, hidden_tail))))
+    _, _, e, text, right, spacing = best
+    fitted_base = math.exp(-slope / e)
+    if abs(math.log(fitted_base / base)) < 1e-3:
+        fitted_base = base
+    fitted.update(base=fitted_base, exponent=text, spacing=spacing)
+    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n)
     idx = torch.arange(n, dtype=torch.float64)
-
-    def implied(e):
-        return math.exp(-slope / e)
-
-    def close(value):
-        return abs(math.log(value / base)) < 1e-3
-
-    theta = torch.exp(slope * idx)
-    for e, text in right:
-        if close(implied(e)):
-            fitted.update(base=base, exponent=text)
-            return [], [], torch.pow(base, -e * idx)
-    for e, text in wrong:
-        if close(implied(e)):
-            fitted.update(base=base, exponent=text)
-            return (["frequency-exponent"],
-                    [f"Frequency exponent: the frequencies fall as base^(-{text}) "
-                     f"(fitted slope of ln θ_i: {slope:.5g} per pair; base^(-2i/"
-                     f"{rotary}) falls {-2 * math.log(base) / rotary:.5g} per pair), so "
-                     f"the slowest pair turns {base ** (-e * (n - 1)):.3g} "
-                     f"rad per position instead of "
-                     f"{base ** (-2 * (n - 1) / rotary):.3g}. Fix: inv_freq = 1 / base "
-                     f"** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d for "
-                     f"pair i (rope.inv_freq({rotary}, base))."],
-                    torch.pow(base, -e * idx))
-    # The base is wrong. Prefer the right exponent unless only a wrong one
-    # gives a base that models use.
-    e, text = right[spacings.index(rotary if rotary in spacings else spacings[-1])]
-    if n_rotated != rotary and not _nice(implied(e)):
-        for cand in right:
-            if _nice(implied(cand[0])):
-                e, text = cand
-    codes, lines = [], []
-
-    def common(value):
-        return any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES)
-
-    if not common(implied(e)):
-        for cand in wrong:
-            if common(implied(cand[0])):
-                e, text = cand
-                codes.append("frequency-exponent")
-                lines.append(f"Frequency exponent: the frequencies fall as base'^(-{text}) "
-                             f"instead of base'^(-2i/{rotary}). Fix: inv_freq = 1 / base "
-                             f"** (torch.arange(0, {rotary}, 2) / {rotary}).")
-                break
-    fitted_base = implied(e)
-    fitted.update(base=fitted_base, exponent=text)
-    codes.insert(0, "base")
-    lines.insert(0, f"Base: fn's frequencies fit base {fitted_base:.6g} "
-                    f"(θ_i = {fitted_base:.6g}^(-{text})); you intend {base:g}, so "
-                    f"pair 1 turns {math.exp(slope):.5g} rad per position instead of "
-                    f"{base ** (-2 / rotary):.5g}. Fix: pass the model's rope_theta "
-                    f"({base:g}) as the base.")
     return codes, lines, torch.pow(fitted_base, -e * idx)
 
 

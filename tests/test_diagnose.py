@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def written_rope(dim, base=10000.0, layout="half", *, sign=1.0, exponent="2i/d",
-                 rotary=None, position_dtype=None, noise=0.0, tables=None):
+                 rotary=None, position_dtype=None, noise=0.0, tables=None,
+                 freq_dtype=None):
     """A RoPE as a reader would write it (not the library's code), with switches
     for the bugs: sign -1 (reversed), exponent "i/d" or "linspace", rotary <
     dim (partial), position_dtype (rounded positions), tables (cos and sin laid
@@ -31,8 +32,12 @@ def written_rope(dim, base=10000.0, layout="half", *, sign=1.0, exponent="2i/d",
             inv_freq = 1.0 / base ** (2 * i / rotary)
         elif exponent == "i/d":
             inv_freq = 1.0 / base ** (i / rotary)
+        elif exponent == "4i/d":
+            inv_freq = 1.0 / base ** (4 * i / rotary)
         else:
             inv_freq = 1.0 / base ** torch.linspace(0, 1, rotary // 2)
+        if freq_dtype is not None:
+            inv_freq = inv_freq.to(freq_dtype).float()
         p = positions if position_dtype is None else positions.to(position_dtype)
         angles = p.float()[:, None] * inv_freq
         if tables == "half":
@@ -96,6 +101,7 @@ SINGLE = [
     ("rotation-reversed", dict(sign=-1.0), {}),
     ("frequency-exponent", dict(exponent="i/d"), {}),
     ("frequency-exponent", dict(exponent="linspace"), {}),
+    ("frequency-exponent", dict(exponent="4i/d"), {}),
     ("base", dict(base=1e4), dict(base=5e5)),
     ("positions-precision", dict(position_dtype=torch.bfloat16), {}),
     ("positions-precision", dict(position_dtype=torch.float16, base=1e6), dict(base=1e6)),
@@ -150,6 +156,11 @@ PAIRS = [
     (["base", "positions-precision"], dict(base=1e4, position_dtype=torch.float16),
      dict(base=5e5)),
     (["layout", "partial-rotary"], dict(layout="interleaved", rotary=64), {}),
+    (["frequency-exponent", "positions-precision"],
+     dict(exponent="i/d", position_dtype=torch.float16, freq_dtype=torch.float16), {}),
+    (["base", "positions-precision", "partial-rotary"],
+     dict(base=1e6, position_dtype=torch.bfloat16, freq_dtype=torch.bfloat16,
+          rotary=32), {}),
     (["rotation-reversed", "positions-precision", "partial-rotary"],
      dict(sign=-1.0, position_dtype=torch.float16, rotary=64), {}),
 ]
@@ -362,3 +373,49 @@ def test_layout_fix_reorders_the_checkpoint_the_right_way():
                           scores(w_q, w_k, "half"), atol=1e-10)
     text = diagnose_rope(written_rope(16), dim=16, layout="interleaved").explanation
     assert "rope.interleaved_to_half(W, n_heads)" in text
+
+
+def test_partial_rotary_spacing():
+    """With rotary_dim given, frequencies spaced over the whole head are a wrong
+    exponent; for a fn that rotates fewer features than intended they are the
+    p-RoPE convention, and partial-rotary alone."""
+    head = rope.inv_freq(128, dtype=torch.float32)[:16]
+
+    def fn(x, positions):
+        return rope.apply_rope(x, positions, head, rotary_dim=32)
+
+    assert diagnose_rope(fn, dim=128, rotary_dim=32).findings == ["frequency-exponent"]
+    assert diagnose_rope(fn, dim=128).findings == ["partial-rotary"]
+    assert diagnose_rope(written_rope(128, rotary=32), dim=128,
+                         rotary_dim=32).findings == []
+
+
+ROPE_MUTANTS = {"rope-inv-freq-exponent": "frequency-exponent",
+                "rope-layout-confusion": "layout",
+                "rope-rotation-sign": "rotation-reversed",
+                "rope-positions-bfloat16": "positions-precision"}
+
+
+@pytest.mark.parametrize("mutant_id, code", ROPE_MUTANTS.items())
+def test_catalogue_mutants_of_rope(mutant_id, code):
+    """The mutation catalogue's RoPE bugs, planted in a copy of rope.py, get
+    their code (the layout mutant in the half layout it breaks)."""
+    import types
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from mutation import MUTANTS
+    finally:
+        sys.path.pop(0)
+    mutant = next(m for m in MUTANTS if m.id == mutant_id)
+    source = (ROOT / mutant.path).read_text()
+    assert source.count(mutant.old) == 1
+    module = types.ModuleType("posenc_lib._rope_mutant")
+    module.__package__ = "posenc_lib"
+    exec(compile(source.replace(mutant.old, mutant.new), mutant.path, "exec"),
+         module.__dict__)
+    inv = module.inv_freq(64, dtype=torch.float32)
+
+    def fn(x, positions):
+        return module.apply_rope(x, positions, inv)
+
+    assert diagnose_rope(fn, dim=64).findings == [code]
