@@ -721,8 +721,7 @@ def _position_bits(angles: Tensor, positions: Tensor, theta: Tensor, sign: float
 
 def _mixed_tables(m, positions, pairs, got_layout, intended, fit) -> Diagnosis:
     """Blocks that are not rotations: cos and sin laid out for the other pairing?"""
-    layout, dim = intended["layout"], intended["dim"]
-    n = len(pairs)
+    layout = intended["layout"]
     diag = torch.diagonal(m[1:4], dim1=-2, dim2=-1)           # cos at positions 1..3
     rotated = sorted({f for pair in pairs for f in pair})
     r = len(rotated)

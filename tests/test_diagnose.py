@@ -419,3 +419,20 @@ def test_catalogue_mutants_of_rope(mutant_id, code):
         return module.apply_rope(x, positions, inv)
 
     assert diagnose_rope(fn, dim=64).findings == [code]
+
+
+def test_readme_example_output_is_current(tmp_path, capsys):
+    """The README's "Check your own RoPE" example: its code, run through the
+    command line's main, prints exactly the output pasted under it."""
+    from posenc_lib.diagnose import main
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Check your own RoPE"):]
+    code = section[section.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    shown = section[section.index("```console\n") + 11:]
+    shown = shown[:shown.index("```")].splitlines()
+    command = shown[0].removeprefix("$ python -m posenc_lib.diagnose ").split()
+    (tmp_path / "my_rope.py").write_text(code)
+    command[0] = str(tmp_path / command[0])
+    assert main(command) == 1
+    assert capsys.readouterr().out.splitlines() == shown[1:]

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from posenc_lib import absolute, exercises, multidim, relative, rope, scaling
+from posenc_lib import exercises, multidim, relative, rope, scaling
 
 
 def starter(*args):
