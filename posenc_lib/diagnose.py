@@ -1,0 +1,971 @@
+"""Check your own RoPE: what is wrong with it, fitted from its outputs.
+
+:func:`diagnose_rope` treats a user's ``fn(x, positions)`` as a black box.
+RoPE is linear in ``x``, so feeding the ``dim`` unit vectors at once (as a
+batch) reads off the whole matrix ``M(p)`` that ``fn`` applies at each probed
+position ``p``. Everything is then *fitted* from those matrices, not matched
+against a list of known mutants:
+
+1. **which features rotate together**: the off-diagonal entries of ``M(p)``
+   give each feature's partner, hence the layout (``(i, i + r/2)`` for
+   ``"half"``, ``(2i, 2i + 1)`` for ``"interleaved"``) and the number ``r`` of
+   rotated features;
+2. **the angle of every pair at every position**, from its 2x2 block; its
+   sign says which way the pair turns;
+3. **the frequency of every pair**, by unwrapping the angle over positions
+   0..63 and refining it at the powers of two up to 4096 (which every float
+   format holds exactly), then the geometric ladder ``θ_i = exp(a·i)`` through
+   them, whose slope ``a = -(2/d)·ln(base)`` gives the base, or shows a wrong
+   exponent (``i/d``: half the slope);
+4. **the positions ``fn`` really used**, at positions that bfloat16 (above
+   256) and float16 (above 2048) cannot hold: the significand width whose
+   rounding reproduces the angles.
+
+The fitted model is simulated and compared with every probed matrix; what it
+does not reproduce is reported as ``"not-rope"``.
+
+:func:`diagnose_inv_freq` does the same for the ``inv_freq`` a user's code
+computes for a model's ``config.json``: it names the known variant or known
+bug (the book's mutation catalogue) that reproduces it.
+
+Run from a shell::
+
+    python -m posenc_lib.diagnose path/to/module.py:function --dim 128 \\
+        --base 500000 --layout half
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import torch
+from torch import Tensor
+
+from . import _validate, rope
+
+__all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_inv_freq",
+           "round_significand", "main"]
+
+#: The findings :func:`diagnose_rope` can return, in the order it lists them.
+CODES = ("layout", "rotation-reversed", "frequency-exponent", "base",
+         "positions-precision", "partial-rotary", "not-rope")
+
+_EPS32 = torch.finfo(torch.float32).eps
+#: Bases that models ship with (rope_theta); a fitted base near one of these
+#: is preferred over an odd one when two explanations fit equally well.
+_COMMON_BASES = (1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7)
+_FORMATS = {8: "bfloat16", 11: "float16", 24: "float32"}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What :func:`diagnose_rope` or :func:`diagnose_inv_freq` found.
+
+    Attributes:
+        findings: the codes of the bugs found (see :data:`CODES` and
+            :data:`INV_FREQ_CODES`); empty when the implementation is correct
+            within float32 rounding.
+        explanation: plain sentences: what was found, the evidence, the
+            fitted values and the fix.
+        fitted: the fitted values (layout, rotated features, base, exponent,
+            sign, position precision, largest angle error), for programs.
+    """
+
+    findings: list
+    explanation: str
+    fitted: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """``True`` when nothing was found."""
+        return not self.findings
+
+    def __str__(self) -> str:
+        head = "findings: " + (", ".join(self.findings) if self.findings else "none")
+        body = "\n".join(textwrap.fill(line, 88) for line in self.explanation.split("\n"))
+        return f"{head}\n{body}"
+
+
+# -- small helpers ---------------------------------------------------------------------
+
+def round_significand(positions, bits: int) -> Tensor:
+    """Round integers to the nearest float with a ``bits``-bit significand (ties to even).
+
+    ``bits=8`` is bfloat16 (exact up to 256), ``bits=11`` float16 (exact up
+    to 2048), ``bits=24`` float32. Computed in float64, without overflow, so
+    the result does not depend on an exponent range.
+
+    Args:
+        positions: integer positions, any shape.
+        bits: significand width, ``>= 1``.
+
+    Returns:
+        float64 tensor shaped like ``positions``.
+    """
+    bits = _validate.positive_int("bits", bits)
+    p = torch.as_tensor(positions, dtype=torch.float64)
+    exponent = torch.floor(torch.log2(p.abs().clamp_min(1.0)))
+    step = torch.pow(2.0, (exponent - (bits - 1)).clamp_min(0.0))
+    return torch.round(p / step) * step          # torch.round rounds half to even
+
+
+def _wrap(angle: Tensor) -> Tensor:
+    """Angles into ``(-π, π]``."""
+    return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+
+
+def _pairs_of(layout: str, start: int, n_pairs: int) -> list:
+    """Feature pairs ``(a, b)`` of a block of ``2 * n_pairs`` features from ``start``."""
+    if layout == "half":
+        return [(start + i, start + i + n_pairs) for i in range(n_pairs)]
+    return [(start + 2 * i, start + 2 * i + 1) for i in range(n_pairs)]
+
+
+def _pair_text(pairs: list, n: int = 2) -> str:
+    return ", ".join(f"({a}, {b})" for a, b in pairs[:n])
+
+
+def _probe_positions(max_position: int) -> Tensor:
+    """Dense 0..63, powers of two, and positions that bfloat16/float16 cannot hold."""
+    dense = list(range(64))
+    powers = [2 ** k for k in range(6, 13) if 2 ** k <= max_position]
+    odd = [100, 255, 257, 259, 301, 511, 513, 777, 1001, 1025, 2047, 2049, 2051,
+           3001, 4095, 4097, 4099, 5003, 6007, 7001, 8191, max_position]
+    return torch.tensor(sorted(set(dense + powers + [p for p in odd if p <= max_position])))
+
+
+def _call(fn: Callable, x: Tensor, positions: Tensor) -> Tensor:
+    """Call ``fn`` and return its output as float64, or raise a ValueError saying why not."""
+    where = (f"when called with x of shape {tuple(x.shape)} (float32) and positions "
+             f"of shape {tuple(positions.shape)} (int64, {int(positions.min())} to "
+             f"{int(positions.max())})")
+    try:
+        out = fn(x.clone(), positions.clone())
+    except Exception as error:  # the user's code: report it, whatever it raised
+        raise ValueError(f"fn raised {type(error).__name__}: {error} ({where})") from error
+    if not isinstance(out, Tensor):
+        try:
+            out = torch.as_tensor(out)
+        except Exception:
+            raise ValueError(f"fn must return a tensor, got {type(out).__name__} "
+                             f"({where})") from None
+    if tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"fn returned shape {tuple(out.shape)}; it must return x's "
+                         f"shape {tuple(x.shape)} ({where})")
+    if not (out.is_floating_point() or out.is_complex()) or out.is_complex():
+        raise ValueError(f"fn must return a real floating-point tensor, got {out.dtype} "
+                         f"({where})")
+    out = out.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"fn returned NaN or inf ({where})")
+    return out
+
+
+# -- the fit ---------------------------------------------------------------------------
+
+def _tolerance(positions: Tensor) -> Tensor:
+    """Allowed angle error at each position: float32 rounding of ``m·θ`` and of ``θ``
+    (a few ulp of angles up to ``m`` radians), plus the noise of cos and sin."""
+    return 2e-4 + 64 * _EPS32 * positions.to(torch.float64)
+
+
+def _fit_frequencies(angles: Tensor, positions: Tensor) -> Tensor:
+    """Per pair, the frequency that reproduces ``angles`` ``(n_pos, n_pairs)``.
+
+    Unwraps over the dense positions 0..63 (steps of at most 1 radian), then
+    refines at each power of two: the predicted angle is off by less than π,
+    so the wrapped residual corrects it.
+    """
+    index = {int(p): k for k, p in enumerate(positions)}
+    dense = torch.tensor([index[p] for p in range(64)])
+    phi = angles[dense]
+    unwrapped = phi[0] + torch.cumsum(_wrap(phi.diff(dim=0)), dim=0)
+    unwrapped = torch.cat([phi[:1], unwrapped])
+    m = torch.arange(64, dtype=torch.float64)[:, None]
+    theta = (m * unwrapped).sum(0) / (m * m).sum()
+    p = 64
+    while p in index:
+        predicted = p * theta
+        theta = (predicted + _wrap(angles[index[p]] - predicted)) / p
+        p *= 2
+    return theta
+
+
+def _simulate(dim: int, pairs: list, angle: Tensor) -> Tensor:
+    """The matrices ``M(p)`` ``(n_pos, dim, dim)`` that rotate each pair by its
+    angle ``angle`` ``(n_pos, n_pairs)``."""
+    out = torch.eye(dim, dtype=torch.float64).repeat(angle.shape[0], 1, 1)
+    if pairs:
+        a = torch.tensor([i for i, _ in pairs])
+        b = torch.tensor([j for _, j in pairs])
+        out[:, a, a] = angle.cos()
+        out[:, b, b] = angle.cos()
+        out[:, b, a] = angle.sin()
+        out[:, a, b] = -angle.sin()
+    return out
+
+
+def _model_angles(positions: Tensor, theta: Tensor, sign: float, bits) -> Tensor:
+    p = positions.to(torch.float64) if bits is None else round_significand(positions, bits)
+    return sign * p[:, None] * theta
+
+
+_LOW = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, e: float,
+                          dtype: torch.dtype, mode: str) -> Tensor:
+    """Angles as code computes them with ``inv_freq = base**(-e·i)`` (and, for
+    ``mode="all"``, the positions and the product) in a low-precision ``dtype``."""
+    inv = torch.pow(base, -e * torch.arange(n_pairs, dtype=torch.float64))
+    inv = inv.to(torch.float32).to(dtype)
+    if mode == "all":
+        return (positions.to(dtype)[:, None] * inv).to(torch.float64)
+    if mode == "inv_freq_only":
+        return positions.to(torch.float64)[:, None] * inv.to(torch.float64)
+    return positions.to(dtype).to(torch.float64)[:, None] * inv.to(torch.float64)
+
+
+def _snap(value: float) -> list:
+    """Bases near a roughly fitted one: the nearest common base and the value
+    rounded to two significant digits."""
+    digits = 10 ** (math.floor(math.log10(value)) - 1)
+    near = [min(_COMMON_BASES, key=lambda b: abs(math.log(b / value))),
+            round(value / digits) * digits]
+    return [b for b in near if abs(math.log(b / value)) < 0.05]
+
+
+def _fit_low_precision(angles, positions, sign, n_pairs, formulas, slope, base):
+    """``(rank, dtype name, mode, base, (e, text, right))`` whose low-precision
+    angles reproduce ``angles``, or ``None``."""
+    tol = _tolerance(positions)[:, None]
+    found = []
+    for e, text, right, d in formulas:
+        bases = [base] + (_snap(math.exp(-slope / e)) if slope < 0 else [])
+        for b in dict.fromkeys(bases):
+            rank = _rank(b, base, right)
+            if found and rank >= found[0][0]:
+                continue
+            for name, dtype in _LOW.items():
+                for mode in ("all", "inv_freq", "inv_freq_only"):
+                    model = sign * _low_precision_angles(positions, n_pairs, b, e,
+                                                         dtype, mode)
+                    if bool((_wrap(angles - model).abs() <= tol).all()):
+                        found = [(rank, name, mode, b, (e, text, right, d))]
+                        break
+                if found and found[0][3] == b:
+                    break
+    return found[0] if found else None
+
+
+def _block_angles(m: Tensor, pairs: list) -> tuple[Tensor, Tensor]:
+    """Angle of each pair's 2x2 block at each position, and how far the block is
+    from a rotation (largest entry error)."""
+    a = torch.tensor([i for i, _ in pairs])
+    b = torch.tensor([j for _, j in pairs])
+    c1, c2 = m[:, a, a], m[:, b, b]
+    s1, s2 = m[:, b, a], -m[:, a, b]
+    cos, sin = (c1 + c2) / 2, (s1 + s2) / 2
+    angle = torch.atan2(sin, cos)
+    misfit = torch.stack([(c1 - angle.cos()).abs(), (c2 - angle.cos()).abs(),
+                          (s1 - angle.sin()).abs(), (s2 - angle.sin()).abs()]).amax(0)
+    return angle, misfit
+
+
+def _structure(m: Tensor, threshold: float):
+    """Pairs ``(a, b)``, ``a < b``, of features that mix, or a sentence saying why
+    the mixing is not pairwise."""
+    dim = m.shape[-1]
+    off = m - torch.diag_embed(torch.diagonal(m, dim1=-2, dim2=-1))
+    coupling = off.abs().amax(0)
+    coupling = torch.maximum(coupling, coupling.T)
+    top = coupling.topk(min(2, dim), dim=1)
+    pairs = set()
+    for j in range(dim):
+        if top.values[j, 0] <= threshold:
+            continue
+        if dim > 2 and top.values[j, 1] > threshold:
+            mixed = [int(k) for k in torch.nonzero(coupling[j] > threshold).flatten()]
+            return None, (f"feature {j} mixes with {len(mixed)} features "
+                          f"({', '.join(map(str, mixed[:6]))}); RoPE mixes each "
+                          f"feature with one partner only")
+        k = int(top.indices[j, 0])
+        partner = int(top.indices[k, 0])
+        if partner != j or top.values[k, 0] <= threshold:
+            return None, (f"feature {j} mixes into {k}, but {k} mixes into {partner}: "
+                          f"the features do not form pairs")
+        pairs.add((min(j, k), max(j, k)))
+    return sorted(pairs), None
+
+
+def _layout_of(pairs: list, intended: str):
+    """``(layout, start, n_pairs_in_block)`` of the observed pairs, or ``None``."""
+    offsets = {b - a for a, b in pairs}
+    firsts = [a for a, _ in pairs]
+    start = min(firsts)
+    if offsets == {1} and all((a - start) % 2 == 0 for a in firsts):
+        n = len(pairs)
+        if [a for a in firsts] == [start + 2 * i for i in range(n)]:
+            if n == 1:          # one pair (s, s+1): both layouts; take the intended
+                return intended, start, 1
+            return "interleaved", start, n
+    if len(offsets) == 1:
+        o = offsets.pop()
+        if firsts == list(range(start, start + len(pairs))) and len(pairs) <= o:
+            return "half", start, o
+    return None
+
+
+@dataclass
+class _Fit:
+    findings: list
+    lines: list
+    fitted: dict
+
+
+def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int,
+                  base: float = 10000.0, layout: str = "half",
+                  rotary_dim: int | None = None, max_position: int = 8191,
+                  seed: int = 0) -> Diagnosis:
+    """Find what is wrong with a RoPE implementation, from its outputs alone.
+
+    ``fn`` is called twice: once with the ``dim`` unit vectors as a batch
+    (which reads off the matrix it applies at each position) and once with
+    seeded random ``x``, to check that it is linear, as RoPE is. Positions run
+    from 0 to ``max_position``: 0..63, the powers of two, and positions that
+    bfloat16 and float16 round (257, 2049, 8191, ...).
+
+    Args:
+        fn: ``fn(x, positions) -> rotated x``, with ``x`` ``(batch, seq, dim)``
+            float32 and ``positions`` ``(seq,)`` int64.
+        dim: features per head (even).
+        base: the base the model was trained with (``rope_theta``).
+        layout: the layout the checkpoint expects, ``"half"`` or
+            ``"interleaved"`` (the two layouts of :mod:`posenc_lib.rope`).
+        rotary_dim: features meant to rotate (the first ``rotary_dim``;
+            transformers' ``int(head_dim * partial_rotary_factor)``); ``None``:
+            all ``dim``.
+        max_position: largest probed position (>= 64; the default 8191 probes
+            the rounding of both bfloat16 and float16).
+        seed: seed of the random ``x`` of the linearity check.
+
+    Returns:
+        :class:`Diagnosis`: ``findings`` (codes from :data:`CODES`; empty when
+        ``fn`` is RoPE as intended within float32 rounding) and ``explanation``.
+
+    Raises:
+        ValueError: naming the parameter, for a bad argument; and when ``fn``
+            raises, returns something other than a real tensor shaped like
+            ``x``, or returns NaN or inf.
+    """
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    dim = _validate.even_int("dim", dim)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    _validate.one_of("layout", layout, rope.LAYOUTS)
+    rotary = dim if rotary_dim is None else _validate.even_int("rotary_dim", rotary_dim)
+    if rotary > dim:
+        raise ValueError(f"rotary_dim must be <= dim = {dim}, got {rotary}")
+    max_position = _validate.positive_int("max_position", max_position, minimum=64)
+    seed = _validate.positive_int("seed", seed, minimum=0)
+
+    positions = _probe_positions(max_position)
+    n_pos = len(positions)
+    basis = torch.eye(dim, dtype=torch.float32)[:, None, :].expand(dim, n_pos, dim)
+    m = _call(fn, basis.contiguous(), positions).permute(1, 2, 0)    # M[s, out, in]
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, n_pos, dim, generator=gen, dtype=torch.float32)
+    y = _call(fn, x, positions)
+    linear_error = float((y - torch.einsum("soi,bsi->bso", m, x.double())).abs().max())
+    fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
+    intended = dict(dim=dim, base=base, layout=layout, rotary=rotary)
+    if linear_error > 1e-3 * max(1.0, float(y.abs().max())):
+        return _not_rope(fit, f"fn is not linear in x: fn(x) differs from the sum of "
+                              f"its answers for the unit vectors by up to "
+                              f"{linear_error:.3g}, and RoPE is a linear map (a "
+                              f"rotation) of each x")
+    return _diagnose_matrices(m, positions, intended, fit)
+
+
+def _not_rope(fit: _Fit, why: str) -> Diagnosis:
+    fit.lines.append(f"Not RoPE: {why}. None of the known bugs (layout, reversed "
+                     f"rotation, frequency exponent, base, position precision, "
+                     f"partial rotary) explains it.")
+    fit.fitted["not_rope"] = why
+    return Diagnosis(["not-rope"], "\n".join(fit.lines), fit.fitted)
+
+
+def _finish(fit: _Fit) -> Diagnosis:
+    order = {code: k for k, code in enumerate(CODES)}
+    findings = sorted(set(fit.findings), key=order.__getitem__)
+    return Diagnosis(findings, "\n".join(fit.lines), fit.fitted)
+
+
+def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) -> Diagnosis:
+    dim, base, layout, rotary = (intended[k] for k in ("dim", "base", "layout", "rotary"))
+    eye = torch.eye(dim, dtype=torch.float64)
+    at_zero = float((m[0] - eye).abs().max())
+    if at_zero > 1e-4:
+        return _not_rope(fit, f"at position 0 fn changes x (largest change "
+                              f"{at_zero:.3g}); RoPE's rotation at position 0 is the "
+                              f"identity")
+    pairs, why = _structure(m, threshold=1e-4)
+    if pairs is None:
+        return _not_rope(fit, why)
+    if not pairs:
+        return _not_rope(fit, "fn returns x unchanged at every position: no feature "
+                              "rotates, so attention would not see positions")
+    shape = _layout_of(pairs, layout)
+    if shape is None:
+        return _not_rope(fit, f"the pairs that rotate together ({_pair_text(pairs, 4)}, "
+                              f"...) follow neither layout")
+    got_layout, start, n_block = shape
+    angles, misfit = _block_angles(m, pairs)
+    tol = _tolerance(positions)
+    if bool((misfit > tol[:, None]).any()):
+        return _mixed_tables(m, positions, pairs, got_layout, intended, fit)
+
+    # -- frequencies: sign, θ_0, the geometric ladder ----------------------------------
+    theta = _fit_frequencies(angles, positions)
+    p_ref = float(max(p for p in (2 ** k for k in range(6, 14))
+                      if p in set(positions.tolist())))
+    seen = (theta.abs() * p_ref) > 1e-3
+    sign = float(torch.sign(theta[0])) or 1.0
+    rotated = sorted({f for pair in pairs for f in pair})
+    wanted = list(range(rotary))
+    fit.fitted.update(layout=got_layout, rotated_features=len(rotated),
+                      pairs=pairs[:4], sign=sign)
+    freq_codes, freq_lines = [], []
+
+    def fail(why):
+        # Frequencies or angles in a low-precision dtype fit no exact ladder.
+        formulas = _formulas(dim, rotary, len(rotated), n_block,
+                             hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
+        found = _fit_low_precision(angles, positions, sign, len(pairs), formulas,
+                                   slope, base)
+        if found is None:
+            return None, why
+        _, name, mode, low_base, (e, text, right, spacing) = found
+        fit.fitted.update(base=low_base, exponent=text, position_bits=name,
+                          low_precision=mode, spacing=spacing)
+        codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
+                                         n_block)
+        codes.append("positions-precision")
+        what = {"all": "the positions, inv_freq and their product (the angles)",
+                "inv_freq": "the positions and inv_freq",
+                "inv_freq_only": "inv_freq"}[mode]
+        bits = 8 if name == "bfloat16" else 11
+        last = int(positions[-1])
+        acts = (f", so position {last} acts as {int(round_significand(last, bits))}"
+                if mode != "inv_freq_only" else "")
+        lines.append(f"Positions precision: fn computes {what} in {name}{acts}, and "
+                     f"the frequencies are rounded to {name} (relative error up to "
+                     f"{2.0 ** -bits:.2g}, which a position m multiplies). Fix: "
+                     f"compute inv_freq and the angles in float32 (positions.float() "
+                     f"* inv_freq.float()), and cast only cos and sin to the model's "
+                     f"dtype.")
+        angle = sign * _low_precision_angles(positions, len(pairs), low_base, e,
+                                             _LOW[name], mode)
+        return (codes, lines, angle), None
+
+    signs = torch.sign(theta[seen])
+    theta = theta.abs()
+    theta0 = float(theta[0])
+    idx = torch.arange(len(pairs), dtype=torch.float64)
+    weight = (theta * p_ref) ** 2 * seen
+    slope = (float((weight * idx * theta.clamp_min(1e-300).log()).sum()
+                   / (weight * idx * idx).sum().clamp_min(1e-300))
+             if len(pairs) > 1 else 0.0)
+    ladder = torch.exp(slope * idx)
+    ladder_error = ((ladder - theta).abs() * p_ref)
+    worst = int(ladder_error.argmax())
+    why = None
+    if not bool((signs == signs[0]).all()):
+        why = "some pairs turn forwards and others backwards"
+    elif abs(theta0 - 1.0) * p_ref > float(_tolerance(torch.tensor(p_ref))):
+        why = (f"the fastest pair turns {theta0:.6g} rad per position; RoPE's fastest "
+               f"pair (θ_0 = base^0) turns exactly 1 (positions scaled by "
+               f"{1 / theta0:.4g}, as position interpolation does?)")
+    elif float(ladder_error[worst]) > float(_tolerance(torch.tensor(p_ref))) + 1e-3:
+        why = (f"the frequencies do not fall geometrically: pair {worst} turns "
+               f"{float(theta[worst]):.4g} rad per position, "
+               f"{float(theta[worst] / ladder[worst]):.4g} times the geometric ladder "
+               f"through the others (a context-extension scaling such as YaRN or "
+               f"Llama 3?)")
+
+    # -- which features rotate ---------------------------------------------------------
+    if got_layout == "half" and len(pairs) < n_block:
+        # pairs of the block that never turn: a real zero, or too slow to see?
+        if math.exp(slope * len(pairs)) * p_ref < 1e-3:
+            rotated = list(range(start, start + 2 * n_block))
+    fit.fitted["rotated_features"] = len(rotated)
+
+    low = None
+    if why is None:
+        # -- the exponent and the base -------------------------------------------------
+        freq_codes, freq_lines, theta_model = _explain_slope(
+            slope, base, dim, rotary, len(rotated), n_block, fit.fitted,
+            hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
+        bits = _position_bits(angles, positions, theta_model[:len(pairs)], sign)
+        fit.fitted["position_bits"] = bits
+        model_angle = _model_angles(positions, theta_model[:len(pairs)], sign, bits)
+        residual = (m - _simulate(dim, pairs, model_angle)).abs().amax(dim=(1, 2))
+        worst_pos = int((residual - tol).argmax())
+        if float(residual[worst_pos]) > float(tol[worst_pos]):
+            why = (f"the best RoPE fitted to fn still misses its output at position "
+                   f"{int(positions[worst_pos])} by {float(residual[worst_pos]):.3g}")
+    else:
+        bits = None
+    if why is not None:
+        low, why = fail(why)
+        if low is None:
+            return _not_rope(fit, why)
+        freq_codes, freq_lines, model_angle = low
+        bits = None
+        residual = (m - _simulate(dim, pairs, model_angle)).abs().amax(dim=(1, 2))
+    spacing = fit.fitted.get("spacing") or 0
+    if (got_layout == "interleaved" and len(rotated) < spacing <= dim - start
+            and math.exp(slope * len(pairs)) * p_ref < 1e-3):
+        # fn's ladder continues with pairs too slow to see turning
+        rotated = list(range(start, start + spacing))
+        fit.fitted["rotated_features"] = len(rotated)
+    fit.fitted["max_error"] = float(residual.max())
+
+    # -- report --------------------------------------------------------------------------
+    intended_pairs = _pairs_of(layout, 0, rotary // 2)
+    if got_layout != layout and len(pairs) > 1:
+        fit.findings.append("layout")
+        ours = _pairs_of(got_layout, start, n_block)
+        fit.lines.append(
+            f"Layout: pairs {_pair_text(ours)} rotate together, so fn uses the "
+            f"{got_layout} layout; the {layout} layout you intend pairs "
+            f"{_pair_text(intended_pairs)}. Fix: rotate with layout={layout!r} "
+            f"(rope.apply_rope(..., layout={layout!r})), or keep fn and reorder "
+            f"the rows of W_q and W_k: {_layout_fix(got_layout, rotary)}.")
+    if sign < 0:
+        fit.findings.append("rotation-reversed")
+        fit.lines.append(
+            f"Rotation reversed: at position 1 pair {_pair_text(pairs, 1)} turns by "
+            f"{float(angles[1, 0]):.4f} rad, RoPE turns it by +1 (every pair turns "
+            f"backwards, so scores depend on m - n with the wrong sign against the "
+            f"checkpoint). Fix: (a, b) -> (a cos - b sin, b cos + a sin); "
+            f"rotate_half must return (-b, a), and x * cos + rotate_half(x) * sin "
+            f"adds the sin term.")
+    fit.findings += freq_codes
+    fit.lines += freq_lines
+    if bits is not None:
+        fit.findings.append("positions-precision")
+        name = _FORMATS.get(bits, f"a float format with a {bits}-bit significand")
+        examples = [int(p) for p in positions if round_significand(p, bits) != p]
+        shown = ", ".join(f"{p} acts as {int(round_significand(p, bits))}"
+                          for p in (examples[:1] + examples[-1:]))
+        fit.lines.append(
+            f"Positions precision: position {shown}: fn rounds positions to {name} "
+            f"({bits}-bit significand: integers above {2 ** bits} are not all held) "
+            f"before computing the angles. Fix: compute the angles in float32 "
+            f"(positions.float() * inv_freq), and cast only cos and sin to the "
+            f"model's dtype.")
+    if rotated != wanted:
+        fit.findings.append("partial-rotary")
+        rest = dim - len(rotated)
+        fit.lines.append(
+            f"Partial rotary: fn rotates {len(rotated)} of the {dim} features "
+            f"(features {rotated[0]}..{rotated[-1]}"
+            + (f", pairs {_pair_text(pairs)}" if len(rotated) < dim else "")
+            + f"; {rest} pass through unchanged); you intend {rotary}"
+            + (f" (the first {rotary}, pairs {_pair_text(intended_pairs)})"
+               if rotary < dim else "")
+            + f". Fix: rotate exactly rotary_dim = int(head_dim * "
+              f"partial_rotary_factor) = {rotary} features, with frequencies spaced "
+              f"over them (rope.partial_inv_freq; rope.apply_rope(..., "
+              f"rotary_dim={rotary})).")
+    if not fit.findings:
+        fit.lines.append(
+            f"fn is RoPE as intended: {layout} layout ({_pair_text(intended_pairs)} "
+            f"rotate together), {rotary} rotated features, base {base:g}, pairs "
+            f"turning forwards, exact positions up to {int(positions.max())}; largest "
+            f"difference from the exact rotation {fit.fitted['max_error']:.2g} "
+            f"(float32 rounding).")
+    return _finish(fit)
+
+
+def _layout_fix(fn_layout: str, rotary: int) -> str:
+    """How to reorder a checkpoint's W_q and W_k for a fn of the other layout."""
+    if fn_layout == "half":
+        return (f"rope.interleaved_to_half(W, n_heads) converts a checkpoint "
+                f"trained interleaved (rows W[perm] within each head, perm = "
+                f"rope.layout_permutation({rotary}))")
+    return (f"within each head take rows W[torch.argsort(perm)], perm = "
+            f"rope.layout_permutation({rotary}) (the inverse of "
+            f"rope.interleaved_to_half)")
+
+
+def _nice(value: float) -> bool:
+    """Whether ``value`` is a base someone would type (a common one, or 1-2 digits)."""
+    if any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES):
+        return True
+    digits = 10 ** (math.floor(math.log10(value)) - 1)
+    return abs(value / (round(value / digits) * digits) - 1) < 1e-3
+
+
+def _formulas(dim: int, rotary: int, n_rotated: int, n_block: int,
+              hidden_tail: bool = False) -> list:
+    """Candidate exponents ``(e, text, right)`` of a ladder ``θ_i = base**(-e·i)``.
+
+    ``e`` is ``2/d`` (right), ``1/d`` (``i/d``), ``2/(d-2)`` (``linspace`` to
+    the last pair) or ``4/d`` (``-2 * arange(0, d, 2) / d``), with ``d`` the
+    features fn rotates, the intended number, or the whole head (the two
+    partial-rotary conventions), in that order of preference; then, if
+    ``hidden_tail`` (the next pair of fn's ladder would turn too slowly to
+    see), the powers of two between fn's rotated features and the head. Each comes with its
+    ``d``: ``(e, text, right, d)``.
+    """
+    powers = [2 ** k for k in range(1, 16) if n_rotated < 2 ** k <= dim and hidden_tail]
+    spacings = list(dict.fromkeys(d for d in (n_rotated, rotary, dim, 2 * n_block, *powers)
+                                  if d >= 2))
+    # The whole head's spacing is a convention of its own (p-RoPE) only for a
+    # fn that rotates another number of features than intended; for one that
+    # rotates the intended rotary_dim < dim it is a wrong exponent.
+    allowed = {n_rotated, rotary} | ({dim} if n_rotated != rotary else set())
+    out = [(2.0 / d, f"2i/{d}", d in allowed or d in powers, d) for d in spacings]
+    out += [(1.0 / d, f"i/{d}", False, d) for d in spacings]
+    out += [(2.0 / (d - 2), f"2i/{d - 2}", False, d) for d in spacings if d > 2]
+    out += [(4.0 / d, f"4i/{d}", False, d) for d in spacings]
+    return out
+
+
+def _rank(value: float, base: float, right: bool) -> int:
+    """How plausible a fitted (base, exponent) is: 0 best. The intended base,
+    then a base models ship with, then a round one in 1e3..1e8; the right
+    exponent before a wrong one at each level."""
+    if abs(math.log(value / base)) < 1e-3:
+        level = 0
+    elif any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES):
+        level = 1
+    elif 1e3 <= value <= 1e8 and _nice(value):
+        level = 2
+    else:
+        level = 3
+    return 2 * level + (0 if right else 1)
+
+
+def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base: float,
+                      rotary: int, n: int) -> tuple[list, list]:
+    codes, lines = [], []
+    if abs(math.log(fitted_base / base)) >= 1e-3:
+        codes.append("base")
+        lines.append(f"Base: fn's frequencies fit base {fitted_base:.6g} "
+                     f"(θ_i = {fitted_base:.6g}^(-{text})); you intend {base:g}, so "
+                     f"pair 1 turns {fitted_base ** -e:.5g} rad per position instead of "
+                     f"{base ** (-2 / rotary):.5g}. Fix: pass the model's rope_theta "
+                     f"({base:g}) as the base.")
+    if not right:
+        codes.append("frequency-exponent")
+        lines.append(f"Frequency exponent: the frequencies fall as base^(-{text}) "
+                     f"(ln θ_i falls {e * math.log(fitted_base):.5g} per pair; "
+                     f"base^(-2i/{rotary}) falls {2 * math.log(fitted_base) / rotary:.5g}), "
+                     f"so the slowest pair turns {fitted_base ** (-e * (n - 1)):.3g} "
+                     f"rad per position instead of "
+                     f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}. Fix: inv_freq = 1 / "
+                     f"base ** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d "
+                     f"for pair i (rope.inv_freq({rotary}, base)).")
+    return codes, lines
+
+
+def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: int,
+                   n_block: int, fitted: dict, hidden_tail: bool = False):
+    """Codes, sentences and the model's frequencies for the ladder slope ``a``.
+
+    A ladder ``θ_i = base'**(-e·i)`` has ``a = -e·ln(base')``: each candidate
+    exponent (:func:`_formulas`) implies a base; the most plausible pair
+    (:func:`_rank`) is the explanation.
+    """
+    n = max(n_block, 1)
+    if slope >= 0 or n == 1:
+        fitted.update(base=None, exponent=None)
+        return [], [], torch.ones(n, dtype=torch.float64)
+    best = min(((_rank(math.exp(-slope / e), base, right), k, e, text, right, d)
+                for k, (e, text, right, d) in enumerate(_formulas(
+                    dim, rotary, n_rotated, n_block, hidden_tail))))
+    _, _, e, text, right, spacing = best
+    fitted_base = math.exp(-slope / e)
+    if abs(math.log(fitted_base / base)) < 1e-3:
+        fitted_base = base
+    fitted.update(base=fitted_base, exponent=text, spacing=spacing)
+    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n)
+    idx = torch.arange(n, dtype=torch.float64)
+    return codes, lines, torch.pow(fitted_base, -e * idx)
+
+
+def _position_bits(angles: Tensor, positions: Tensor, theta: Tensor, sign: float):
+    """The significand width whose rounding of the positions reproduces the angles
+    (``None``: exact positions)."""
+    def error(bits):
+        p = positions.to(torch.float64) if bits is None else round_significand(positions, bits)
+        return _wrap(angles - sign * p[:, None] * theta).abs().amax(1) - _tolerance(positions)
+
+    if float(error(None).max()) <= 0:
+        return None
+    for bits in [8, 11] + [b for b in range(2, 24) if b not in (8, 11)]:
+        if float(error(bits).max()) <= 0:
+            return bits
+    return None      # unexplained: the final comparison reports it
+
+
+def _mixed_tables(m, positions, pairs, got_layout, intended, fit) -> Diagnosis:
+    """Blocks that are not rotations: cos and sin laid out for the other pairing?"""
+    layout = intended["layout"]
+    diag = torch.diagonal(m[1:4], dim1=-2, dim2=-1)           # cos at positions 1..3
+    rotated = sorted({f for pair in pairs for f in pair})
+    r = len(rotated)
+    tables = []
+    for name in rope.LAYOUTS:
+        if name == got_layout:
+            continue
+        same = [(a, b) for a, b in _pairs_of(name, rotated[0], r // 2)]
+        if all(torch.allclose(diag[:, a], diag[:, b], atol=1e-4) for a, b in same):
+            tables.append(name)
+    a, b = pairs[0]
+    turn = float(m[1, b, a] - m[1, a, b])
+    if not tables:
+        scale = torch.linalg.matrix_norm(m[:, :, rotated[0]:rotated[0] + 1], ord=2)
+        return _not_rope(fit, f"the 2x2 blocks of the pairs {_pair_text(pairs)} are not "
+                              f"rotations (column norms up to {float(scale.max()):.4g}; "
+                              f"cos and sin of one angle are needed)")
+    table = tables[0]
+    fit.fitted.update(layout=got_layout, cos_sin_layout=table)
+    fit.findings.append("layout")
+    wrong = got_layout if got_layout != layout else table
+    fit.lines.append(
+        f"Layout: fn pairs the features as in the {got_layout} layout (pairs "
+        f"{_pair_text(pairs)} rotate together) but lays cos and sin out for the "
+        f"{table} layout, so each pair mixes two different angles; the {layout} layout "
+        f"you intend pairs {_pair_text(_pairs_of(layout, 0, intended['rotary'] // 2))}. "
+        f"Fix: build cos and sin for the same layout as the pairs (rope.cos_sin(..., "
+        f"layout={layout!r}) with rope.apply_cos_sin(..., layout={layout!r})); the "
+        f"{wrong} part is the one to change.")
+    if turn < 0:
+        fit.findings.append("rotation-reversed")
+        fit.lines.append("Rotation reversed: at position 1 the first pair turns "
+                         "backwards. Fix: (a, b) -> (a cos - b sin, b cos + a sin).")
+    fit.lines.append("The frequencies were not fitted: fix the layout first and run "
+                     "the diagnosis again.")
+    return _finish(fit)
+
+
+# -- inv_freq against a config ---------------------------------------------------------
+
+#: What :func:`diagnose_inv_freq` can name: known variants (another rope_type
+#: than the config's) and known bugs (mostly the book's mutation catalogue).
+INV_FREQ_CODES = {
+    "scaling-ignored": "the config's rope scaling ignored: plain RoPE frequencies",
+    "frequency-exponent": "exponent i/d instead of 2i/d",
+    "base": "a base other than the config's rope_theta",
+    "partial-rotary-ignored": "partial_rotary_factor ignored: frequencies for the whole head",
+    "linear-factor-multiplied": "linear scaling multiplies θ_i by factor instead of dividing",
+    "ntk-exponent-dropped": "NTK-aware base without the exponent d/(d-2)",
+    "yarn-ramp-inverted": "YaRN ramp inverted: fast pairs interpolated, slow kept",
+    "yarn-clamp-half-dim": "YaRN's correction range clamped at dim//2 - 1 instead of dim - 1",
+    "yarn-no-truncate": "YaRN's correction range not rounded outwards (truncate)",
+    "yarn-original-ignored": "YaRN reads max_position_embeddings, not "
+                             "original_max_position_embeddings",
+    "llama3-smoothing-inverted": "Llama 3 smoothing weights swapped",
+    "unknown": "none of the known variants or bugs reproduces it",
+}
+
+
+def _inv_freq_candidates(rope_cfg, config: Mapping) -> dict:
+    """Frequencies of every known variant or bug that applies to this config."""
+    from . import scaling
+    dim, base, kind, params = rope_cfg.dim, rope_cfg.base, rope_cfg.rope_type, rope_cfg.params
+    idx = torch.arange(dim // 2, dtype=torch.float64)
+    plain = rope.inv_freq(dim, base, dtype=torch.float64)
+    out = {"frequency-exponent": base ** (-idx / dim)}
+    if kind != "default":
+        out["scaling-ignored"] = plain
+    if rope_cfg.head_dim != dim:
+        try:
+            out["partial-rotary-ignored"] = scaling.rope_parameters(
+                kind, rope_cfg.head_dim, base, dtype=torch.float64, **params)[0]
+        except ValueError:
+            pass
+    factor = params.get("factor")
+    if kind == "linear":
+        out["linear-factor-multiplied"] = plain * factor
+    if kind in ("ntk", "dynamic"):
+        out["ntk-exponent-dropped"] = rope.inv_freq(dim, base * factor, dtype=torch.float64)
+    if kind == "yarn":
+        beta_fast = params.get("beta_fast") or 32.0
+        beta_slow = params.get("beta_slow") or 1.0
+        length = params["original_max_position_embeddings"]
+        truncate = params.get("truncate", True)
+        truncate = True if truncate is None else truncate
+
+        def yarn(low, high, inverted=False):
+            if low == high:
+                high += 0.001
+            w = ((idx - low) / (high - low)).clamp(0, 1)
+            if inverted:
+                w = 1 - w
+            return plain * (1 - w) + plain / factor * w
+
+        low, high = scaling.yarn_correction_range(dim, base, length, beta_fast, beta_slow,
+                                                  truncate=truncate)
+        out["yarn-ramp-inverted"] = yarn(low, high, inverted=True)
+        out["yarn-clamp-half-dim"] = yarn(low, min(high, dim // 2 - 1))
+        out["yarn-no-truncate"] = yarn(*scaling.yarn_correction_range(
+            dim, base, length, beta_fast, beta_slow, truncate=False))
+        longest = rope_cfg.max_position_embeddings
+        if longest and longest != length:
+            out["yarn-original-ignored"] = yarn(*scaling.yarn_correction_range(
+                dim, base, longest, beta_fast, beta_slow, truncate=truncate))
+    if kind == "llama3":
+        length = params["original_max_position_embeddings"]
+        lo, hi = params["low_freq_factor"], params["high_freq_factor"]
+        wavelength = 2 * math.pi / plain
+        smooth = ((length / wavelength - lo) / (hi - lo)).clamp(0, 1)
+        smooth = torch.where(wavelength < length / hi, 1.0,
+                             torch.where(wavelength > length / lo, 0.0, smooth))
+        out["llama3-smoothing-inverted"] = plain * (1 - smooth) + plain / factor * smooth
+    return out
+
+
+def diagnose_inv_freq(inv_freq, config: Mapping) -> Diagnosis:
+    """Which known variant or bug reproduces the ``inv_freq`` computed for ``config``.
+
+    The reference is :func:`posenc_lib.scaling.rope_from_config` (transformers
+    4.57's numbers). A match within float32 rounding (relative ``1e-5``) gives
+    no findings; otherwise every known variant or bug in :data:`INV_FREQ_CODES`
+    that applies to the config's ``rope_type`` is computed and the ones that
+    reproduce ``inv_freq`` are named. Plain-RoPE frequencies with another base
+    are fitted (``"base"``).
+
+    Args:
+        inv_freq: ``(dim/2,)`` floating-point tensor (or sequence), the user's.
+        config: a parsed ``config.json`` (as for ``rope_from_config``).
+
+    Returns:
+        :class:`Diagnosis`; codes from :data:`INV_FREQ_CODES`.
+    """
+    from ._config import parse_rope_config
+    from . import scaling
+    if not isinstance(inv_freq, Tensor):
+        try:
+            inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64)
+        except Exception:
+            raise ValueError(f"inv_freq must be a tensor or a sequence of numbers, got "
+                             f"{type(inv_freq).__name__}") from None
+    _validate.tensor("inv_freq", inv_freq, min_dim=1, floating=True)
+    if inv_freq.dim() != 1:
+        raise ValueError(f"inv_freq must be 1-D (dim/2,), got shape {tuple(inv_freq.shape)}")
+    _validate.finite_tensor("inv_freq", inv_freq)
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping (a parsed config.json), got "
+                         f"{type(config).__name__}")
+    rope_cfg = parse_rope_config(config)
+    expected, _ = scaling.rope_from_config(config, dtype=torch.float64)
+    got = inv_freq.detach().to("cpu", torch.float64)
+    rtol = 1e-5
+
+    def matches(candidate):
+        return (candidate.shape == got.shape
+                and bool(((candidate - got).abs() <= rtol * candidate.abs()).all()))
+
+    what = f"rope_type {rope_cfg.rope_type!r}, dim {rope_cfg.dim}, base {rope_cfg.base:g}"
+    fitted = {"rope_type": rope_cfg.rope_type, "dim": rope_cfg.dim, "base": rope_cfg.base}
+    if matches(expected):
+        return Diagnosis([], f"inv_freq matches the config ({what}) within float32 "
+                             f"rounding.", fitted)
+    found = [code for code, cand in _inv_freq_candidates(rope_cfg, config).items()
+             if matches(cand)]
+    if found:
+        text = "; ".join(f"{c}: {INV_FREQ_CODES[c]}" for c in found)
+        return Diagnosis(found, f"inv_freq does not match the config ({what}); it is "
+                                f"reproduced by {text}. Fix: compute it with "
+                                f"scaling.rope_from_config(config).", fitted)
+    if got.shape != expected.shape:
+        return Diagnosis(["unknown"], f"inv_freq has {got.shape[0]} frequencies; the "
+                                      f"config rotates {rope_cfg.dim} features, so "
+                                      f"{rope_cfg.dim // 2} are expected ({what}).", fitted)
+    if len(got) > 1 and float(got[0]) == 1.0 and bool((got > 0).all()):
+        idx = torch.arange(len(got), dtype=torch.float64)
+        slope = float((idx * got.log()).sum() / (idx * idx).sum())
+        fitted_base = math.exp(-slope * rope_cfg.dim / 2)
+        if rope_cfg.rope_type == "default" and matches(
+                rope.inv_freq(rope_cfg.dim, fitted_base, dtype=torch.float64)):
+            fitted["fitted_base"] = fitted_base
+            return Diagnosis(["base"], f"inv_freq is plain RoPE with base "
+                                       f"{fitted_base:.6g}; the config's rope_theta "
+                                       f"is {rope_cfg.base:g}. Fix: read rope_theta "
+                                       f"from the config.", fitted)
+    ratio = got / expected
+    worst = int((ratio - 1).abs().argmax())
+    return Diagnosis(["unknown"], f"inv_freq does not match the config ({what}), and "
+                                  f"none of the known variants or bugs reproduces it: "
+                                  f"pair {worst} is {float(ratio[worst]):.5g} times the "
+                                  f"expected {float(expected[worst]):.5g}.", fitted)
+
+
+# -- command line ----------------------------------------------------------------------
+
+def _load(target: str) -> Callable:
+    path, _, name = target.rpartition(":")
+    if not path or not name:
+        raise ValueError(f"target must be path/to/module.py:function, got {target!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"target: no file {path!r}")
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise ValueError(f"target: importing {path} raised {type(error).__name__}: "
+                         f"{error}") from error
+    finally:
+        sys.path.pop(0)
+    if not hasattr(module, name):
+        raise ValueError(f"target: {path} defines no {name!r}")
+    return getattr(module, name)
+
+
+def main(argv=None) -> int:
+    """``python -m posenc_lib.diagnose path/to/module.py:function --dim 128 ...``.
+
+    Prints the findings and the explanation; exits 0 when nothing was found,
+    1 when something was, 2 on a bad argument or a ``fn`` that fails.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m posenc_lib.diagnose",
+        description="Diagnose a RoPE implementation fn(x, positions) -> rotated x, "
+                    "x (batch, seq, dim) float32, positions (seq,) int64.")
+    parser.add_argument("target", help="path/to/module.py:function")
+    parser.add_argument("--dim", type=int, required=True, help="features per head")
+    parser.add_argument("--base", type=float, default=10000.0, help="intended base")
+    parser.add_argument("--layout", default="half", help="intended layout: half or "
+                                                         "interleaved")
+    parser.add_argument("--rotary-dim", type=int, default=None,
+                        help="features meant to rotate (default: all)")
+    parser.add_argument("--max-position", type=int, default=8191)
+    args = parser.parse_args(argv)
+    try:
+        fn = _load(args.target)
+        result = diagnose_rope(fn, dim=args.dim, base=args.base, layout=args.layout,
+                               rotary_dim=args.rotary_dim, max_position=args.max_position)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(result)
+    return 1 if result.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,464 @@
+"""Graders for the exercises at the end of chapters 2 to 6.
+
+Each ``check_*`` function calls the reader's function, compares it with an
+independent reference (the library, or a property the answer must have, or
+:func:`posenc_lib.diagnose.diagnose_rope`), and returns a :class:`Report`
+whose message says what is wrong: a known mistake by name when one of them
+reproduces the answer, else the first entry that differs. A function that
+still raises ``NotImplementedError`` (the starter) gets "not done yet", not an
+error, so the grader cells run before the exercise is solved.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from . import absolute, multidim, relative, rope, scaling
+from .diagnose import diagnose_inv_freq, diagnose_rope
+
+__all__ = ["Report", "check_sinusoidal", "check_shift_matrix", "check_t5_bucket",
+           "check_shaw_labels", "check_rope_interleaved", "check_layout_conversion",
+           "check_mrope_axis_map", "check_axial_inv_freq", "check_ntk_base",
+           "check_yarn_inv_freq"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """A grader's verdict.
+
+    Attributes:
+        passed: whether the answer is right.
+        message: what was checked, and what is wrong if anything.
+    """
+
+    passed: bool
+    message: str
+
+    def __str__(self) -> str:
+        return ("Correct. " if self.passed else "Not yet. ") + self.message
+
+
+class _Stop(Exception):
+    """Raised inside a grader to return a report early."""
+
+    def __init__(self, report: Report):
+        super().__init__(report.message)
+        self.report = report
+
+
+def _call(name: str, fn: Callable, *args):
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise _Stop(Report(False, f"{name} is not written yet (it raises "
+                                  f"NotImplementedError): fill in its body, run "
+                                  f"its cell, then this one.")) from None
+    except Exception as error:
+        raise _Stop(Report(False, f"{name}{args_text(args)} raised "
+                                  f"{type(error).__name__}: {error}")) from None
+
+
+def args_text(args) -> str:
+    shown = []
+    for a in args:
+        shown.append(f"tensor of shape {tuple(a.shape)}" if isinstance(a, Tensor)
+                     else repr(a))
+    return "(" + ", ".join(shown) + ")"
+
+
+def _graded(check):
+    """Turn an early :class:`_Stop` into the report it carries."""
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except _Stop as stop:
+            return stop.report
+    return wrapper
+
+
+def _as_tensor(name: str, value, shape: tuple) -> Tensor:
+    try:
+        value = torch.as_tensor(value)
+    except Exception:
+        raise _Stop(Report(False, f"{name} must return a tensor, got "
+                                  f"{type(value).__name__}")) from None
+    if tuple(value.shape) != tuple(shape):
+        raise _Stop(Report(False, f"{name} returned shape {tuple(value.shape)}; "
+                                  f"expected {tuple(shape)}."))
+    return value
+
+
+def _compare(name: str, got: Tensor, expected: Tensor, mistakes: dict, *,
+             atol: float, what: str) -> Report:
+    """Right, a named mistake, or the first entry that differs."""
+    got = got.to(torch.float64) if got.is_floating_point() else got
+    expected = expected.to(got.dtype) if got.is_floating_point() else expected
+
+    def same(a, b):
+        if a.shape != b.shape:
+            return False
+        if got.is_floating_point():
+            return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64),
+                                       atol=atol, rtol=0))
+        return bool(torch.equal(a.to(torch.int64), b.to(torch.int64)))
+
+    if same(got, expected):
+        return Report(True, f"{name} matches {what}.")
+    for mistake, candidate in mistakes.items():
+        if same(got, candidate):
+            return Report(False, f"{name}: {mistake}")
+    diff = (got.to(torch.float64) - expected.to(torch.float64)).abs()
+    where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+    return Report(False, f"{name} differs from {what}: at index {where} it gives "
+                         f"{got[where].item():.6g}, the reference "
+                         f"{expected[where].item():.6g} (largest difference "
+                         f"{float(diff.max()):.3g}).")
+
+
+# -- chapter 2 -----------------------------------------------------------------------
+
+@_graded
+def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
+                     base: float = 10000.0) -> Report:
+    """Grade ``fn(n_positions, dim, base) -> (n_positions, dim)``: the sinusoidal table.
+
+    The reference is :func:`posenc_lib.absolute.sinusoidal_encoding` in float64;
+    the named mistakes are sin and cos swapped, the sines in the first half and
+    the cosines in the second (instead of interleaved), the exponent ``i/d``
+    instead of ``2i/d``, and the base ignored (10000 used).
+    """
+    got = _as_tensor("sinusoidal_table", _call("sinusoidal_table", fn, n_positions, dim,
+                                                base), (n_positions, dim))
+    p = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    expected = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
+
+    def table(first, second, omega, halves=False):
+        out = torch.empty(n_positions, dim, dtype=torch.float64)
+        if halves:
+            out[:, :dim // 2], out[:, dim // 2:] = first(p * omega), second(p * omega)
+        else:
+            out[:, 0::2], out[:, 1::2] = first(p * omega), second(p * omega)
+        return out
+
+    omega = base ** (-2 * i / dim)
+    mistakes = {
+        "sin and cos are swapped: feature 2i must hold sin(p·ω_i), 2i+1 cos(p·ω_i).":
+            table(torch.cos, torch.sin, omega),
+        "the sines fill the first half and the cosines the second; this table "
+        "interleaves them (sin at 2i, cos at 2i+1).":
+            table(torch.sin, torch.cos, omega, halves=True),
+        "the frequencies use the exponent i/d; they must be base^(-2i/d), so the "
+        "slowest wavelength is about 2π·base.":
+            table(torch.sin, torch.cos, base ** (-i / dim)),
+        "the base argument is ignored (10000 used).":
+            table(torch.sin, torch.cos, 10000.0 ** (-2 * i / dim)),
+    }
+    if base == 10000.0:
+        mistakes = {k: v for k, v in mistakes.items() if "ignored" not in k}
+    return _compare("sinusoidal_table", got, expected, mistakes, atol=1e-5,
+                    what="absolute.sinusoidal_encoding")
+
+
+@_graded
+def check_shift_matrix(fn: Callable, *, dim: int = 16, base: float = 10000.0) -> Report:
+    """Grade ``fn(k, dim, base) -> (dim, dim)`` with ``PE[p + k] = M_k @ PE[p]``.
+
+    Checked on the property itself, for every row of a 64-row table and
+    offsets ``k`` in 1, 5, 17, against the float64 table; a transposed matrix
+    (which shifts by ``-k``) is named.
+    """
+    table = absolute.sinusoidal_encoding(96, dim, base, dtype=torch.float64)
+    for k in (1, 5, 17):
+        got = _as_tensor("shift_matrix", _call("shift_matrix", fn, k, dim, base),
+                         (dim, dim)).to(torch.float64)
+        moved = table[:64] @ got.T
+        if not torch.allclose(moved, table[k:k + 64], atol=1e-6):
+            if torch.allclose(table[k:k + 64] @ got.T, table[:64], atol=1e-6):
+                return Report(False, f"shift_matrix({k}, ...) moves rows by -{k}: it "
+                                     f"is the transpose (inverse) of M_k. Check the "
+                                     f"sign of the sin entries of each 2x2 block.")
+            error = float((moved - table[k:k + 64]).abs().max())
+            return Report(False, f"shift_matrix({k}, ...) @ PE[p] differs from "
+                                 f"PE[p + {k}] by up to {error:.3g}.")
+    return Report(True, "M_k @ PE[p] equals PE[p + k] for every p and k = 1, 5, 17.")
+
+
+# -- chapter 3 -----------------------------------------------------------------------
+
+@_graded
+def check_t5_bucket(fn: Callable, *, num_buckets: int = 32, max_distance: int = 128) -> Report:
+    """Grade ``fn(relative_position, bidirectional, num_buckets, max_distance)``.
+
+    The reference is :func:`posenc_lib.relative.t5_bucket` (transformers'
+    arithmetic) for relative positions -300..300, both directions; named
+    mistakes: past and future on the wrong side, the exact buckets ending at
+    ``N/4`` instead of ``N/2``, query minus key instead of key minus query,
+    and the far buckets not clamped to the last one.
+    """
+    r = torch.arange(-300, 301)
+    for bidirectional in (True, False):
+        got = _as_tensor("t5_bucket", _call("t5_bucket", fn, r, bidirectional, num_buckets,
+                                            max_distance), r.shape)
+        expected = relative.t5_bucket(r, bidirectional, num_buckets, max_distance)
+        flipped = ("past and future are on the wrong sides: keys to the right "
+                   "(key minus query > 0) take the upper half of the buckets "
+                   "(or relative_position was taken as query minus key)."
+                   if bidirectional else
+                   "relative_position is query minus key here; T5 uses key minus "
+                   "query (memory_position - query_position).")
+        mistakes = {
+            flipped: relative.t5_bucket(-r, bidirectional, num_buckets, max_distance),
+            "the far buckets are not clamped: distances beyond max_distance must "
+            "all share the last bucket.": _t5_unclamped(r, bidirectional, num_buckets,
+                                                        max_distance),
+            "the exact buckets end at N/4; they cover distances below N/2 (N the "
+            "buckets per direction).": _t5_exact(r, bidirectional, num_buckets,
+                                                 max_distance, 4),
+        }
+        report = _compare(f"t5_bucket(bidirectional={bidirectional})", got, expected,
+                          mistakes, atol=0, what="relative.t5_bucket")
+        if not report.passed:
+            return report
+    return Report(True, "t5_bucket matches relative.t5_bucket for relative positions "
+                        "-300..300, bidirectional and causal.")
+
+
+def _t5_exact(r, bidirectional, num_buckets, max_distance, divisor, clamp=True):
+    """T5's bucket, with the exact range ``N // divisor`` and an optional clamp."""
+    buckets = torch.zeros_like(r)
+    n = num_buckets
+    if bidirectional:
+        n //= 2
+        buckets += (r > 0).to(torch.int64) * n
+        distance = r.abs()
+    else:
+        distance = (-r).clamp_min(0)
+    exact = n // divisor
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                     * (n - exact)).to(torch.int64)
+    if clamp:
+        large = large.clamp_max(n - 1)
+    return buckets + torch.where(distance < exact, distance, large)
+
+
+def _t5_unclamped(r, bidirectional, num_buckets, max_distance):
+    return _t5_exact(r, bidirectional, num_buckets, max_distance, 2, clamp=False)
+
+
+@_graded
+def check_shaw_labels(fn: Callable, *, max_relative_position: int = 4) -> Report:
+    """Grade ``fn(relative_position, max_relative_position)``: Shaw et al.'s row labels.
+
+    Reference :func:`posenc_lib.relative.shaw_labels`; named mistakes: no
+    shift by ``κ`` (negative labels), no clipping, and query minus key.
+    """
+    r = relative.relative_positions(12)
+    k = max_relative_position
+    got = _as_tensor("shaw_labels", _call("shaw_labels", fn, r, k), r.shape)
+    expected = relative.shaw_labels(r, k)
+    mistakes = {
+        "the labels are not shifted by κ: clip(j - i, -κ, κ) runs from -κ to κ, "
+        "and rows of a table are 0..2κ.": r.clamp(-k, k),
+        "the distances are not clipped: everything beyond κ must share label 0 "
+        "or 2κ.": r + k,
+        "the sign is flipped: the label of key j for query i uses j - i.":
+            relative.shaw_labels(-r, k),
+    }
+    return _compare("shaw_labels", got, expected, mistakes, atol=0,
+                    what="relative.shaw_labels")
+
+
+# -- chapter 4 -----------------------------------------------------------------------
+
+@_graded
+def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0) -> Report:
+    """Grade ``fn(x, positions)``: RoPE in the interleaved layout, with ``dim`` and
+    ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`."""
+    try:
+        result = diagnose_rope(fn, dim=dim, base=base, layout="interleaved")
+    except ValueError as error:
+        if isinstance(error.__cause__, NotImplementedError):
+            return Report(False, "rope_interleaved is not written yet (it raises "
+                                 "NotImplementedError): fill in its body, run its "
+                                 "cell, then this one.")
+        return Report(False, str(error))
+    if result.ok:
+        return Report(True, f"diagnose_rope finds nothing wrong: {result.explanation}")
+    return Report(False, f"diagnose_rope finds {', '.join(result.findings)}. "
+                         f"{result.explanation}")
+
+
+@_graded
+def check_layout_conversion(fn: Callable, *, n_heads: int = 2, head_dim: int = 16) -> Report:
+    """Grade ``fn(weight, n_heads) -> weight``: rows of ``W_q``/``W_k`` reordered so
+    that half-layout RoPE gives the scores interleaved RoPE gave.
+
+    Checked on the scores themselves: seeded random weights and inputs,
+    ``apply_rope(x @ W.T, layout="interleaved")`` against
+    ``apply_rope(x @ fn(W).T, layout="half")`` per head. Named mistakes: the
+    inverse permutation, and one permutation over all rows instead of per head.
+    """
+    gen = torch.Generator().manual_seed(0)
+    d_model, seq = 24, 10
+    w_q = torch.randn(n_heads * head_dim, d_model, generator=gen, dtype=torch.float64)
+    w_k = torch.randn(n_heads * head_dim, d_model, generator=gen, dtype=torch.float64)
+    x = torch.randn(seq, d_model, generator=gen, dtype=torch.float64)
+    inv = rope.inv_freq(head_dim, dtype=torch.float64)
+    pos = torch.arange(seq)
+
+    def scores(wq, wk, layout):
+        q = (x @ wq.T).reshape(seq, n_heads, head_dim).transpose(0, 1)
+        k = (x @ wk.T).reshape(seq, n_heads, head_dim).transpose(0, 1)
+        q, k = (rope.apply_rope(t, pos, inv, layout=layout) for t in (q, k))
+        return q @ k.transpose(-1, -2)
+
+    new_q = _as_tensor("to_half_layout", _call("to_half_layout", fn, w_q.clone(), n_heads),
+                       w_q.shape).to(torch.float64)
+    new_k = _call("to_half_layout", fn, w_k.clone(), n_heads).to(torch.float64)
+    wanted = scores(w_q, w_k, "interleaved")
+    got = scores(new_q, new_k, "half")
+    if torch.allclose(got, wanted, atol=1e-9):
+        return Report(True, "half-layout RoPE on the converted weights gives the "
+                            "interleaved scores of the original ones, for every head.")
+    perm = rope.layout_permutation(head_dim)
+    inverse = torch.argsort(perm)
+    per_head = w_q.reshape(n_heads, head_dim, -1)
+    if torch.allclose(new_q, per_head[:, inverse].reshape(w_q.shape)):
+        return Report(False, "to_half_layout applies the inverse permutation "
+                             "(torch.argsort(perm)): row i of a head must take row "
+                             "perm[i] = [0, 2, 4, ..., 1, 3, 5, ...][i].")
+    whole = rope.layout_permutation(n_heads * head_dim)
+    if torch.allclose(new_q, w_q[whole]):
+        return Report(False, "to_half_layout permutes all rows at once; the "
+                             "permutation must be applied within each head "
+                             "(reshape to (n_heads, head_dim, ...)).")
+    if torch.allclose(new_q, w_q):
+        return Report(False, "to_half_layout returns the weight unchanged.")
+    error = float((got - wanted).abs().max())
+    return Report(False, f"the scores differ from the interleaved ones by up to "
+                         f"{error:.3g}.")
+
+
+# -- chapter 5 -----------------------------------------------------------------------
+
+@_graded
+def check_mrope_axis_map(fn: Callable) -> Report:
+    """Grade ``fn(sections) -> axis_of_freq``: M-RoPE's contiguous axis map.
+
+    Reference :func:`posenc_lib.multidim.mrope_axis_map`, on Qwen2-VL's
+    ``[16, 24, 24]`` and on ``[2, 3, 1]``; named mistakes: the sections taken
+    in reverse order, and the axes visited round-robin (Qwen3-VL's interleaved
+    map, not the contiguous one).
+    """
+    for sections in ([16, 24, 24], [2, 3, 1]):
+        got = _as_tensor("axis_map", _call("axis_map", fn, list(sections)),
+                         (sum(sections),))
+        expected = multidim.mrope_axis_map(sections)
+        rev = multidim.mrope_axis_map(sections[::-1])
+        mistakes = {
+            "the sections are assigned in reverse order (width first); axis 0 (time) "
+            "takes the first sections[0] pairs.": (len(sections) - 1) - rev,
+            "the axes are visited round-robin (t, h, w, t, ...): that is Qwen3-VL's "
+            "interleaved map; Qwen2-VL's takes each axis's pairs in one block.":
+                multidim.mrope_axis_map(sections, interleaved=True),
+        }
+        report = _compare(f"axis_map({sections})", got, expected, mistakes, atol=0,
+                          what="multidim.mrope_axis_map")
+        if not report.passed:
+            return report
+    return Report(True, "axis_map matches multidim.mrope_axis_map on [16, 24, 24] "
+                        "and [2, 3, 1].")
+
+
+@_graded
+def check_axial_inv_freq(fn: Callable, *, base: float = 10000.0) -> Report:
+    """Grade ``fn(axis_of_freq, base) -> (dim/2,)``: a 1D RoPE ladder per axis.
+
+    Reference :func:`posenc_lib.multidim.axial_inv_freq`; named mistakes: one
+    ladder over the whole head (``rope.inv_freq(dim)``), and each axis's
+    ladder spaced over the whole head.
+    """
+    axis = multidim.mrope_axis_map([4, 6, 6])
+    got = _as_tensor("axial_frequencies", _call("axial_frequencies", fn, axis.clone(),
+                                                 base), axis.shape)
+    expected = multidim.axial_inv_freq(axis, base, dtype=torch.float64)
+    dim = 2 * axis.shape[0]
+    whole = rope.inv_freq(dim, base, dtype=torch.float64)
+    spaced = torch.empty_like(expected)
+    for a in axis.unique():
+        n = int((axis == a).sum())
+        spaced[axis == a] = whole[:n]
+    mistakes = {
+        "one ladder runs over the whole head: every axis must restart at θ = 1 "
+        "with its own ladder base^(-2k/(2·n_a)).": whole,
+        "each axis restarts at θ = 1 but its ladder is spaced over the whole head "
+        "(base^(-2k/dim)); it must span 1 .. base over the axis's own pairs.": spaced,
+    }
+    return _compare("axial_frequencies", got, expected, mistakes, atol=1e-7,
+                    what="multidim.axial_inv_freq")
+
+
+# -- chapter 6 -----------------------------------------------------------------------
+
+@_graded
+def check_ntk_base(fn: Callable) -> Report:
+    """Grade ``fn(base, factor, dim) -> float``: the static NTK-aware base.
+
+    Reference :func:`posenc_lib.scaling.ntk_base`, and the property that
+    defines it: the slowest pair turns exactly ``factor`` times slower while
+    pair 0 keeps ``θ_0 = 1``. Named mistake: the exponent ``d/(d-2)`` dropped.
+    """
+    for base, factor, dim in ((10000.0, 4.0, 128), (500000.0, 8.0, 64)):
+        got = _call("ntk_base", fn, base, factor, dim)
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            return Report(False, f"ntk_base must return a number, got "
+                                 f"{type(got).__name__}")
+        expected = scaling.ntk_base(base, factor, dim)
+        slowdown = (got / base) ** ((dim - 2) / dim) if got > 0 else math.nan
+        if (math.isclose(got, expected, rel_tol=1e-9)
+                and math.isclose(slowdown, factor, rel_tol=1e-9)):
+            continue
+        if math.isclose(got, base * factor, rel_tol=1e-9):
+            return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}) = base·factor: "
+                                 f"the exponent d/(d-2) is missing, so the slowest "
+                                 f"pair turns factor^((d-2)/d) times slower, not "
+                                 f"factor times.")
+        return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}) = {got:.6g}; the "
+                             f"base that slows the slowest pair exactly {factor:g} "
+                             f"times is {expected:.6g}.")
+    return Report(True, "ntk_base slows the slowest pair exactly factor times "
+                        "(checked for dim 128 and 64).")
+
+
+@_graded
+def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
+                        factor: float = 8.0,
+                        original_max_position_embeddings: int = 4096) -> Report:
+    """Grade ``fn(dim, base, factor, original_max_position_embeddings)``: YaRN's
+    ``inv_freq``, by :func:`posenc_lib.diagnose.diagnose_inv_freq` against the
+    config transformers would read (``beta_fast=32``, ``beta_slow=1``)."""
+    got = _as_tensor("yarn_inv_freq", _call("yarn_inv_freq", fn, dim, base, factor,
+                                            original_max_position_embeddings), (dim // 2,))
+    config = {"rope_theta": base, "head_dim": dim, "hidden_size": dim,
+              "num_attention_heads": 1,
+              "max_position_embeddings": int(factor * original_max_position_embeddings),
+              "rope_scaling": {"rope_type": "yarn", "factor": factor,
+                               "original_max_position_embeddings":
+                                   original_max_position_embeddings}}
+    result = diagnose_inv_freq(got.to(torch.float64), config)
+    if result.ok:
+        return Report(True, f"diagnose_inv_freq: {result.explanation}")
+    return Report(False, f"diagnose_inv_freq finds {', '.join(result.findings)}. "
+                         f"{result.explanation}")
