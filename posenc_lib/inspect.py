@@ -39,7 +39,7 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 #: Display names of transformers' rope types.
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
-           "longrope": "LongRoPE"}
+           "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)"}
 #: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
 #: the config's ``rope_interleave`` is true (its default): transformers 4.57's
 #: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
@@ -218,7 +218,9 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         name: a label for the report.
 
     Keys of the rope block that transformers ignores are ignored here too; the
-    report lists them under ``warnings`` (instead of raising a warning).
+    report lists them under ``warnings`` (instead of raising a warning), with
+    the fields filled in from a config class's defaults and the values
+    transformers accepts with a warning (equal Llama 3 factors, say).
     """
     scheme = _config.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
@@ -242,16 +244,17 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         return report
     if scheme != "rotary":
         return report
-    with warnings.catch_warnings(record=True) as caught:  # unknown rope keys
-        warnings.simplefilter("always", _config.UnknownRopeKeyWarning)
+    listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
+              scaling.RopeConfigWarning)
+    with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
+        warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)
     for item in caught:
-        if not issubclass(item.category, _config.UnknownRopeKeyWarning):
+        if not issubclass(item.category, listed):
             warnings.warn_explicit(item.message, item.category, item.filename,
                                    item.lineno)
     report["warnings"] = list(dict.fromkeys(
-        str(item.message) for item in caught
-        if issubclass(item.category, _config.UnknownRopeKeyWarning)))
+        str(item.message) for item in caught if issubclass(item.category, listed)))
     rope, trained, extended = parts["rope"], parts["trained"], parts["extended"]
     train, target = parts["train_length"], parts["target_length"]
     full_turn = scaling.rotations(trained, train) >= 1  # λ_i <= L
