@@ -733,8 +733,8 @@ def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 
 
 # -- a whole config.json --------------------------------------------------------------
 
-def rope_from_config(config: Mapping, *, seq_len=None,
-                     dtype: torch.dtype | None = None) -> tuple[Tensor, float]:
+def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
+                     dtype: torch.dtype | None = None) -> tuple[Tensor, float] | None:
     """``(inv_freq, attention_factor)`` of a model, from its ``config.json`` as a mapping.
 
     Reads every layout transformers has used (4.x ``rope_theta`` plus
@@ -750,15 +750,22 @@ def rope_from_config(config: Mapping, *, seq_len=None,
 
     Args:
         config: a parsed ``config.json`` (a ``text_config`` inside is read too).
+        layer: a layer index: that layer's RoPE, as the model's own modelling
+            code builds it (Gemma 3's local layers, OLMo 3's sliding layers),
+            or ``None`` for a layer without RoPE (Llama 4's and SmolLM3's NoPE
+            layers, Qwen3-Next's linear-attention layers); see
+            :mod:`posenc_lib.per_layer`. Without it, the model's global
+            (full-attention) RoPE.
         seq_len: current sequence length, for ``"dynamic"`` and ``"longrope"``.
         dtype: dtype of ``inv_freq`` (torch's default if ``None``).
 
     Returns:
         ``(inv_freq, attention_factor)``: a ``(dim/2,)`` tensor, ``dim`` the rotated
-        features per head, and a float.
+        features per head, and a float; ``None`` for a layer without RoPE.
 
     Raises:
-        ValueError: naming the key, for a key transformers requires and does not
+        ValueError: naming ``layer`` for an index outside the model's layers;
+            naming the key, for a key transformers requires and does not
             find (``yarn`` without ``factor``; ``yarn`` with neither
             ``original_max_position_embeddings`` nor ``max_position_embeddings``),
             a value it rejects, a model without rotary positions, or a config that
@@ -770,6 +777,12 @@ def rope_from_config(config: Mapping, *, seq_len=None,
     """
     from ._config import parse_rope_config  # the schema parsing lives apart
 
+    if layer is not None:
+        from .per_layer import layer_config
+
+        config = layer_config(config, layer)
+        if config is None:
+            return None
     rope = parse_rope_config(config)
     if (rope.dynamic_params is not None and seq_len is not None
             and _length("seq_len", seq_len) > rope.max_position_embeddings):
