@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import _config, _validate, alibi, bounds, multidim, relative, scaling
+from . import _config, _validate, alibi, bounds, multidim, per_layer, relative, scaling
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "trained_and_extended", "format_report", "main"]
@@ -46,6 +46,13 @@ METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
 #: (``apply_rotary_pos_emb_interleave``). Every other model type here pairs
 #: ``i`` with ``i + d/2`` (``rotate_half``).
 INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}
+#: Short names of the methods in the per-layer summary.
+SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
+         "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
+         "ntk": "NTK alpha"}
+#: How the summary names each attention type.
+ATTENTION = {"full_attention": "global", "sliding_attention": "sliding",
+             "chunked_attention": "chunked", "linear_attention": "linear attention"}
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
 T5_MAX_DISTANCE = 128
 
@@ -207,6 +214,93 @@ def _t5_buckets(num_buckets: int, max_distance: int) -> dict:
     return out
 
 
+def _global_window(config: Mapping, layers: list | None) -> int | None:
+    """The window every layer with the model's global RoPE shares, if all of
+    them have one (Mistral: every layer slides); else ``None``."""
+    if layers is None:
+        text, model_type = _config._text_config(config)
+        window = text.get("sliding_window")
+        return window if model_type == "mistral" and window else None
+    spans = {e["window"] for e in layers
+             if e["rope"] is not None and e["rope"]["kind"] == "global"}
+    return spans.pop() if len(spans) == 1 and None not in spans else None
+
+
+def _has_layers(config: Mapping) -> bool:
+    """Whether the config states its layers (``num_hidden_layers`` or
+    ``layer_types``): only then does the report list them."""
+    text, _ = _config._text_config(config)
+    return any(text.get(k) is not None for k in ("num_hidden_layers", "layer_types"))
+
+
+def _out_of_range(config: Mapping, target: int, window: int | None) -> dict:
+    """Pairs out of range for one RoPE, judged at ``min(target, window)``: a
+    layer with a window of ``w`` never sees a distance of ``w`` or more."""
+    parts = trained_and_extended(config, target)
+    judged = target if window is None else min(target, window)
+    out = scaling.out_of_range_pairs(parts["trained"], parts["extended"],
+                                     parts["train_length"], judged)
+    return {"judged_at": judged, "out_of_range_count": int(out.sum()),
+            "out_of_range_pairs": _ranges(torch.nonzero(out).flatten().tolist()),
+            "rope": parts["rope"], "attention_factor": parts["attention_factor"]}
+
+
+def _layers(config: Mapping, target: int) -> list[dict]:
+    """One entry per layer: its attention type, window, RoPE (or none) and the
+    pairs out of range, judged against its window."""
+    cache: dict = {}
+    entries = []
+    for layer in per_layer.layer_layout(config):
+        entry = {"index": layer.index, "attention": layer.attention,
+                 "window": layer.window, "rope": None,
+                 "temperature": layer.temperature}
+        if layer.rope is not None:
+            key = (layer.rope, layer.window)
+            if key not in cache:
+                sub = per_layer.layer_config(config, layer.index)
+                cache[key] = _out_of_range(sub, target, layer.window)
+            found = cache[key]
+            rope = found["rope"]
+            entry["rope"] = {"kind": layer.rope, "rope_type": rope.rope_type,
+                             "base": rope.base, "factor": rope.factor,
+                             "rotary_dim": rope.dim,
+                             "attention_factor": found["attention_factor"]}
+            entry.update(judged_at=found["judged_at"],
+                         out_of_range_count=found["out_of_range_count"],
+                         out_of_range_pairs=found["out_of_range_pairs"])
+        entries.append(entry)
+    return entries
+
+
+def layer_summary(layers: Sequence[dict]) -> str:
+    """``"62 layers: 52 sliding, base 10,000, plain; 10 global, base
+    1,000,000, linear x8"``: the layers grouped by what they do, in order of
+    first appearance."""
+    groups: dict = {}
+    for entry in layers:
+        rope = entry["rope"]
+        name = ATTENTION.get(entry["attention"], entry["attention"])
+        if rope is None:
+            what = "no RoPE"
+            if entry["attention"] != "linear_attention":
+                what = "no RoPE (NoPE)"
+            if entry["temperature"]:
+                t = entry["temperature"]
+                what += (f", query temperature 1 + {t['attn_scale']:g}"
+                         f"·ln(1 + ⌊(p + 1)/{t['floor_scale']:,}⌋)")
+        else:
+            method = SHORT.get(rope["rope_type"], rope["rope_type"])
+            if rope["factor"] and rope["rope_type"] != "default":
+                method += f" x{rope['factor']:g}"
+            what = f"base {rope['base']:,.10g}, {method}"
+        if entry["window"]:
+            name += f" (window {entry['window']:,})"
+        key = (name, what)
+        groups[key] = groups.get(key, 0) + 1
+    parts = [f"{count} {name}, {what}" for (name, what), count in groups.items()]
+    return f"{len(layers)} layers: " + "; ".join(parts)
+
+
 def inspect_config(config: Mapping, *, target_length: int | None = None,
                    name: str = "config") -> dict:
     """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
@@ -249,6 +343,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)
+        layers = (_layers(config, parts["target_length"]) if _has_layers(config)
+                  else None)
     for item in caught:
         if not issubclass(item.category, listed):
             warnings.warn_explicit(item.message, item.category, item.filename,
@@ -258,7 +354,9 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     rope, trained, extended = parts["rope"], parts["trained"], parts["extended"]
     train, target = parts["train_length"], parts["target_length"]
     full_turn = scaling.rotations(trained, train) >= 1  # λ_i <= L
-    out = scaling.out_of_range_pairs(trained, extended, train, target)
+    window = _global_window(config, layers)
+    judged = target if window is None else min(target, window)
+    out = scaling.out_of_range_pairs(trained, extended, train, judged)
     report.update(
         layout=rope.layout, rope_type=rope.rope_type, method=METHODS[rope.rope_type],
         head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
@@ -270,7 +368,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                            if _names_original(config, rope.rope_type)
                            else "max_position_embeddings"),
         max_position_embeddings=rope.max_position_embeddings,
-        target_length=target,
+        target_length=target, window=window, judged_at=judged,
+        layers=layers, layer_summary=layer_summary(layers) if layers else None,
         wavelength_trained=[float(2 * math.pi / trained.max()),
                             float(2 * math.pi / trained.min())],
         wavelength_extended=[float(2 * math.pi / extended.max()),
@@ -371,8 +470,18 @@ def format_report(report: dict) -> str:
     where = f"at {report['target_length']:,} tokens"
     if not extended:
         where += " (2 x L)"
+    if report["window"]:
+        where += (f", judged at the window {report['window']:,} (no distance "
+                  f"above it occurs)")
     row("out of range", f"{report['out_of_range_count']} pairs {where}: "
                         f"{_fmt_ranges(report['out_of_range_pairs'])}")
+    if report["layer_summary"]:
+        row("layers", report["layer_summary"])
+        windowed = [e for e in report["layers"] if e["rope"] and e["window"]]
+        for e in {(e["rope"]["kind"], e["window"]): e for e in windowed}.values():
+            row("", f"{ATTENTION[e['attention']]} layers (window {e['window']:,}): "
+                    f"{e['out_of_range_count']} pairs out of range at "
+                    f"{e['judged_at']:,}")
     for message in report.get("warnings", []):
         row("warning", message)
     if report["mrope"]:

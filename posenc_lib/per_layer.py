@@ -127,6 +127,8 @@ def _defaults_warning(used: list, model_type: str | None) -> None:
 
 def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     text, model_type = _config._text_config(config)
+    if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
+        model_type = model_type.removesuffix("_text")
     used: list = []
     n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")

@@ -248,6 +248,13 @@ MUTANTS: tuple[Mutant, ...] = (
        'kinds = ["sliding_attention" if (i + 1) % period else "full_attention"',
        'kinds = ["sliding_attention" if i % period else "full_attention"',
        ["09_models"], "the global layer placed first in each period instead of last"),
+    _m("inspect-layer-window-ignored", "inspect.py",
+       "    judged = target if window is None else min(target, window)\n"
+       "    out = scaling.out_of_range_pairs(parts[",
+       "    judged = target\n"
+       "    out = scaling.out_of_range_pairs(parts[",
+       ["09_models"], "a sliding-window layer judged against the whole context, "
+       "though it never sees a distance beyond its window"),
     _m("logn-log-p", "temperature.py",
        "    return (torch.log1p(p) / math.log(length)).clamp(min=1.0)\n",
        "    return (torch.log(p) / math.log(length)).clamp(min=1.0)\n",

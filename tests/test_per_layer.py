@@ -244,3 +244,73 @@ def test_layout_defaults_are_the_config_classes_and_are_reported():
     no_layers = {k: v for k, v in GEMMA3.items() if k != "num_hidden_layers"}
     with pytest.warns(_config.DefaultValueWarning, match="num_hidden_layers"):
         assert len(per_layer.layer_layout(no_layers)) == 26
+
+
+# -- the inspector --------------------------------------------------------------------
+
+GEMMA3_27B_LAYOUT = {"model_type": "gemma3_text", "hidden_size": 5376, "head_dim": 128,
+                     "num_attention_heads": 32, "num_hidden_layers": 62,
+                     "max_position_embeddings": 131072, "rope_theta": 1e6,
+                     "rope_local_base_freq": 1e4, "sliding_window": 1024,
+                     "sliding_window_pattern": 6,
+                     "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+
+
+def test_inspector_summarises_the_layers():
+    from posenc_lib import inspect as model_inspect
+
+    report = model_inspect.inspect_config(GEMMA3_27B_LAYOUT)
+    assert report["layer_summary"] == (
+        "62 layers: 52 sliding (window 1,024), base 10,000, plain; "
+        "10 global, base 1,000,000, linear x8")
+    assert len(report["layers"]) == 62
+    # Counted independently of the library: global every 6th layer (5, 11, ...).
+    glob = [e["index"] for e in report["layers"] if e["rope"]["kind"] == "global"]
+    assert glob == list(range(5, 62, 6))
+    assert "52 sliding" in model_inspect.format_report(report)
+    llama4 = model_inspect.inspect_config({**LLAMA4, "num_hidden_layers": 48})
+    assert llama4["layer_summary"].startswith("48 layers: 36 chunked (window 8,192)")
+    assert "12 global, no RoPE (NoPE), query temperature 1 + 0.1" in \
+        llama4["layer_summary"]
+    qwen = model_inspect.inspect_config(QWEN3_NEXT)
+    assert qwen["layer_summary"] == ("8 layers: 6 linear attention, no RoPE; "
+                                     "2 global, base 10,000,000, plain")
+
+
+def test_sliding_layers_are_judged_against_their_window():
+    """A local layer of Gemma 3 as a config of its own (base 10,000, window
+    1,024, L = 1,024): at 2,048 tokens plain RoPE would put every pair that
+    has not closed its circle out of range, but no distance above 1,023 occurs
+    in the layer."""
+    from posenc_lib import inspect as model_inspect
+
+    local = {"model_type": "mistral", "hidden_size": 5376, "head_dim": 128,
+             "num_attention_heads": 32, "max_position_embeddings": 1024,
+             "rope_theta": 1e4, "sliding_window": 1024}
+    report = model_inspect.inspect_config(local)
+    unwindowed = model_inspect.inspect_config({**local, "sliding_window": None})
+    assert report["target_length"] == unwindowed["target_length"] == 2048
+    assert unwindowed["out_of_range_count"] == 64 - unwindowed["full_turn_pairs"] > 0
+    assert report["out_of_range_count"] == 0 and report["judged_at"] == 1024
+    as_gemma = model_inspect.inspect_config({**GEMMA3_27B_LAYOUT,
+                                             "max_position_embeddings": 1024})
+    sliding = [e for e in as_gemma["layers"] if e["window"]]
+    assert {e["out_of_range_count"] for e in sliding} == {0}
+    assert {e["judged_at"] for e in sliding} == {1024}
+    full = [e for e in as_gemma["layers"] if not e["window"]]
+    assert {e["judged_at"] for e in full} == {2048}
+
+
+def test_inspector_json_has_one_entry_per_layer(capsys, tmp_path):
+    import json
+
+    from posenc_lib import inspect as model_inspect
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(OLMO3))
+    assert model_inspect.main([str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [e["index"] for e in report["layers"]] == list(range(8))
+    for e in report["layers"]:
+        got = scaling.rope_from_config(OLMO3, layer=e["index"])
+        assert e["rope"]["attention_factor"] == got[1]
