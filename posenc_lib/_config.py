@@ -116,6 +116,13 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "olmo2": {"rope_theta": 10000.0}, "cohere": {"rope_theta": 10000.0},
     "granite": {"rope_theta": 10000.0}, "falcon": {"rope_theta": 10000.0},
     "smollm3": {"rope_theta": 2000000.0},
+    "olmo3": {"rope_theta": 10000.0},
+    "qwen3_next": {"rope_theta": 10000.0, "head_dim": 256,
+                   "partial_rotary_factor": 0.25},
+    "ernie4_5": {"rope_theta": 500000.0, "head_dim": 128},
+    "glm4_moe": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "seed_oss": {"rope_theta": 10000.0, "head_dim": 128},
+    "cohere2": {"rope_theta": 10000.0},
     "hunyuan_v1_dense": {"rope_theta": 10000.0},
     "hunyuan_v1_moe": {"rope_theta": 10000.0},
 }

@@ -314,3 +314,23 @@ def test_inspector_json_has_one_entry_per_layer(capsys, tmp_path):
     for e in report["layers"]:
         got = scaling.rope_from_config(OLMO3, layer=e["index"])
         assert e["rope"]["attention_factor"] == got[1]
+
+
+def test_layer_layout_figure():
+    from posenc_lib.figures import models as figures
+
+    layouts = {"Gemma 3": GEMMA3, "Llama 4": LLAMA4, "Qwen3-Next": QWEN3_NEXT}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        fig = figures.layer_layouts(layouts)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "layer index" and ax.get_title()
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(layouts)[::-1]
+    assert len(ax.patches) == 12 + 8 + 8  # one cell per layer
+    labels = ax.get_legend().get_texts()
+    assert {t.get_text() for t in labels} == {
+        "global RoPE, full attention", "local RoPE (own base or unscaled), sliding "
+        "window", "global RoPE, sliding window or chunk",
+        "no RoPE (NoPE), full attention", "linear attention, no positions"}
+    with pytest.raises(ValueError, match="configs"):
+        figures.layer_layouts({})
