@@ -249,6 +249,13 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     return merged, model_type
 
 
+def is_per_layer_type(parameters) -> bool:
+    """Whether a 5.x ``rope_parameters`` holds one dictionary per layer type
+    (``{"full_attention": {...}, "sliding_attention": {...}}``)."""
+    return (isinstance(parameters, Mapping) and bool(parameters)
+            and all(isinstance(v, Mapping) for v in parameters.values()))
+
+
 def _rope_block(config: Mapping) -> tuple[dict, str]:
     """The rope dictionary and which layout it came in."""
     scaling = config.get("rope_scaling")
@@ -259,10 +266,17 @@ def _rope_block(config: Mapping) -> tuple[dict, str]:
     if parameters is not None:
         if not isinstance(parameters, Mapping):
             raise ValueError(f"rope_parameters must be a mapping, got {parameters!r}")
-        if parameters and all(isinstance(v, Mapping) for v in parameters.values()):
-            raise ValueError(f"rope_parameters holds one dictionary per layer type "
-                             f"({sorted(parameters)}); pass one of them as "
-                             f"rope_parameters")
+        if is_per_layer_type(parameters):
+            # 5.x, one dictionary per layer type: the model's global RoPE is the
+            # full-attention layers' (rope_from_config(..., layer=i) reads the others)
+            if "full_attention" not in parameters:
+                raise ValueError(f"rope_parameters holds one dictionary per layer type "
+                                 f"({sorted(parameters)}) and none for "
+                                 f"full_attention; ask for a layer's with layer=i")
+            parameters = parameters["full_attention"]
+            if not isinstance(parameters, Mapping):
+                raise ValueError(f"rope_parameters['full_attention'] must be a "
+                                 f"mapping, got {parameters!r}")
         return dict(parameters), "5.x"
     if scaling is None:
         return {}, "none"
@@ -273,7 +287,14 @@ def _rope_block(config: Mapping) -> tuple[dict, str]:
                    else "4.x rope_type")
 
 
-def _method(block: dict, model_type: str | None) -> str:
+#: Rope types of transformers 5.x only, read from the 5.x layout:
+#: ``proportional`` (``_compute_proportional_rope_parameters``: the fastest
+#: ``int(p·head_dim // 2)`` pairs of the whole head keep their frequencies,
+#: the others get 0, all divided by ``factor``).
+ROPE_KEYS_5X = {"proportional": ((), ("factor",))}
+
+
+def _method(block: dict, model_type: str | None, layout: str = "") -> str:
     rope_type, old = block.pop("rope_type", None), block.pop("type", None)
     if rope_type is not None and old is not None and rope_type != old:
         raise ValueError(f"config is ambiguous: rope_type={rope_type!r} but "
@@ -285,6 +306,8 @@ def _method(block: dict, model_type: str | None) -> str:
         name = "default"
     if model_type == "phi3" and name in ("su", "yarn"):
         name = "longrope"  # Phi3Config._rope_scaling_adjustment (backward compatibility)
+    if name in ROPE_KEYS_5X and layout == "5.x":
+        return name
     if name not in ROPE_KEYS:
         raise ValueError(f"rope_type {name!r} is not one transformers 4.57 computes; "
                          f"it knows {sorted(ROPE_KEYS)}")
@@ -301,7 +324,7 @@ def _check_keys(rope_type: str, block: dict, problems: _Problems) -> None:
     """Transformers' ``_check_received_keys``: a missing required key is an error
     (its ``KeyError``); an unknown key is reported (its "Unrecognized keys"
     warning) and then ignored, as transformers ignores it."""
-    required, optional = ROPE_KEYS[rope_type]
+    required, optional = {**ROPE_KEYS, **ROPE_KEYS_5X}[rope_type]
     missing = [name for name in required if block.get(name) is None]
     if missing:
         problems.messages.append(f"rope_type {rope_type!r} needs {missing} "
@@ -471,7 +494,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
     problems = _Problems()
     base = problems.check(_base, text, block, layout, model_type)
     partial = problems.check(_partial_factor, text, block, layout)
-    rope_type = problems.check(_method, block, model_type)
+    rope_type = problems.check(_method, block, model_type, layout)
     mrope = block.get("mrope_section")
     alpha = None
     if rope_type == "dynamic" and model_type in NTK_ALPHA_MODELS:
@@ -511,6 +534,9 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
     if "factor" in params and params["factor"] is not None:
         factor = _validate.finite_float("factor", params["factor"], at_least=1.0)
     dynamic_params = None
+    if rope_type == "proportional":  # the whole head, p kept as a parameter
+        params["partial_rotary_factor"] = partial
+        dim = head_dim
     if alpha is not None:
         dim, rope_type = head_dim, "ntk"  # base · alpha^(d/(d-2)), d = head_dim
         dynamic_params = ({"factor": factor, "max_position_embeddings": max_len}

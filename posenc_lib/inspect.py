@@ -39,7 +39,8 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 #: Display names of transformers' rope types.
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
-           "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)"}
+           "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)",
+           "proportional": "proportional (p-RoPE, transformers 5.x)"}
 #: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
 #: the config's ``rope_interleave`` is true (its default): transformers 4.57's
 #: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
@@ -148,6 +149,9 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
                                              dtype=torch.float64)
     extended, factor = scaling.rope_from_config(config, seq_len=target,
                                                 dtype=torch.float64)
+    if rope.rope_type == "proportional":  # only the pairs that turn are measured
+        turning = int((extended > 0).sum())
+        trained, extended = trained[:turning], extended[:turning]
     return {"rope": rope, "trained": trained, "extended": extended,
             "attention_factor": factor, "train_length": train, "target_length": target}
 
@@ -224,6 +228,74 @@ def _global_window(config: Mapping, layers: list | None) -> int | None:
     spans = {e["window"] for e in layers
              if e["rope"] is not None and e["rope"]["kind"] == "global"}
     return spans.pop() if len(spans) == 1 and None not in spans else None
+
+
+def _mscale(scale: float, weight: float) -> float:
+    return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+
+def logit_factors(config: Mapping, rope, attention_factor: float,
+                  layers: list | None = None) -> list[dict]:
+    """Every factor the config puts on the attention logits ``q·k``, in order:
+    the softmax scale (``1/√d_head``, Gemma's ``query_pre_attn_scalar``,
+    DeepSeek's ``1/√(qk_nope_head_dim + qk_rope_head_dim)``, Granite's
+    ``attention_multiplier``), the cos/sin ``attention_factor`` (squared: it
+    scales both q and k), DeepSeek's softmax ``mscale²``
+    (``DeepseekV3Attention``), and the position-dependent query temperatures
+    (Llama 4's NoPE layers; Mistral's ``llama_4_scaling_beta``, a 5.x key).
+
+    Each entry: ``name``, ``value`` (a number, or ``None`` for a factor that
+    depends on the position), ``formula`` and ``source``.
+    """
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    block, _ = _config._rope_block(text)
+    out = []
+    if text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
+                                                                       "gemma3"):
+        scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
+        out.append({"name": "softmax scale", "value": scalar ** -0.5,
+                    "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
+                    "source": "Gemma2Attention / Gemma3Attention"})
+    elif model_type in ("deepseek_v3", "deepseek_v2") and \
+            text.get("qk_nope_head_dim") is not None:
+        qk = text["qk_nope_head_dim"] + rope.head_dim
+        out.append({"name": "softmax scale", "value": qk ** -0.5,
+                    "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
+                    "source": "DeepseekV3Attention.scaling"})
+    elif text.get("attention_multiplier") is not None:
+        out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
+                    "formula": "attention_multiplier", "source": "GraniteAttention"})
+    else:
+        out.append({"name": "softmax scale", "value": rope.head_dim ** -0.5,
+                    "formula": f"head_dim^-1/2 = {rope.head_dim}^-1/2",
+                    "source": "every other attention module"})
+    out.append({"name": "cos/sin attention factor, squared",
+                "value": attention_factor ** 2,
+                "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
+                "source": "the rotary module's attention_scaling"})
+    if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
+            and rope.factor:
+        m = _mscale(rope.factor, block["mscale_all_dim"])
+        out.append({"name": "softmax mscale, squared", "value": m * m,
+                    "formula": f"(0.1·{block['mscale_all_dim']:g}·ln {rope.factor:g} "
+                               f"+ 1)^2", "source": "DeepseekV3Attention.scaling"})
+    temps = [e["temperature"] for e in layers or [] if e.get("temperature")]
+    if temps:
+        t = temps[0]
+        out.append({"name": f"query temperature, {len(temps)} NoPE layers",
+                    "value": None,
+                    "formula": f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
+                               f"{t['floor_scale']:g}⌋)",
+                    "source": "Llama4TextAttention (attn_temperature_tuning)"})
+    if block.get("llama_4_scaling_beta") is not None:
+        beta = block["llama_4_scaling_beta"]
+        length = block.get("original_max_position_embeddings")
+        out.append({"name": "query temperature, every layer", "value": None,
+                    "formula": f"1 + {beta:g}·ln(1 + ⌊p/{length}⌋)",
+                    "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
+                              "not read it)"})
+    return out
 
 
 def _has_layers(config: Mapping) -> bool:
@@ -370,6 +442,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         max_position_embeddings=rope.max_position_embeddings,
         target_length=target, window=window, judged_at=judged,
         layers=layers, layer_summary=layer_summary(layers) if layers else None,
+        logit_factors=logit_factors(config, rope, parts["attention_factor"], layers),
         wavelength_trained=[float(2 * math.pi / trained.max()),
                             float(2 * math.pi / trained.min())],
         wavelength_extended=[float(2 * math.pi / extended.max()),
@@ -475,6 +548,12 @@ def format_report(report: dict) -> str:
                   f"above it occurs)")
     row("out of range", f"{report['out_of_range_count']} pairs {where}: "
                         f"{_fmt_ranges(report['out_of_range_pairs'])}")
+    constant = math.prod(f["value"] for f in report["logit_factors"]
+                         if f["value"] is not None)
+    row("logit factors", f"{constant:.6g} in all on q·k (constant part)")
+    for f in report["logit_factors"]:
+        value = "" if f["value"] is None else f" = {f['value']:.6g}"
+        row("", f"{f['name']}: {f['formula']}{value} ({f['source']})")
     if report["layer_summary"]:
         row("layers", report["layer_summary"])
         windowed = [e for e in report["layers"] if e["rope"] and e["window"]]

@@ -234,6 +234,15 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
         _defaults_warning(used, model_type)
         return None
     out = {**text, "model_type": model_type}
+    nested = text.get("rope_parameters")
+    if _config.is_per_layer_type(nested):
+        # transformers 5.x: one rope_parameters per layer type, as stated
+        if entry.attention not in nested:
+            raise ValueError(f"rope_parameters has no entry for layer {layer}'s "
+                             f"type {entry.attention!r} (it has {sorted(nested)})")
+        out["rope_parameters"] = dict(nested[entry.attention])
+        _defaults_warning(used, model_type)
+        return out
     if entry.rope == "local":
         if text.get("rope_parameters") is not None:
             out.pop("rope_parameters")

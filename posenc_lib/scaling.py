@@ -29,6 +29,10 @@ longrope   LongRoPE                          short_factor, long_factor, factor,
                                              attention_factor, seq_len
 ========== ================================= ==============================================
 
+transformers 5.x adds ``"proportional"`` (p-RoPE: the fastest
+``int(partial_rotary_factor·dim // 2)`` pairs of the whole head keep their
+frequencies, the others get 0, all divided by ``factor``), also registered.
+
 Every method changes the frequencies ``θ_i`` only (``"linear"`` too: dividing
 every ``θ_i`` by ``factor`` is the same as dividing every position by it), and
 some also return an ``attention_factor`` that multiplies cos and sin, hence
@@ -312,6 +316,18 @@ def _longrope(dim, base, seq_len, *, short_factor, long_factor, factor,
             attention_factor)
 
 
+def _proportional(dim, base, seq_len, *, factor, partial_rotary_factor):
+    # transformers 5.x: ``dim`` is the whole head; the fastest
+    # int(p·dim // 2) pairs keep base**(-2i/dim), the others never turn.
+    share = _validate.finite_float("partial_rotary_factor", partial_rotary_factor,
+                                   greater_than=0.0)
+    if share > 1:
+        raise ValueError(f"partial_rotary_factor must be <= 1, got {share}")
+    inv_freq = _default_inv_freq(dim, base).clone()
+    inv_freq[int(share * dim // 2):] = 0.0
+    return inv_freq / _factor(factor), 1.0
+
+
 #: Every supported ``rope_type``, with its parameters and their defaults.
 ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling(_default),
@@ -326,6 +342,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
     "llama3": RopeScaling(
         _llama3, ("factor", "low_freq_factor", "high_freq_factor",
                   "original_max_position_embeddings")),
+    "proportional": RopeScaling(_proportional, (),
+                                {"factor": 1.0, "partial_rotary_factor": 1.0}),
     "longrope": RopeScaling(
         _longrope, ("short_factor", "long_factor", "original_max_position_embeddings"),
         {"factor": None, "attention_factor": None}),

@@ -255,6 +255,20 @@ MUTANTS: tuple[Mutant, ...] = (
        "    out = scaling.out_of_range_pairs(parts[",
        ["09_models"], "a sliding-window layer judged against the whole context, "
        "though it never sees a distance beyond its window"),
+    _m("proportional-keeps-slow-pairs", "scaling.py",
+       "    inv_freq[int(share * dim // 2):] = 0.0\n",
+       "    inv_freq[int(share * dim):] = 0.0\n",
+       ["09_models"], "p-RoPE keeps twice the pairs it should (p·d pairs instead of "
+       "p·d/2)"),
+    _m("per-type-parameters-ignored", "per_layer.py",
+       "    if _config.is_per_layer_type(nested):\n",
+       "    if False:\n",
+       ["09_models"], "5.x per-layer-type rope_parameters: every layer given the "
+       "full-attention layers' RoPE"),
+    _m("ledger-mscale-not-squared", "inspect.py",
+       'out.append({"name": "softmax mscale, squared", "value": m * m,',
+       'out.append({"name": "softmax mscale, squared", "value": m,',
+       ["09_models"], "DeepSeek's softmax mscale applied once, not squared"),
     _m("logn-log-p", "temperature.py",
        "    return (torch.log1p(p) / math.log(length)).clamp(min=1.0)\n",
        "    return (torch.log(p) / math.log(length)).clamp(min=1.0)\n",
