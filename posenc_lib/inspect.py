@@ -41,12 +41,17 @@ METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
            "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)",
            "proportional": "proportional (p-RoPE, transformers 5.x)"}
-#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
-#: the config's ``rope_interleave`` is true (its default): transformers 4.57's
-#: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
-#: (``apply_rotary_pos_emb_interleave``). Every other model type here pairs
-#: ``i`` with ``i + d/2`` (``rotate_half``).
-INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}
+#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved):
+#: DeepSeek-V3 when the config's ``rope_interleave`` is true (its default;
+#: transformers 4.57's ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe``
+#: into halves, ``apply_rotary_pos_emb_interleave``), and always (``True``)
+#: the models whose ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``
+#: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium) or whose
+#: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4).
+#: Every other model type pairs ``i`` with ``i + d/2`` (``rotate_half``).
+INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
+                     "ernie4_5_moe": True, "glm": True, "glm4": True, "cohere": True,
+                     "cohere2": True, "helium": True, "llama4": True}
 #: Short names of the methods in the per-layer summary.
 SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
          "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
@@ -171,7 +176,9 @@ def _pair_layout(config: Mapping) -> str:
     """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
     weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
     text, model_type = _config._text_config(config)
-    flag = INTERLEAVED_PAIRS.get(model_type)
+    flag = INTERLEAVED_PAIRS.get((model_type or "").removesuffix("_text"))
+    if flag is True:
+        return "interleaved"
     return "interleaved" if flag and text.get(flag, True) else "half"
 
 

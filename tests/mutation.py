@@ -207,8 +207,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '        out[part] = {"past": len(ranges), "future": len(future),',
        ["09_models"], "T5's buckets counted over both directions: 32 \"per direction\""),
     _m("inspect-pair-layout-half", "inspect.py",
-       'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}',
-       "INTERLEAVED_PAIRS = {}",
+       'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,',
+       'INTERLEAVED_PAIRS = {"ernie4_5": True,',
        ["09_models"], "DeepSeek-V3's interleaved q_pe/k_pe taken for the half split "
        "that other models use"),
     _m("linear-extended-by-factor", "_config.py",

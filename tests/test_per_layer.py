@@ -334,3 +334,44 @@ def test_layer_layout_figure():
         "no RoPE (NoPE), full attention", "linear attention, no positions"}
     with pytest.raises(ValueError, match="configs"):
         figures.layer_layouts({})
+
+
+@pytest.mark.parametrize("model_type", ["ernie4_5", "glm", "glm4", "cohere", "cohere2",
+                                        "helium", "qwen3", "smollm3"])
+def test_pair_layout_of_current_models(model_type):
+    """Which feature pairs with feature 0, found by rotating one-hot vectors
+    with the model's own rotary module and apply function (test_models'
+    ``hf_pair_partner``), against the inspector."""
+    from test_models import hf_pair_partner
+
+    from posenc_lib import inspect as model_inspect
+
+    config = {"model_type": model_type, **{k: v for k, v in TINY.items()
+                                           if k != "pad_token_id"},
+              "num_hidden_layers": 2, "rope_theta": 1e4,
+              "max_position_embeddings": 256}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        report = model_inspect.inspect_config(config)
+    partner = hf_pair_partner(config)
+    assert partner == (1 if report["pair_layout"] == "interleaved"
+                       else report["rotary_dim"] // 2), (model_type, partner)
+
+
+def test_llama4_pairs_neighbours():
+    """Llama 4 views features (2i, 2i + 1) as one complex number."""
+    from transformers.models.llama4 import modeling_llama4 as m
+
+    from posenc_lib import inspect as model_inspect
+
+    model, built = tiny_model(LLAMA4)
+    freqs = model.rotary_emb(torch.zeros(1), torch.tensor([[0, 1]]))
+    d = 32
+    eye = torch.eye(d)[None, None].expand(1, 2, d, d)  # (batch, seq, head j: e_j, d)
+    q, k = m.apply_rotary_emb(eye, eye, freqs)
+    score = k[0, 0] @ q[0, 1, 0]  # keys e_j at position 0, query e_0 at 1
+    hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
+    assert hits == [0, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert model_inspect.inspect_config(LLAMA4)["pair_layout"] == "interleaved"
