@@ -234,3 +234,14 @@ def test_silent_defaults_are_reported():
 
     report = model_inspect.inspect_config(config)
     assert any("leaves out" in w for w in report["warnings"])
+
+
+def test_hunyuan_moe_reads_alpha_too():
+    from transformers.models.hunyuan_v1_moe import modeling_hunyuan_v1_moe as m
+
+    config = {"model_type": "hunyuan_v1_moe", "hidden_size": 256,
+              "num_attention_heads": 2, "head_dim": 128, "rope_theta": 10000.0,
+              "max_position_embeddings": 32768,
+              "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}}
+    module = m.HunYuanMoEV1RotaryEmbedding(hf_config(config))
+    assert_same(ours(config), (module.inv_freq, float(module.attention_scaling)))
