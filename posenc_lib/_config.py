@@ -49,6 +49,38 @@ class UnknownRopeKeyWarning(UserWarning):
     """A key of the rope block that transformers does not read (and ignores)."""
 
 
+class DefaultValueWarning(UserWarning):
+    """A field the config leaves out, filled in with its config class's default."""
+
+
+class _Problems:
+    """Collects the ``ValueError`` messages of independent checks, so that one
+    error lists every problem of a config instead of the first one met."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+
+    def check(self, fn, *args, default=None, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as error:
+            self.messages.append(str(error))
+            return default
+
+    def raise_if_any(self) -> None:
+        if len(self.messages) == 1:
+            raise ValueError(self.messages[0])
+        if self.messages:
+            listed = "; ".join(f"({i}) {m}" for i, m in enumerate(self.messages, 1))
+            raise ValueError(f"config has {len(self.messages)} problems: {listed}")
+
+
+#: Model types whose rotary module reads an NTK ``alpha`` from a ``"dynamic"``
+#: rope block (``HunYuanDenseV1RotaryEmbedding`` / ``HunYuanMoEV1RotaryEmbedding``
+#: in transformers 4.57: ``base · alpha^(d/(d-2))`` with ``d = head_dim``).
+NTK_ALPHA_MODELS = ("hunyuan_v1_dense", "hunyuan_v1_moe")
+
+
 #: Keys some config classes exempt from validation (Qwen2-VL, Qwen2.5-VL,
 #: Qwen3-VL, GLM-4V pass them as ``ignore_keys``): M-RoPE's axis allocation.
 IGNORED_ROPE_KEYS = ("mrope_section", "mrope_interleaved")
@@ -84,6 +116,15 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "olmo2": {"rope_theta": 10000.0}, "cohere": {"rope_theta": 10000.0},
     "granite": {"rope_theta": 10000.0}, "falcon": {"rope_theta": 10000.0},
     "smollm3": {"rope_theta": 2000000.0},
+    "olmo3": {"rope_theta": 10000.0},
+    "qwen3_next": {"rope_theta": 10000.0, "head_dim": 256,
+                   "partial_rotary_factor": 0.25},
+    "ernie4_5": {"rope_theta": 500000.0, "head_dim": 128},
+    "glm4_moe": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "seed_oss": {"rope_theta": 10000.0, "head_dim": 128},
+    "cohere2": {"rope_theta": 10000.0},
+    "hunyuan_v1_dense": {"rope_theta": 10000.0},
+    "hunyuan_v1_moe": {"rope_theta": 10000.0},
 }
 # Names that stand for the same field (a default is not used if any is present).
 _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
@@ -124,6 +165,12 @@ class RopeConfig:
         mrope_section: M-RoPE's pairs per axis, if the config gives them.
         layout: ``"4.x rope_type"``, ``"4.x type"``, ``"5.x"`` or ``"none"``.
         model_type: the config's ``model_type`` (or ``None``).
+        ntk_alpha: Hunyuan's NTK ``alpha`` (``rope_type`` is then ``"ntk"``
+            with ``factor = alpha``), else ``None``.
+        dynamic_params: for Hunyuan's ``alpha`` only, the ``"dynamic"``
+            parameters its module switches to beyond ``max_position_embeddings``
+            (transformers' ``dynamic_rope_update``), or ``None``.
+        defaults_used: the fields filled in from the config class's defaults.
     """
 
     rope_type: str
@@ -138,6 +185,9 @@ class RopeConfig:
     mrope_section: tuple | None = None
     layout: str = "none"
     model_type: str | None = None
+    ntk_alpha: float | None = None
+    dynamic_params: dict | None = None
+    defaults_used: tuple = ()
 
     @property
     def train_length(self) -> int | None:
@@ -199,6 +249,13 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     return merged, model_type
 
 
+def is_per_layer_type(parameters) -> bool:
+    """Whether a 5.x ``rope_parameters`` holds one dictionary per layer type
+    (``{"full_attention": {...}, "sliding_attention": {...}}``)."""
+    return (isinstance(parameters, Mapping) and bool(parameters)
+            and all(isinstance(v, Mapping) for v in parameters.values()))
+
+
 def _rope_block(config: Mapping) -> tuple[dict, str]:
     """The rope dictionary and which layout it came in."""
     scaling = config.get("rope_scaling")
@@ -209,10 +266,17 @@ def _rope_block(config: Mapping) -> tuple[dict, str]:
     if parameters is not None:
         if not isinstance(parameters, Mapping):
             raise ValueError(f"rope_parameters must be a mapping, got {parameters!r}")
-        if parameters and all(isinstance(v, Mapping) for v in parameters.values()):
-            raise ValueError(f"rope_parameters holds one dictionary per layer type "
-                             f"({sorted(parameters)}); pass one of them as "
-                             f"rope_parameters")
+        if is_per_layer_type(parameters):
+            # 5.x, one dictionary per layer type: the model's global RoPE is the
+            # full-attention layers' (rope_from_config(..., layer=i) reads the others)
+            if "full_attention" not in parameters:
+                raise ValueError(f"rope_parameters holds one dictionary per layer type "
+                                 f"({sorted(parameters)}) and none for "
+                                 f"full_attention; ask for a layer's with layer=i")
+            parameters = parameters["full_attention"]
+            if not isinstance(parameters, Mapping):
+                raise ValueError(f"rope_parameters['full_attention'] must be a "
+                                 f"mapping, got {parameters!r}")
         return dict(parameters), "5.x"
     if scaling is None:
         return {}, "none"
@@ -223,7 +287,14 @@ def _rope_block(config: Mapping) -> tuple[dict, str]:
                    else "4.x rope_type")
 
 
-def _method(block: dict, model_type: str | None) -> str:
+#: Rope types of transformers 5.x only, read from the 5.x layout:
+#: ``proportional`` (``_compute_proportional_rope_parameters``: the fastest
+#: ``int(p·head_dim // 2)`` pairs of the whole head keep their frequencies,
+#: the others get 0, all divided by ``factor``).
+ROPE_KEYS_5X = {"proportional": ((), ("factor",))}
+
+
+def _method(block: dict, model_type: str | None, layout: str = "") -> str:
     rope_type, old = block.pop("rope_type", None), block.pop("type", None)
     if rope_type is not None and old is not None and rope_type != old:
         raise ValueError(f"config is ambiguous: rope_type={rope_type!r} but "
@@ -235,6 +306,8 @@ def _method(block: dict, model_type: str | None) -> str:
         name = "default"
     if model_type == "phi3" and name in ("su", "yarn"):
         name = "longrope"  # Phi3Config._rope_scaling_adjustment (backward compatibility)
+    if name in ROPE_KEYS_5X and layout == "5.x":
+        return name
     if name not in ROPE_KEYS:
         raise ValueError(f"rope_type {name!r} is not one transformers 4.57 computes; "
                          f"it knows {sorted(ROPE_KEYS)}")
@@ -247,15 +320,16 @@ def _positive_length(name: str, value) -> int:
     return _validate.positive_int(name, value)
 
 
-def _check_keys(rope_type: str, block: dict) -> None:
+def _check_keys(rope_type: str, block: dict, problems: _Problems) -> None:
     """Transformers' ``_check_received_keys``: a missing required key is an error
     (its ``KeyError``); an unknown key is reported (its "Unrecognized keys"
     warning) and then ignored, as transformers ignores it."""
-    required, optional = ROPE_KEYS[rope_type]
+    required, optional = {**ROPE_KEYS, **ROPE_KEYS_5X}[rope_type]
     missing = [name for name in required if block.get(name) is None]
     if missing:
-        raise ValueError(f"rope_type {rope_type!r} needs {missing} (transformers raises "
-                         f"KeyError: missing required keys)")
+        problems.messages.append(f"rope_type {rope_type!r} needs {missing} "
+                                 f"(transformers raises KeyError: missing required "
+                                 f"keys)")
     unknown = sorted(set(block) - set(required) - set(optional) - set(IGNORED_ROPE_KEYS))
     if unknown:
         warnings.warn(f"unknown key(s) {unknown} for rope_type {rope_type!r} are "
@@ -335,8 +409,10 @@ def _optional_length(config: Mapping, name: str) -> int | None:
     return None if value is None else _positive_length(name, value)
 
 
-def _with_defaults(config: dict, block: dict, model_type: str | None) -> dict:
-    """``config`` with its class's defaults for the fields it omits."""
+def _with_defaults(config: dict, block: dict, model_type: str | None,
+                   used: list | None = None) -> dict:
+    """``config`` with its class's defaults for the fields it omits (their
+    names appended to ``used``)."""
     if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
         for kept, lost in (("rotary_pct", "partial_rotary_factor"),
                            ("rotary_emb_base", "rope_theta")):
@@ -349,7 +425,29 @@ def _with_defaults(config: dict, block: dict, model_type: str | None) -> dict:
         names = _SAME_FIELD[name]
         if all(config.get(n) is None and block.get(n) is None for n in names):
             filled[name] = value
+            if used is not None:
+                used.append(name)
     return filled
+
+
+def _check_values(block: dict, problems: _Problems) -> None:
+    """The values of the rope block that transformers' formulas need to be
+    numbers in range (each problem recorded, none raised)."""
+    ranges = {"factor": {"at_least": 1.0}, "alpha": {"at_least": 1.0},
+              "low_freq_factor": {"greater_than": 0.0},
+              "high_freq_factor": {"greater_than": 0.0},
+              "beta_fast": {"greater_than": 0.0}, "beta_slow": {"greater_than": 0.0},
+              "attention_factor": {"greater_than": 0.0},
+              "mscale": {"at_least": 0.0}, "mscale_all_dim": {"at_least": 0.0}}
+    for name, value in block.items():
+        if value is None or name not in ranges:
+            continue
+        if name in ("beta_fast", "beta_slow", "alpha") and value == 0:
+            continue  # transformers reads `get(name) or default` / a falsy alpha
+        problems.check(_validate.finite_float, name, value, **ranges[name])
+    if "truncate" in block and not isinstance(block["truncate"], bool):
+        problems.messages.append(f"truncate must be true or false, got "
+                                 f"{block['truncate']!r}")
 
 
 def _same_original(top: int | None, block: int | None) -> None:
@@ -383,28 +481,67 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
         raise ValueError(f"Phi3Config (transformers 4.57) accepts rope_scaling with "
                          f"exactly the keys type, short_factor and long_factor, got "
                          f"{sorted(block)}")
-    text = _with_defaults(text, block if layout == "5.x" else {}, model_type)
-    base = _base(text, block, layout, model_type)
-    partial = _partial_factor(text, block, layout)
-    rope_type = _method(block, model_type)
+    used: list = []
+    text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used)
+    # A default share of 1.0 is also the generic fallback: nothing to report.
+    used = [n for n in used if MODEL_DEFAULTS[model_type][n] != 1.0]
+    if used:
+        warnings.warn(f"the config leaves out {used}; using the defaults of "
+                      f"model_type {model_type!r}'s config class "
+                      f"({ {n: MODEL_DEFAULTS[model_type][n] for n in used} }), as "
+                      f"transformers does", DefaultValueWarning, stacklevel=3)
+    # Independent checks: every problem is collected, then one error lists them.
+    problems = _Problems()
+    base = problems.check(_base, text, block, layout, model_type)
+    partial = problems.check(_partial_factor, text, block, layout)
+    rope_type = problems.check(_method, block, model_type, layout)
     mrope = block.get("mrope_section")
-    _check_keys(rope_type, block)
-    head_dim = _head_dim(text)
-    dim = int(head_dim * partial)
-    if dim < 2 or dim % 2:
-        raise ValueError(f"the rotary dim int(head_dim * partial_rotary_factor) = "
-                         f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
-    max_len = _optional_length(text, "max_position_embeddings")
-    top_original = _optional_length(text, "original_max_position_embeddings")
+    alpha = None
+    if rope_type == "dynamic" and model_type in NTK_ALPHA_MODELS:
+        # HunYuan*RotaryEmbedding: `rope_type == "dynamic" and rope_scaling["alpha"]`
+        # (a KeyError without the key); its config class validates nothing.
+        if "alpha" not in block:
+            problems.messages.append(f"model_type {model_type!r} with rope_type "
+                                     f"'dynamic' needs alpha (its rotary module reads "
+                                     f"rope_scaling['alpha'])")
+        alpha = block.pop("alpha", None) or None
+        block = {k: v for k, v in block.items() if k in ("factor",)}
+    if rope_type is not None and alpha is None:
+        _check_keys(rope_type, block, problems)
+    _check_values({**block, "alpha": alpha}, problems)
+    head_dim = problems.check(_head_dim, text)
+    if alpha is not None and text.get("head_dim") is None:
+        problems.messages.append(f"model_type {model_type!r} with an NTK alpha needs "
+                                 f"head_dim (its rotary module reads config.head_dim)")
+    if head_dim is not None and partial is not None:
+        dim = int(head_dim * partial)
+        if dim < 2 or dim % 2:
+            problems.messages.append(
+                f"the rotary dim int(head_dim * partial_rotary_factor) = "
+                f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
+    max_len = problems.check(_optional_length, text, "max_position_embeddings")
+    top_original = problems.check(_optional_length, text,
+                                  "original_max_position_embeddings")
     block_original = block.get("original_max_position_embeddings")
     if block_original is not None:
-        block_original = _positive_length("original_max_position_embeddings",
-                                          block_original)
+        block_original = problems.check(_positive_length,
+                                        "original_max_position_embeddings",
+                                        block_original)
+    problems.raise_if_any()
     params = {k: v for k, v in block.items()
               if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
     original = factor = None
     if "factor" in params and params["factor"] is not None:
         factor = _validate.finite_float("factor", params["factor"], at_least=1.0)
+    dynamic_params = None
+    if rope_type == "proportional":  # the whole head, p kept as a parameter
+        params["partial_rotary_factor"] = partial
+        dim = head_dim
+    if alpha is not None:
+        dim, rope_type = head_dim, "ntk"  # base · alpha^(d/(d-2)), d = head_dim
+        dynamic_params = ({"factor": factor, "max_position_embeddings": max_len}
+                          if factor is not None and max_len is not None else None)
+        params, factor = {"factor": alpha}, None
 
     if rope_type == "dynamic":
         if max_len is None:
@@ -476,7 +613,9 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                       partial_rotary_factor=partial, base=base, params=params,
                       max_position_embeddings=max_len,
                       original_max_position_embeddings=original, factor=factor,
-                      mrope_section=mrope, layout=layout, model_type=model_type)
+                      mrope_section=mrope, layout=layout, model_type=model_type,
+                      ntk_alpha=alpha, dynamic_params=dynamic_params,
+                      defaults_used=tuple(used))
 
 
 def positional_scheme(config: Mapping) -> str:

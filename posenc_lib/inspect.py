@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import _config, _validate, alibi, bounds, multidim, relative, scaling
+from . import _config, _validate, alibi, bounds, multidim, per_layer, relative, scaling
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "trained_and_extended", "format_report", "main"]
@@ -39,13 +39,26 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 #: Display names of transformers' rope types.
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
-           "longrope": "LongRoPE"}
-#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved) when
-#: the config's ``rope_interleave`` is true (its default): transformers 4.57's
-#: ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe`` into halves
-#: (``apply_rotary_pos_emb_interleave``). Every other model type here pairs
-#: ``i`` with ``i + d/2`` (``rotate_half``).
-INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}
+           "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)",
+           "proportional": "proportional (p-RoPE, transformers 5.x)"}
+#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved):
+#: DeepSeek-V3 when the config's ``rope_interleave`` is true (its default;
+#: transformers 4.57's ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe``
+#: into halves, ``apply_rotary_pos_emb_interleave``), and always (``True``)
+#: the models whose ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``
+#: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium) or whose
+#: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4).
+#: Every other model type pairs ``i`` with ``i + d/2`` (``rotate_half``).
+INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
+                     "ernie4_5_moe": True, "glm": True, "glm4": True, "cohere": True,
+                     "cohere2": True, "helium": True, "llama4": True}
+#: Short names of the methods in the per-layer summary.
+SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
+         "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
+         "ntk": "NTK alpha"}
+#: How the summary names each attention type.
+ATTENTION = {"full_attention": "global", "sliding_attention": "sliding",
+             "chunked_attention": "chunked", "linear_attention": "linear attention"}
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
 T5_MAX_DISTANCE = 128
 
@@ -141,6 +154,9 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
                                              dtype=torch.float64)
     extended, factor = scaling.rope_from_config(config, seq_len=target,
                                                 dtype=torch.float64)
+    if rope.rope_type == "proportional":  # only the pairs that turn are measured
+        turning = int((extended > 0).sum())
+        trained, extended = trained[:turning], extended[:turning]
     return {"rope": rope, "trained": trained, "extended": extended,
             "attention_factor": factor, "train_length": train, "target_length": target}
 
@@ -160,7 +176,9 @@ def _pair_layout(config: Mapping) -> str:
     """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
     weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
     text, model_type = _config._text_config(config)
-    flag = INTERLEAVED_PAIRS.get(model_type)
+    flag = INTERLEAVED_PAIRS.get((model_type or "").removesuffix("_text"))
+    if flag is True:
+        return "interleaved"
     return "interleaved" if flag and text.get(flag, True) else "half"
 
 
@@ -207,6 +225,161 @@ def _t5_buckets(num_buckets: int, max_distance: int) -> dict:
     return out
 
 
+def _global_window(config: Mapping, layers: list | None) -> int | None:
+    """The window every layer with the model's global RoPE shares, if all of
+    them have one (Mistral: every layer slides); else ``None``."""
+    if layers is None:
+        text, model_type = _config._text_config(config)
+        window = text.get("sliding_window")
+        return window if model_type == "mistral" and window else None
+    spans = {e["window"] for e in layers
+             if e["rope"] is not None and e["rope"]["kind"] == "global"}
+    return spans.pop() if len(spans) == 1 and None not in spans else None
+
+
+def _mscale(scale: float, weight: float) -> float:
+    return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+
+def logit_factors(config: Mapping, rope, attention_factor: float,
+                  layers: list | None = None) -> list[dict]:
+    """Every factor the config puts on the attention logits ``q·k``, in order:
+    the softmax scale (``1/√d_head``, Gemma's ``query_pre_attn_scalar``,
+    DeepSeek's ``1/√(qk_nope_head_dim + qk_rope_head_dim)``, Granite's
+    ``attention_multiplier``), the cos/sin ``attention_factor`` (squared: it
+    scales both q and k), DeepSeek's softmax ``mscale²``
+    (``DeepseekV3Attention``), and the position-dependent query temperatures
+    (Llama 4's NoPE layers; Mistral's ``llama_4_scaling_beta``, a 5.x key).
+
+    Each entry: ``name``, ``value`` (a number, or ``None`` for a factor that
+    depends on the position), ``formula`` and ``source``.
+    """
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    block, _ = _config._rope_block(text)
+    out = []
+    if text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
+                                                                       "gemma3"):
+        scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
+        out.append({"name": "softmax scale", "value": scalar ** -0.5,
+                    "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
+                    "source": "Gemma2Attention / Gemma3Attention"})
+    elif model_type in ("deepseek_v3", "deepseek_v2") and \
+            text.get("qk_nope_head_dim") is not None:
+        qk = text["qk_nope_head_dim"] + rope.head_dim
+        out.append({"name": "softmax scale", "value": qk ** -0.5,
+                    "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
+                    "source": "DeepseekV3Attention.scaling"})
+    elif text.get("attention_multiplier") is not None:
+        out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
+                    "formula": "attention_multiplier", "source": "GraniteAttention"})
+    else:
+        out.append({"name": "softmax scale", "value": rope.head_dim ** -0.5,
+                    "formula": f"head_dim^-1/2 = {rope.head_dim}^-1/2",
+                    "source": "every other attention module"})
+    out.append({"name": "cos/sin attention factor, squared",
+                "value": attention_factor ** 2,
+                "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
+                "source": "the rotary module's attention_scaling"})
+    if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
+            and rope.factor:
+        m = _mscale(rope.factor, block["mscale_all_dim"])
+        out.append({"name": "softmax mscale, squared", "value": m * m,
+                    "formula": f"(0.1·{block['mscale_all_dim']:g}·ln {rope.factor:g} "
+                               f"+ 1)^2", "source": "DeepseekV3Attention.scaling"})
+    temps = [e["temperature"] for e in layers or [] if e.get("temperature")]
+    if temps:
+        t = temps[0]
+        out.append({"name": f"query temperature, {len(temps)} NoPE layers",
+                    "value": None,
+                    "formula": f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
+                               f"{t['floor_scale']:g}⌋)",
+                    "source": "Llama4TextAttention (attn_temperature_tuning)"})
+    if block.get("llama_4_scaling_beta") is not None:
+        beta = block["llama_4_scaling_beta"]
+        length = block.get("original_max_position_embeddings")
+        out.append({"name": "query temperature, every layer", "value": None,
+                    "formula": f"1 + {beta:g}·ln(1 + ⌊p/{length}⌋)",
+                    "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
+                              "not read it)"})
+    return out
+
+
+def _has_layers(config: Mapping) -> bool:
+    """Whether the config states its layers (``num_hidden_layers`` or
+    ``layer_types``): only then does the report list them."""
+    text, _ = _config._text_config(config)
+    return any(text.get(k) is not None for k in ("num_hidden_layers", "layer_types"))
+
+
+def _out_of_range(config: Mapping, target: int, window: int | None) -> dict:
+    """Pairs out of range for one RoPE, judged at ``min(target, window)``: a
+    layer with a window of ``w`` never sees a distance of ``w`` or more."""
+    parts = trained_and_extended(config, target)
+    judged = target if window is None else min(target, window)
+    out = scaling.out_of_range_pairs(parts["trained"], parts["extended"],
+                                     parts["train_length"], judged)
+    return {"judged_at": judged, "out_of_range_count": int(out.sum()),
+            "out_of_range_pairs": _ranges(torch.nonzero(out).flatten().tolist()),
+            "rope": parts["rope"], "attention_factor": parts["attention_factor"]}
+
+
+def _layers(config: Mapping, target: int) -> list[dict]:
+    """One entry per layer: its attention type, window, RoPE (or none) and the
+    pairs out of range, judged against its window."""
+    cache: dict = {}
+    entries = []
+    for layer in per_layer.layer_layout(config):
+        entry = {"index": layer.index, "attention": layer.attention,
+                 "window": layer.window, "rope": None,
+                 "temperature": layer.temperature}
+        if layer.rope is not None:
+            key = (layer.rope, layer.window)
+            if key not in cache:
+                sub = per_layer.layer_config(config, layer.index)
+                cache[key] = _out_of_range(sub, target, layer.window)
+            found = cache[key]
+            rope = found["rope"]
+            entry["rope"] = {"kind": layer.rope, "rope_type": rope.rope_type,
+                             "base": rope.base, "factor": rope.factor,
+                             "rotary_dim": rope.dim,
+                             "attention_factor": found["attention_factor"]}
+            entry.update(judged_at=found["judged_at"],
+                         out_of_range_count=found["out_of_range_count"],
+                         out_of_range_pairs=found["out_of_range_pairs"])
+        entries.append(entry)
+    return entries
+
+
+def layer_summary(layers: Sequence[dict]) -> str:
+    """``"62 layers: 52 sliding, base 10,000, plain; 10 global, base
+    1,000,000, linear x8"``: the layers grouped by what they do, in order of
+    first appearance."""
+    groups: dict = {}
+    for entry in layers:
+        rope = entry["rope"]
+        name = ATTENTION.get(entry["attention"], entry["attention"])
+        if rope is None:
+            what = "no RoPE"
+            if entry["attention"] != "linear_attention":
+                what = "no RoPE (NoPE)"
+            if entry["temperature"]:
+                t = entry["temperature"]
+                what += (f", query temperature 1 + {t['attn_scale']:g}"
+                         f"·ln(1 + ⌊(p + 1)/{t['floor_scale']:,}⌋)")
+        else:
+            method = SHORT.get(rope["rope_type"], rope["rope_type"])
+            if rope["factor"] and rope["rope_type"] != "default":
+                method += f" x{rope['factor']:g}"
+            what = f"base {rope['base']:,.10g}, {method}"
+        if entry["window"]:
+            name += f" (window {entry['window']:,})"
+        key = (name, what)
+        groups[key] = groups.get(key, 0) + 1
+    parts = [f"{count} {name}, {what}" for (name, what), count in groups.items()]
+    return f"{len(layers)} layers: " + "; ".join(parts)
+
+
 def inspect_config(config: Mapping, *, target_length: int | None = None,
                    name: str = "config") -> dict:
     """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
@@ -218,7 +391,9 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         name: a label for the report.
 
     Keys of the rope block that transformers ignores are ignored here too; the
-    report lists them under ``warnings`` (instead of raising a warning).
+    report lists them under ``warnings`` (instead of raising a warning), with
+    the fields filled in from a config class's defaults and the values
+    transformers accepts with a warning (equal Llama 3 factors, say).
     """
     scheme = _config.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
@@ -242,20 +417,25 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         return report
     if scheme != "rotary":
         return report
-    with warnings.catch_warnings(record=True) as caught:  # unknown rope keys
-        warnings.simplefilter("always", _config.UnknownRopeKeyWarning)
+    listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
+              scaling.RopeConfigWarning)
+    with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
+        warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)
+        layers = (_layers(config, parts["target_length"]) if _has_layers(config)
+                  else None)
     for item in caught:
-        if not issubclass(item.category, _config.UnknownRopeKeyWarning):
+        if not issubclass(item.category, listed):
             warnings.warn_explicit(item.message, item.category, item.filename,
                                    item.lineno)
     report["warnings"] = list(dict.fromkeys(
-        str(item.message) for item in caught
-        if issubclass(item.category, _config.UnknownRopeKeyWarning)))
+        str(item.message) for item in caught if issubclass(item.category, listed)))
     rope, trained, extended = parts["rope"], parts["trained"], parts["extended"]
     train, target = parts["train_length"], parts["target_length"]
     full_turn = scaling.rotations(trained, train) >= 1  # λ_i <= L
-    out = scaling.out_of_range_pairs(trained, extended, train, target)
+    window = _global_window(config, layers)
+    judged = target if window is None else min(target, window)
+    out = scaling.out_of_range_pairs(trained, extended, train, judged)
     report.update(
         layout=rope.layout, rope_type=rope.rope_type, method=METHODS[rope.rope_type],
         head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
@@ -267,7 +447,9 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                            if _names_original(config, rope.rope_type)
                            else "max_position_embeddings"),
         max_position_embeddings=rope.max_position_embeddings,
-        target_length=target,
+        target_length=target, window=window, judged_at=judged,
+        layers=layers, layer_summary=layer_summary(layers) if layers else None,
+        logit_factors=logit_factors(config, rope, parts["attention_factor"], layers),
         wavelength_trained=[float(2 * math.pi / trained.max()),
                             float(2 * math.pi / trained.min())],
         wavelength_extended=[float(2 * math.pi / extended.max()),
@@ -368,8 +550,24 @@ def format_report(report: dict) -> str:
     where = f"at {report['target_length']:,} tokens"
     if not extended:
         where += " (2 x L)"
+    if report["window"]:
+        where += (f", judged at the window {report['window']:,} (no distance "
+                  f"above it occurs)")
     row("out of range", f"{report['out_of_range_count']} pairs {where}: "
                         f"{_fmt_ranges(report['out_of_range_pairs'])}")
+    constant = math.prod(f["value"] for f in report["logit_factors"]
+                         if f["value"] is not None)
+    row("logit factors", f"{constant:.6g} in all on q·k (constant part)")
+    for f in report["logit_factors"]:
+        value = "" if f["value"] is None else f" = {f['value']:.6g}"
+        row("", f"{f['name']}: {f['formula']}{value} ({f['source']})")
+    if report["layer_summary"]:
+        row("layers", report["layer_summary"])
+        windowed = [e for e in report["layers"] if e["rope"] and e["window"]]
+        for e in {(e["rope"]["kind"], e["window"]): e for e in windowed}.values():
+            row("", f"{ATTENTION[e['attention']]} layers (window {e['window']:,}): "
+                    f"{e['out_of_range_count']} pairs out of range at "
+                    f"{e['judged_at']:,}")
     for message in report.get("warnings", []):
         row("warning", message)
     if report["mrope"]:

@@ -29,6 +29,10 @@ longrope   LongRoPE                          short_factor, long_factor, factor,
                                              attention_factor, seq_len
 ========== ================================= ==============================================
 
+transformers 5.x adds ``"proportional"`` (p-RoPE: the fastest
+``int(partial_rotary_factor·dim // 2)`` pairs of the whole head keep their
+frequencies, the others get 0, all divided by ``factor``), also registered.
+
 Every method changes the frequencies ``θ_i`` only (``"linear"`` too: dividing
 every ``θ_i`` by ``factor`` is the same as dividing every position by it), and
 some also return an ``attention_factor`` that multiplies cos and sin, hence
@@ -45,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -56,6 +61,7 @@ from . import _validate
 
 __all__ = [
     "RopeScaling",
+    "RopeConfigWarning",
     "ROPE_SCALINGS",
     "rope_parameters",
     "ntk_base",
@@ -74,6 +80,10 @@ __all__ = [
     "llama4_no_rope_layers",
     "rope_from_config",
 ]
+
+
+class RopeConfigWarning(UserWarning):
+    """A value transformers 4.57 accepts with a warning (and computes anyway)."""
 
 
 # -- the registry ---------------------------------------------------------------------
@@ -171,15 +181,20 @@ def yarn_correction_range(dim: int, base: float, original_max_position_embedding
     ``r = beta_slow``, solved for ``i`` from ``λ_i = 2π·base**(2i/dim)``. With
     ``truncate`` they are rounded outwards (floor, ceil), as in the reference
     code; both are then clamped to ``[0, dim - 1]`` (transformers' bound, not
-    ``dim/2 - 1``).
+    ``dim/2 - 1``). ``beta_fast <= beta_slow`` is accepted, as transformers
+    4.57 accepts it (it logs a warning): equal betas give a zero-width or
+    one-pair ramp (see the guard in the ramp), and ``beta_fast < beta_slow``
+    gives ``low > high``, a ramp that falls instead of rising, computed by the
+    same formula. A :class:`RopeConfigWarning` says so.
     """
     dim = _validate.even_int("dim", dim)
     length = _length("original_max_position_embeddings", original_max_position_embeddings)
     beta_fast = _validate.finite_float("beta_fast", beta_fast, greater_than=0.0)
     beta_slow = _validate.finite_float("beta_slow", beta_slow, greater_than=0.0)
-    if not beta_fast > beta_slow:
-        raise ValueError(f"beta_fast must be > beta_slow, got beta_fast={beta_fast}, "
-                         f"beta_slow={beta_slow}")
+    if beta_fast < beta_slow:
+        warnings.warn(f"beta_fast={beta_fast} < beta_slow={beta_slow}: the ramp runs "
+                      f"backwards; computed as transformers 4.57 computes it (it "
+                      f"warns too)", RopeConfigWarning, stacklevel=2)
 
     def pair_index(turns: float) -> float:
         return dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))
@@ -237,18 +252,23 @@ def _llama3(dim, base, seq_len, *, factor, low_freq_factor, high_freq_factor,
     factor = _factor(factor)
     low = _validate.finite_float("low_freq_factor", low_freq_factor, greater_than=0.0)
     high = _validate.finite_float("high_freq_factor", high_freq_factor, greater_than=0.0)
-    if not low < high:
-        raise ValueError(f"low_freq_factor must be < high_freq_factor, got "
-                         f"low_freq_factor={low}, high_freq_factor={high}")
+    if not low < high:  # transformers 4.57 warns and computes a hard cut
+        warnings.warn(f"low_freq_factor={low} >= high_freq_factor={high}: no band is "
+                      f"smoothed; pairs with wavelength > L/low_freq_factor are "
+                      f"divided by factor, the others kept (as transformers 4.57 "
+                      f"computes it, with a warning)", RopeConfigWarning, stacklevel=2)
     length = _length("original_max_position_embeddings", original_max_position_embeddings)
     inv_freq = _default_inv_freq(dim, base)
     wavelength = 2 * math.pi / inv_freq
     # smooth = (r - low) / (high - low) with r = L / λ turns in the original
     # context: 1 keeps θ_i, 0 divides it by factor, linear in r in between.
+    # With low == high the band is empty (0/0 only for a wavelength exactly
+    # L/low, NaN as in transformers); with low > high "divide" wins where both
+    # tests hold, as in transformers, which divides first.
     smooth = ((length / wavelength - low) / (high - low)).clamp(0, 1)
     keep = wavelength < length / high
     divide = wavelength > length / low
-    smooth = torch.where(keep, 1.0, torch.where(divide, 0.0, smooth))
+    smooth = torch.where(divide, 0.0, torch.where(keep, 1.0, smooth))
     return inv_freq * smooth + inv_freq / factor * (1 - smooth), 1.0
 
 
@@ -296,6 +316,18 @@ def _longrope(dim, base, seq_len, *, short_factor, long_factor, factor,
             attention_factor)
 
 
+def _proportional(dim, base, seq_len, *, factor, partial_rotary_factor):
+    # transformers 5.x: ``dim`` is the whole head; the fastest
+    # int(p·dim // 2) pairs keep base**(-2i/dim), the others never turn.
+    share = _validate.finite_float("partial_rotary_factor", partial_rotary_factor,
+                                   greater_than=0.0)
+    if share > 1:
+        raise ValueError(f"partial_rotary_factor must be <= 1, got {share}")
+    inv_freq = _default_inv_freq(dim, base).clone()
+    inv_freq[int(share * dim // 2):] = 0.0
+    return inv_freq / _factor(factor), 1.0
+
+
 #: Every supported ``rope_type``, with its parameters and their defaults.
 ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling(_default),
@@ -310,6 +342,8 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
     "llama3": RopeScaling(
         _llama3, ("factor", "low_freq_factor", "high_freq_factor",
                   "original_max_position_embeddings")),
+    "proportional": RopeScaling(_proportional, (),
+                                {"factor": 1.0, "partial_rotary_factor": 1.0}),
     "longrope": RopeScaling(
         _longrope, ("short_factor", "long_factor", "original_max_position_embeddings"),
         {"factor": None, "attention_factor": None}),
@@ -717,8 +751,8 @@ def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 
 
 # -- a whole config.json --------------------------------------------------------------
 
-def rope_from_config(config: Mapping, *, seq_len=None,
-                     dtype: torch.dtype | None = None) -> tuple[Tensor, float]:
+def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
+                     dtype: torch.dtype | None = None) -> tuple[Tensor, float] | None:
     """``(inv_freq, attention_factor)`` of a model, from its ``config.json`` as a mapping.
 
     Reads every layout transformers has used (4.x ``rope_theta`` plus
@@ -734,15 +768,22 @@ def rope_from_config(config: Mapping, *, seq_len=None,
 
     Args:
         config: a parsed ``config.json`` (a ``text_config`` inside is read too).
+        layer: a layer index: that layer's RoPE, as the model's own modelling
+            code builds it (Gemma 3's local layers, OLMo 3's sliding layers),
+            or ``None`` for a layer without RoPE (Llama 4's and SmolLM3's NoPE
+            layers, Qwen3-Next's linear-attention layers); see
+            :mod:`posenc_lib.per_layer`. Without it, the model's global
+            (full-attention) RoPE.
         seq_len: current sequence length, for ``"dynamic"`` and ``"longrope"``.
         dtype: dtype of ``inv_freq`` (torch's default if ``None``).
 
     Returns:
         ``(inv_freq, attention_factor)``: a ``(dim/2,)`` tensor, ``dim`` the rotated
-        features per head, and a float.
+        features per head, and a float; ``None`` for a layer without RoPE.
 
     Raises:
-        ValueError: naming the key, for a key transformers requires and does not
+        ValueError: naming ``layer`` for an index outside the model's layers;
+            naming the key, for a key transformers requires and does not
             find (``yarn`` without ``factor``; ``yarn`` with neither
             ``original_max_position_embeddings`` nor ``max_position_embeddings``),
             a value it rejects, a model without rotary positions, or a config that
@@ -754,6 +795,18 @@ def rope_from_config(config: Mapping, *, seq_len=None,
     """
     from ._config import parse_rope_config  # the schema parsing lives apart
 
+    if layer is not None:
+        from .per_layer import layer_config
+
+        config = layer_config(config, layer)
+        if config is None:
+            return None
     rope = parse_rope_config(config)
+    if (rope.dynamic_params is not None and seq_len is not None
+            and _length("seq_len", seq_len) > rope.max_position_embeddings):
+        # Hunyuan's module is decorated with dynamic_rope_update: beyond
+        # max_position_embeddings it recomputes plain dynamic NTK (no alpha).
+        return rope_parameters("dynamic", rope.dim, rope.base, seq_len=seq_len,
+                               dtype=dtype, **rope.dynamic_params)
     return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
                            dtype=dtype, **rope.params)

@@ -248,8 +248,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '        out[part] = {"past": len(ranges), "future": len(future),',
        ["09_models"], "T5's buckets counted over both directions: 32 \"per direction\""),
     _m("inspect-pair-layout-half", "inspect.py",
-       'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave"}',
-       "INTERLEAVED_PAIRS = {}",
+       'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,',
+       'INTERLEAVED_PAIRS = {"ernie4_5": True,',
        ["09_models"], "DeepSeek-V3's interleaved q_pe/k_pe taken for the half split "
        "that other models use"),
     _m("linear-extended-by-factor", "_config.py",
@@ -257,6 +257,59 @@ MUTANTS: tuple[Mutant, ...] = (
        'if self.factor is not None and self.factor > 1:',
        ["09_models"], "linear scaling's max_position_embeddings taken as the length "
        "before extension (Gemma 3 reported at 8 x 131,072)"),
+    _m("llama3-keep-wins-crossed", "scaling.py",
+       "smooth = torch.where(divide, 0.0, torch.where(keep, 1.0, smooth))",
+       "smooth = torch.where(keep, 1.0, torch.where(divide, 0.0, smooth))",
+       ["09_models"], "Llama 3 bands with low_freq_factor > high_freq_factor: a pair "
+       "both kept and divided is kept (transformers divides it)"),
+    _m("hunyuan-alpha-ignored", "_config.py",
+       '        alpha = block.pop("alpha", None) or None\n',
+       '        alpha = block.pop("alpha", None) and None\n',
+       ["09_models"], "Hunyuan's NTK alpha dropped: plain RoPE, 1000x off on the "
+       "slowest pair"),
+    _m("config-first-problem-only", "_config.py",
+       "        if len(self.messages) == 1:\n", "        if self.messages:\n",
+       ["09_models"], "a config's first problem reported, the others hidden"),
+    _m("layer-local-keeps-scaling", "per_layer.py",
+       '        out["rope_scaling"] = None\n',
+       '        out["rope_scaling"] = out.get("rope_scaling")\n',
+       ["09_models"], "Gemma 3's / OLMo 3's local layers given the global layers' "
+       "scaling"),
+    _m("layer-local-global-base", "per_layer.py",
+       'out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)',
+       'out["rope_theta"] = _field(text, model_type, "rope_theta", used)',
+       ["09_models"], "Gemma 3's sliding layers given rope_theta, not "
+       "rope_local_base_freq"),
+    _m("layer-nope-inverted", "per_layer.py",
+       'if kind == "linear_attention" or not no_rope[i]:',
+       'if kind == "linear_attention" or no_rope[i]:',
+       ["09_models"], "no_rope_layers read the way its name suggests: 1 taken for "
+       "a NoPE layer"),
+    _m("layer-pattern-off-by-one", "per_layer.py",
+       'kinds = ["sliding_attention" if (i + 1) % period else "full_attention"',
+       'kinds = ["sliding_attention" if i % period else "full_attention"',
+       ["09_models"], "the global layer placed first in each period instead of last"),
+    _m("inspect-layer-window-ignored", "inspect.py",
+       "    judged = target if window is None else min(target, window)\n"
+       "    out = scaling.out_of_range_pairs(parts[",
+       "    judged = target\n"
+       "    out = scaling.out_of_range_pairs(parts[",
+       ["09_models"], "a sliding-window layer judged against the whole context, "
+       "though it never sees a distance beyond its window"),
+    _m("proportional-keeps-slow-pairs", "scaling.py",
+       "    inv_freq[int(share * dim // 2):] = 0.0\n",
+       "    inv_freq[int(share * dim):] = 0.0\n",
+       ["09_models"], "p-RoPE keeps twice the pairs it should (p·d pairs instead of "
+       "p·d/2)"),
+    _m("per-type-parameters-ignored", "per_layer.py",
+       "    if _config.is_per_layer_type(nested):\n",
+       "    if False:\n",
+       ["09_models"], "5.x per-layer-type rope_parameters: every layer given the "
+       "full-attention layers' RoPE"),
+    _m("ledger-mscale-not-squared", "inspect.py",
+       'out.append({"name": "softmax mscale, squared", "value": m * m,',
+       'out.append({"name": "softmax mscale, squared", "value": m,',
+       ["09_models"], "DeepSeek's softmax mscale applied once, not squared"),
     _m("logn-log-p", "temperature.py",
        "    return (torch.log1p(p) / math.log(length)).clamp(min=1.0)\n",
        "    return (torch.log(p) / math.log(length)).clamp(min=1.0)\n",

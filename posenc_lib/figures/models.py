@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.patches import Rectangle
 
-from .. import _config, scaling
+from .. import _config, per_layer, scaling
 from .. import inspect as model_inspect
 from ._base import BookFigure, new_subplots, plain_log_axis
 
-__all__ = ["ROTARY_MODELS", "overview", "wavelengths"]
+__all__ = ["ROTARY_MODELS", "LAYER_KINDS", "overview", "wavelengths", "layer_layouts"]
 
 #: The table's models with rotary positions, in table order.
 ROTARY_MODELS = tuple(
@@ -114,4 +115,62 @@ def wavelengths(model: str = "llama-3.1-8b") -> BookFigure:
                  f"turn within L", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
+    return fig
+
+
+#: The kinds of layer in :func:`layer_layouts`, with their colours.
+LAYER_KINDS = {
+    "global RoPE, full attention": "C0",
+    "global RoPE, sliding window or chunk": "#9ecae1",
+    "local RoPE (own base or unscaled), sliding window": "C2",
+    "no RoPE (NoPE), full attention": "C3",
+    "linear attention, no positions": "0.55",
+}
+
+
+def _layer_kind(layer: per_layer.LayerRope) -> str:
+    if layer.attention == "linear_attention":
+        return "linear attention, no positions"
+    if layer.rope is None:
+        return "no RoPE (NoPE), full attention"
+    if layer.rope == "local":
+        return "local RoPE (own base or unscaled), sliding window"
+    if layer.window:
+        return "global RoPE, sliding window or chunk"
+    return "global RoPE, full attention"
+
+
+def layer_layouts(configs) -> BookFigure:
+    """The layer layout of several models: one row per model, one cell per layer.
+
+    Args:
+        configs: a mapping from a label to a ``config.json`` mapping (read
+            with :func:`posenc_lib.per_layer.layer_layout`).
+
+    Each cell is coloured by what the layer does with positions (see
+    :data:`LAYER_KINDS`).
+    """
+    if not configs:
+        raise ValueError("configs must name at least one model")
+    rows = [(label, per_layer.layer_layout(config)) for label, config in configs.items()]
+    depth = max(len(layers) for _, layers in rows)
+    fig, ax = new_subplots(7.6, 0.55 * len(rows) + 1.5)
+    seen = set()
+    for row, (label, layers) in enumerate(rows):
+        y = len(rows) - 1 - row
+        for layer in layers:
+            kind = _layer_kind(layer)
+            ax.add_patch(Rectangle((layer.index, y - 0.4), 0.9, 0.8,
+                                   color=LAYER_KINDS[kind], lw=0,
+                                   label=None if kind in seen else kind))
+            seen.add(kind)
+    ax.set_xlim(-0.5, depth + 0.5)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows[::-1]], fontsize=8)
+    ax.set_xlabel("layer index")
+    ax.set_title("Which layers rotate, and with which RoPE", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    order = [labels.index(k) for k in LAYER_KINDS if k in labels]
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=2)
     return fig

@@ -1,0 +1,253 @@
+"""Which positions each layer of a model uses, read from its ``config.json``.
+
+Many current models are not one RoPE. Their config classes in transformers
+4.57.6 give every layer a type (``layer_types``; older configs give a pattern
+the class expands), and their modelling code builds the rotary embedding per
+type:
+
+* **Gemma 3** (``Gemma3TextModel``): sliding-window layers use a second
+  rotary module with ``rope_local_base_freq`` and no scaling; full-attention
+  layers use ``rope_theta`` and the config's ``rope_scaling``.
+* **OLMo 3** (``Olmo3Model.rotary_embs``): sliding layers plain RoPE,
+  full-attention layers the config's method (YaRN in the long-context model).
+* **Llama 4** and **SmolLM3**: ``no_rope_layers[i] == 0`` marks a layer that
+  applies no RoPE at all (NoPE); Llama 4 scales the queries of those layers
+  by a log temperature (``attn_temperature_tuning``, ``attn_scale``,
+  ``floor_scale``).
+* **Qwen3-Next**: ``linear_attention`` layers (gated DeltaNet) have no
+  positions of their own; only ``full_attention`` layers rotate.
+
+Every other layer uses the model's one RoPE, and a sliding-window layer sees
+no distance of ``sliding_window`` or more (Gemma 2/3, Cohere 2, EXAONE 4,
+OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from . import _config, _validate
+
+__all__ = ["LayerRope", "LAYER_DEFAULTS", "layer_types", "layer_layout",
+           "layer_config"]
+
+#: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
+#: the fields that decide the layer layout; ``tests/test_per_layer.py`` checks
+#: each. ``sliding_window_pattern`` and ``full_attention_interval`` are read
+#: from ``kwargs`` by their classes (default written in the class body).
+LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma2": {"num_hidden_layers": 26, "sliding_window": 4096},
+    "gemma3": {"num_hidden_layers": 26, "sliding_window": 4096,
+               "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0},
+    "cohere2": {"num_hidden_layers": 40, "sliding_window": 4096,
+                "sliding_window_pattern": 4},
+    "exaone4": {"num_hidden_layers": 32, "sliding_window": 4096,
+                "sliding_window_pattern": 4},
+    "olmo3": {"num_hidden_layers": 32, "sliding_window": 4096},
+    "gpt_oss": {"num_hidden_layers": 36, "sliding_window": 128},
+    "qwen3_next": {"num_hidden_layers": 48, "full_attention_interval": 4},
+    "llama4": {"num_hidden_layers": 48, "no_rope_layer_interval": 4,
+               "attn_temperature_tuning": True, "floor_scale": 8192,
+               "attn_scale": 0.1, "attention_chunk_size": 8192},
+    "smollm3": {"num_hidden_layers": 36, "no_rope_layer_interval": 4,
+                "use_sliding_window": False, "sliding_window": None},
+    "qwen2": {"num_hidden_layers": 32, "sliding_window": 4096,
+              "use_sliding_window": False, "max_window_layers": 28},
+    "qwen3": {"num_hidden_layers": 32, "sliding_window": 4096,
+              "use_sliding_window": False, "max_window_layers": 28},
+    "qwen2_moe": {"num_hidden_layers": 24, "sliding_window": 4096,
+                  "use_sliding_window": False, "max_window_layers": 28},
+    "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
+}
+#: Model types whose classes expand a period into sliding/full layers:
+#: layer i is full attention when (i + 1) % period == 0.
+_PERIODIC = {"gemma2": 2, "gemma3": "sliding_window_pattern",
+             "cohere2": "sliding_window_pattern", "exaone4": "sliding_window_pattern",
+             "olmo3": 4, "gpt_oss": 2}
+
+
+@dataclass(frozen=True)
+class LayerRope:
+    """One layer's positional set-up.
+
+    Attributes:
+        index: the layer's index.
+        attention: its type (``"full_attention"``, ``"sliding_attention"``,
+            ``"chunked_attention"``, ``"linear_attention"``).
+        rope: which rotary embedding it applies: ``"global"`` (the model's
+            RoPE), ``"local"`` (Gemma 3's ``rope_local_base_freq``, or OLMo 3's
+            plain one) or ``None`` (no RoPE: NoPE or linear attention).
+        window: the largest distance the layer sees plus one (the sliding
+            window, Llama 4's attention chunk), or ``None``.
+        temperature: Llama 4's query temperature of a NoPE layer
+            (``{"attn_scale": ..., "floor_scale": ...}``), else ``None``.
+    """
+
+    index: int
+    attention: str
+    rope: str | None
+    window: int | None = None
+    temperature: dict | None = None
+
+
+def _field(text: Mapping, model_type: str | None, name: str, used: list):
+    if name in text and (text[name] is not None or name == "sliding_window"):
+        return text[name]  # an explicit null window means no window
+    defaults = LAYER_DEFAULTS.get(model_type, {})
+    if name in defaults:
+        used.append(name)
+        return defaults[name]
+    return None
+
+
+def _no_rope_layers(text: Mapping, model_type: str, n: int, used: list) -> list:
+    given = text.get("no_rope_layers")
+    if model_type == "llama4" and given == []:  # Llama4TextConfig: [] means default
+        given = None
+    if given is None:
+        interval = _validate.positive_int(
+            "no_rope_layer_interval",
+            _field(text, model_type, "no_rope_layer_interval", used))
+        return [int((i + 1) % interval != 0) for i in range(n)]
+    if len(given) != n:
+        raise ValueError(f"no_rope_layers has {len(given)} entries for "
+                         f"num_hidden_layers={n}")
+    return list(given)
+
+
+def _defaults_warning(used: list, model_type: str | None) -> None:
+    if used:
+        values = {name: LAYER_DEFAULTS[model_type][name] for name in used}
+        warnings.warn(f"the config leaves out {sorted(set(used))}; using the defaults "
+                      f"of model_type {model_type!r}'s config class ({values}), as "
+                      f"transformers does", _config.DefaultValueWarning, stacklevel=4)
+
+
+def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
+    text, model_type = _config._text_config(config)
+    if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
+        model_type = model_type.removesuffix("_text")
+    used: list = []
+    n = _field(text, model_type, "num_hidden_layers", used)
+    given = text.get("layer_types")
+    if n is None and given is not None:
+        n = len(given)
+    if n is None:
+        raise ValueError("config is incomplete: the layer layout needs "
+                         "num_hidden_layers (or layer_types)")
+    n = _validate.positive_int("num_hidden_layers", n)
+    no_rope = (_no_rope_layers(text, model_type, n, used)
+               if model_type in ("llama4", "smollm3") else [1] * n)
+    window = _field(text, model_type, "sliding_window", used)
+    if given is not None:
+        if len(given) != n:
+            raise ValueError(f"layer_types has {len(given)} entries for "
+                             f"num_hidden_layers={n}")
+        kinds = list(given)
+    elif model_type in _PERIODIC:
+        period = _PERIODIC[model_type]
+        if isinstance(period, str):
+            period = _validate.positive_int(period, _field(text, model_type, period,
+                                                           used))
+        kinds = ["sliding_attention" if (i + 1) % period else "full_attention"
+                 for i in range(n)]
+    elif model_type == "qwen3_next":
+        period = _validate.positive_int(
+            "full_attention_interval",
+            _field(text, model_type, "full_attention_interval", used))
+        kinds = ["linear_attention" if (i + 1) % period else "full_attention"
+                 for i in range(n)]
+    elif model_type == "llama4":
+        kinds = ["chunked_attention" if r else "full_attention" for r in no_rope]
+    elif model_type == "smollm3":
+        sliding = (_field(text, model_type, "use_sliding_window", used)
+                   and window is not None)
+        kinds = ["sliding_attention" if sliding and not r else "full_attention"
+                 for r in no_rope]
+    elif model_type in ("qwen2", "qwen3", "qwen2_moe"):
+        if not _field(text, model_type, "use_sliding_window", used):
+            window = None  # Qwen2Config: sliding_window only with use_sliding_window
+        first = _field(text, model_type, "max_window_layers", used)
+        kinds = ["sliding_attention" if window is not None and i >= first
+                 else "full_attention" for i in range(n)]
+    elif model_type == "mistral":  # MistralAttention: one window for every layer
+        kinds = ["sliding_attention" if window is not None else "full_attention"] * n
+    else:
+        kinds = ["full_attention"] * n
+    layers = []
+    for i, kind in enumerate(kinds):
+        rope: str | None = "global"
+        temperature = None
+        if kind == "linear_attention" or not no_rope[i]:
+            rope = None
+        elif kind == "sliding_attention" and model_type in ("gemma3", "olmo3"):
+            rope = "local"
+        if model_type == "llama4" and not no_rope[i] and \
+                _field(text, model_type, "attn_temperature_tuning", used):
+            temperature = {"attn_scale": _field(text, model_type, "attn_scale", used),
+                           "floor_scale": _field(text, model_type, "floor_scale",
+                                                 used)}
+        span = None
+        if kind == "sliding_attention":
+            span = window
+        elif kind == "chunked_attention":
+            span = _field(text, model_type, "attention_chunk_size", used)
+        layers.append(LayerRope(i, kind, rope, span, temperature))
+    return layers, text, model_type, used
+
+
+def layer_types(config: Mapping) -> list[str]:
+    """The attention type of every layer, as the model's config class fills in
+    ``layer_types`` (transformers 4.57.6)."""
+    return [layer.attention for layer in layer_layout(config)]
+
+
+def layer_layout(config: Mapping) -> list[LayerRope]:
+    """Every layer's positional set-up (see the module docstring).
+
+    Warns:
+        DefaultValueWarning: for a field the layout needs and the config leaves
+            out, filled in from its config class's default.
+    """
+    layers, _, model_type, used = _layout(config)
+    _defaults_warning(used, model_type)
+    return layers
+
+
+def layer_config(config: Mapping, layer: int) -> dict | None:
+    """A config whose single RoPE is layer ``layer``'s, or ``None`` for a layer
+    without RoPE.
+
+    Raises:
+        ValueError: naming ``layer`` when it is not an index of the model's
+            layers.
+    """
+    layers, text, model_type, used = _layout(config)
+    if isinstance(layer, bool) or not isinstance(layer, int) or \
+            not 0 <= layer < len(layers):
+        raise ValueError(f"layer must be an int in [0, {len(layers)}) (the model has "
+                         f"{len(layers)} layers), got {layer!r}")
+    entry = layers[layer]
+    if entry.rope is None:
+        _defaults_warning(used, model_type)
+        return None
+    out = {**text, "model_type": model_type}
+    nested = text.get("rope_parameters")
+    if _config.is_per_layer_type(nested):
+        # transformers 5.x: one rope_parameters per layer type, as stated
+        if entry.attention not in nested:
+            raise ValueError(f"rope_parameters has no entry for layer {layer}'s "
+                             f"type {entry.attention!r} (it has {sorted(nested)})")
+        out["rope_parameters"] = dict(nested[entry.attention])
+        _defaults_warning(used, model_type)
+        return out
+    if entry.rope == "local":
+        if text.get("rope_parameters") is not None:
+            out.pop("rope_parameters")
+        out["rope_scaling"] = None
+        if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
+            out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
+    _defaults_warning(used, model_type)
+    return out

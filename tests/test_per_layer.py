@@ -1,0 +1,377 @@
+"""Per-layer positions against transformers 4.57.6's own models.
+
+Each check builds a tiny model (hidden size 64, a few layers, random
+weights, no download) from the same config with transformers' own classes,
+then reads which rotary module every layer uses the way its forward pass
+does (``Gemma3TextModel.rotary_emb_local`` for sliding layers,
+``Olmo3Model.rotary_embs[attention_type]``, ``use_rope`` of Llama 4 and
+SmolLM3, Qwen3-Next's ``linear_attn`` layers), and compares that module's
+``inv_freq`` and ``attention_scaling`` with ``rope_from_config(config,
+layer=i)``. Tolerance as in ``test_models.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect as std_inspect
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModel  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from posenc_lib import _config, per_layer, scaling  # noqa: E402
+from test_models import assert_same  # noqa: E402
+
+TINY = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 32, "intermediate_size": 32, "vocab_size": 16, "pad_token_id": 0}
+#: What each model type needs beyond TINY to build at this size.
+EXTRA = {"llama4": {"intermediate_size_mlp": 32, "num_local_experts": 2},
+         "qwen3_next": {"num_experts": 2, "moe_intermediate_size": 16,
+                        "shared_expert_intermediate_size": 16, "linear_num_key_heads": 2,
+                        "linear_num_value_heads": 2, "linear_key_head_dim": 16,
+                        "linear_value_head_dim": 16},
+         "gpt_oss": {"num_local_experts": 2}}
+CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+
+def tiny_model(config: dict):
+    d = copy.deepcopy(config)
+    model_type = d.pop("model_type")
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # Qwen3-Next: no fast kernels installed
+    try:
+        built = CONFIG_MAPPING[CLASS_TYPE.get(model_type, model_type)](**d)
+        torch.manual_seed(0)
+        return AutoModel.from_config(built), built
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def hf_layers(model) -> list:
+    """Per layer: (rotary module, attention module) the forward pass uses,
+    the module ``None`` where the layer applies no RoPE."""
+    out = []
+    for layer in model.layers:
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not getattr(attn, "use_rope", 1):
+            out.append((None, attn))
+        elif hasattr(model, "rotary_embs"):  # OLMo 3
+            out.append((model.rotary_embs[attn.attention_type], attn))
+        elif getattr(attn, "is_sliding", False) and hasattr(model, "rotary_emb_local"):
+            out.append((model.rotary_emb_local, attn))
+        else:
+            out.append((model.rotary_emb, attn))
+    return out
+
+
+def check_every_layer(config: dict) -> list:
+    model, built = tiny_model(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        layout = per_layer.layer_layout(config)
+        assert [x.attention for x in layout] == list(built.layer_types)
+        for i, (module, attn) in enumerate(hf_layers(model)):
+            got = scaling.rope_from_config(config, layer=i, dtype=torch.float64)
+            if module is None:
+                assert got is None, (config["model_type"], i)
+                assert layout[i].rope is None
+            else:
+                assert_same(got, (module.inv_freq, float(module.attention_scaling)),
+                            f"{config['model_type']} layer {i}")
+            if attn is not None and getattr(attn, "sliding_window", None):
+                assert layout[i].window == attn.sliding_window
+            if attn is not None and getattr(attn, "attn_temperature_tuning", False) \
+                    and not attn.use_rope:
+                assert layout[i].temperature == {"attn_scale": attn.attn_scale,
+                                                 "floor_scale": attn.floor_scale}
+    return layout
+
+
+GEMMA3 = {"model_type": "gemma3", **TINY, "num_hidden_layers": 12,
+          "sliding_window": 16, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+          "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+          "max_position_embeddings": 131072}
+OLMO3 = {"model_type": "olmo3", **TINY, "num_hidden_layers": 8, "sliding_window": 16,
+         "rope_theta": 5e5, "max_position_embeddings": 65536,
+         "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.2,
+                          "beta_fast": 32.0, "beta_slow": 1.0,
+                          "original_max_position_embeddings": 8192}}
+LLAMA4 = {"model_type": "llama4", **TINY, **EXTRA["llama4"], "num_hidden_layers": 8,
+          "rope_theta": 5e5, "max_position_embeddings": 262144,
+          "rope_scaling": {"rope_type": "llama3", "factor": 16.0,
+                           "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                           "original_max_position_embeddings": 8192}}
+SMOLLM3 = {"model_type": "smollm3", **TINY, "num_hidden_layers": 8,
+           "rope_theta": 5e6, "max_position_embeddings": 65536}
+QWEN3_NEXT = {"model_type": "qwen3_next", **TINY, **EXTRA["qwen3_next"],
+              "num_hidden_layers": 8, "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+              "max_position_embeddings": 262144}
+GPT_OSS = {"model_type": "gpt_oss", **TINY, **EXTRA["gpt_oss"], "num_hidden_layers": 4,
+           "rope_theta": 150000.0, "sliding_window": 128,
+           "max_position_embeddings": 131072,
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "truncate": False,
+                            "original_max_position_embeddings": 4096}}
+MODELS = {"gemma3": GEMMA3, "olmo3": OLMO3, "llama4": LLAMA4, "smollm3": SMOLLM3,
+          "qwen3_next": QWEN3_NEXT, "gpt_oss": GPT_OSS}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_layer_matches_the_models_own_modules(name):
+    layout = check_every_layer(MODELS[name])
+    kinds = {(x.attention, x.rope) for x in layout}
+    expected = {
+        "gemma3": {("sliding_attention", "local"), ("full_attention", "global")},
+        "olmo3": {("sliding_attention", "local"), ("full_attention", "global")},
+        "llama4": {("chunked_attention", "global"), ("full_attention", None)},
+        "smollm3": {("full_attention", "global"), ("full_attention", None)},
+        "qwen3_next": {("linear_attention", None), ("full_attention", "global")},
+        "gpt_oss": {("sliding_attention", "global"), ("full_attention", "global")},
+    }[name]
+    assert kinds == expected  # every kind of layer was compared above
+
+
+def test_the_kinds_of_layer_really_differ():
+    """Gemma 3's local layers are not its global ones (another base, no factor);
+    OLMo 3's sliding layers are plain RoPE, its full layers YaRN."""
+    local = scaling.rope_from_config(GEMMA3, layer=0, dtype=torch.float64)
+    glob = scaling.rope_from_config(GEMMA3, layer=5, dtype=torch.float64)
+    assert torch.allclose(local[0], 1e4 ** -(torch.arange(0, 32, 2) / 32).double())
+    assert torch.allclose(glob[0], 1e6 ** -(torch.arange(0, 32, 2) / 32).double() / 8)
+    assert torch.equal(glob[0], scaling.rope_from_config(GEMMA3, dtype=torch.float64)[0])
+    sliding = scaling.rope_from_config(OLMO3, layer=0, dtype=torch.float64)
+    full = scaling.rope_from_config(OLMO3, layer=3, dtype=torch.float64)
+    assert sliding[1] == 1.0 and full[1] == 1.2
+    assert not torch.equal(sliding[0], full[0])
+
+
+@st.composite
+def layouts(draw):
+    name = draw(st.sampled_from(list(MODELS)))
+    config = copy.deepcopy(MODELS[name])
+    n = draw(st.integers(1, 9))
+    config["num_hidden_layers"] = n
+    choice = draw(st.sampled_from(["pattern", "explicit", "default"]))
+    if name in ("gemma3", "olmo3", "gpt_oss"):
+        if choice == "explicit":
+            config["layer_types"] = draw(st.lists(st.sampled_from(
+                ["sliding_attention", "full_attention"]), min_size=n, max_size=n))
+        elif choice == "pattern" and name == "gemma3":
+            config["sliding_window_pattern"] = draw(st.integers(1, 4))
+    elif name in ("llama4", "smollm3"):
+        if choice == "explicit":
+            config["no_rope_layers"] = draw(st.lists(st.sampled_from([0, 1]),
+                                                     min_size=n, max_size=n))
+        elif choice == "pattern":
+            config["no_rope_layer_interval"] = draw(st.integers(1, 4))
+        if name == "smollm3" and draw(st.booleans()):
+            config.update(use_sliding_window=True, sliding_window=16)
+    elif name == "qwen3_next":
+        if choice == "explicit":
+            config["layer_types"] = draw(st.lists(st.sampled_from(
+                ["linear_attention", "full_attention"]), min_size=n, max_size=n))
+        elif choice == "pattern":
+            config["full_attention_interval"] = draw(st.integers(1, 4))
+    return config
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(config=layouts())
+def test_random_layouts_match_the_models(config):
+    check_every_layer(config)
+
+
+@pytest.mark.parametrize("model_type, extra", [
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 32,
+               "max_window_layers": 2}),
+    ("qwen3", {"use_sliding_window": False, "sliding_window": 32}),
+    ("mistral", {"sliding_window": 32}), ("mistral", {"sliding_window": None}),
+    ("gemma2", {}), ("cohere2", {}), ("cohere2", {"sliding_window_pattern": 3}),
+])
+def test_layer_types_of_other_sliding_models(model_type, extra):
+    """The layer types and windows the config classes fill in (no model built)."""
+    config = {"model_type": model_type, **TINY, "num_hidden_layers": 5,
+              "rope_theta": 10000.0, **extra}
+    d = {k: v for k, v in config.items() if k != "model_type"}
+    built = CONFIG_MAPPING[model_type](**d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        ours = per_layer.layer_layout(config)
+    if hasattr(built, "layer_types"):
+        assert [x.attention for x in ours] == list(built.layer_types)
+    window = getattr(built, "sliding_window", None)
+    for x in ours:
+        assert x.window == (window if x.attention == "sliding_attention" else None)
+        assert x.rope == "global"
+
+
+def test_layer_out_of_range_names_layer():
+    for bad in (8, -1, 2.0, True, "0"):
+        with pytest.raises(ValueError, match="layer"):
+            scaling.rope_from_config(OLMO3, layer=bad)
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        scaling.rope_from_config({"model_type": "mystery", "hidden_size": 64,
+                                  "num_attention_heads": 2, "rope_theta": 1e4},
+                                 layer=0)
+
+
+def test_layout_defaults_are_the_config_classes_and_are_reported():
+    for model_type, defaults in per_layer.LAYER_DEFAULTS.items():
+        cls = CONFIG_MAPPING[CLASS_TYPE.get(model_type, model_type)]
+        params = std_inspect.signature(cls.__init__).parameters
+        for name, value in defaults.items():
+            if name in params:
+                assert params[name].default == value, (model_type, name)
+            else:  # read from kwargs: the class's behaviour without the key
+                assert name in ("sliding_window_pattern", "full_attention_interval")
+    # The kwargs defaults, through the layer types the classes fill in.
+    for model_type in ("gemma3", "cohere2", "qwen3_next"):
+        config = {"model_type": model_type, **TINY, "num_hidden_layers": 13,
+                  **EXTRA.get(model_type, {})}
+        built = CONFIG_MAPPING[CLASS_TYPE.get(model_type, model_type)](
+            **{k: v for k, v in config.items() if k != "model_type"})
+        with pytest.warns(_config.DefaultValueWarning, match="leaves out"):
+            assert per_layer.layer_types(config) == list(built.layer_types)
+    no_layers = {k: v for k, v in GEMMA3.items() if k != "num_hidden_layers"}
+    with pytest.warns(_config.DefaultValueWarning, match="num_hidden_layers"):
+        assert len(per_layer.layer_layout(no_layers)) == 26
+
+
+# -- the inspector --------------------------------------------------------------------
+
+GEMMA3_27B_LAYOUT = {"model_type": "gemma3_text", "hidden_size": 5376, "head_dim": 128,
+                     "num_attention_heads": 32, "num_hidden_layers": 62,
+                     "max_position_embeddings": 131072, "rope_theta": 1e6,
+                     "rope_local_base_freq": 1e4, "sliding_window": 1024,
+                     "sliding_window_pattern": 6,
+                     "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+
+
+def test_inspector_summarises_the_layers():
+    from posenc_lib import inspect as model_inspect
+
+    report = model_inspect.inspect_config(GEMMA3_27B_LAYOUT)
+    assert report["layer_summary"] == (
+        "62 layers: 52 sliding (window 1,024), base 10,000, plain; "
+        "10 global, base 1,000,000, linear x8")
+    assert len(report["layers"]) == 62
+    # Counted independently of the library: global every 6th layer (5, 11, ...).
+    glob = [e["index"] for e in report["layers"] if e["rope"]["kind"] == "global"]
+    assert glob == list(range(5, 62, 6))
+    assert "52 sliding" in model_inspect.format_report(report)
+    llama4 = model_inspect.inspect_config({**LLAMA4, "num_hidden_layers": 48})
+    assert llama4["layer_summary"].startswith("48 layers: 36 chunked (window 8,192)")
+    assert "12 global, no RoPE (NoPE), query temperature 1 + 0.1" in \
+        llama4["layer_summary"]
+    qwen = model_inspect.inspect_config(QWEN3_NEXT)
+    assert qwen["layer_summary"] == ("8 layers: 6 linear attention, no RoPE; "
+                                     "2 global, base 10,000,000, plain")
+
+
+def test_sliding_layers_are_judged_against_their_window():
+    """A local layer of Gemma 3 as a config of its own (base 10,000, window
+    1,024, L = 1,024): at 2,048 tokens plain RoPE would put every pair that
+    has not closed its circle out of range, but no distance above 1,023 occurs
+    in the layer."""
+    from posenc_lib import inspect as model_inspect
+
+    local = {"model_type": "mistral", "hidden_size": 5376, "head_dim": 128,
+             "num_attention_heads": 32, "max_position_embeddings": 1024,
+             "rope_theta": 1e4, "sliding_window": 1024}
+    report = model_inspect.inspect_config(local)
+    unwindowed = model_inspect.inspect_config({**local, "sliding_window": None})
+    assert report["target_length"] == unwindowed["target_length"] == 2048
+    assert unwindowed["out_of_range_count"] == 64 - unwindowed["full_turn_pairs"] > 0
+    assert report["out_of_range_count"] == 0 and report["judged_at"] == 1024
+    as_gemma = model_inspect.inspect_config({**GEMMA3_27B_LAYOUT,
+                                             "max_position_embeddings": 1024})
+    sliding = [e for e in as_gemma["layers"] if e["window"]]
+    assert {e["out_of_range_count"] for e in sliding} == {0}
+    assert {e["judged_at"] for e in sliding} == {1024}
+    full = [e for e in as_gemma["layers"] if not e["window"]]
+    assert {e["judged_at"] for e in full} == {2048}
+
+
+def test_inspector_json_has_one_entry_per_layer(capsys, tmp_path):
+    import json
+
+    from posenc_lib import inspect as model_inspect
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(OLMO3))
+    assert model_inspect.main([str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [e["index"] for e in report["layers"]] == list(range(8))
+    for e in report["layers"]:
+        got = scaling.rope_from_config(OLMO3, layer=e["index"])
+        assert e["rope"]["attention_factor"] == got[1]
+
+
+def test_layer_layout_figure():
+    from posenc_lib.figures import models as figures
+
+    layouts = {"Gemma 3": GEMMA3, "Llama 4": LLAMA4, "Qwen3-Next": QWEN3_NEXT}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        fig = figures.layer_layouts(layouts)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "layer index" and ax.get_title()
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(layouts)[::-1]
+    assert len(ax.patches) == 12 + 8 + 8  # one cell per layer
+    labels = ax.get_legend().get_texts()
+    assert {t.get_text() for t in labels} == {
+        "global RoPE, full attention", "local RoPE (own base or unscaled), sliding "
+        "window", "global RoPE, sliding window or chunk",
+        "no RoPE (NoPE), full attention", "linear attention, no positions"}
+    with pytest.raises(ValueError, match="configs"):
+        figures.layer_layouts({})
+
+
+@pytest.mark.parametrize("model_type", ["ernie4_5", "glm", "glm4", "cohere", "cohere2",
+                                        "helium", "qwen3", "smollm3"])
+def test_pair_layout_of_current_models(model_type):
+    """Which feature pairs with feature 0, found by rotating one-hot vectors
+    with the model's own rotary module and apply function (test_models'
+    ``hf_pair_partner``), against the inspector."""
+    from test_models import hf_pair_partner
+
+    from posenc_lib import inspect as model_inspect
+
+    config = {"model_type": model_type, **{k: v for k, v in TINY.items()
+                                           if k != "pad_token_id"},
+              "num_hidden_layers": 2, "rope_theta": 1e4,
+              "max_position_embeddings": 256}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        report = model_inspect.inspect_config(config)
+    partner = hf_pair_partner(config)
+    assert partner == (1 if report["pair_layout"] == "interleaved"
+                       else report["rotary_dim"] // 2), (model_type, partner)
+
+
+def test_llama4_pairs_neighbours():
+    """Llama 4 views features (2i, 2i + 1) as one complex number."""
+    from transformers.models.llama4 import modeling_llama4 as m
+
+    from posenc_lib import inspect as model_inspect
+
+    model, built = tiny_model(LLAMA4)
+    freqs = model.rotary_emb(torch.zeros(1), torch.tensor([[0, 1]]))
+    d = 32
+    eye = torch.eye(d)[None, None].expand(1, 2, d, d)  # (batch, seq, head j: e_j, d)
+    q, k = m.apply_rotary_emb(eye, eye, freqs)
+    score = k[0, 0] @ q[0, 1, 0]  # keys e_j at position 0, query e_0 at 1
+    hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
+    assert hits == [0, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert model_inspect.inspect_config(LLAMA4)["pair_layout"] == "interleaved"

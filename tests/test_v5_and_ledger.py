@@ -1,0 +1,160 @@
+"""transformers 5.x shapes (per-layer-type ``rope_parameters``, the
+``proportional`` rope type) and the inspector's ledger of logit factors.
+
+transformers 5.x is not installed here (the venv pins 4.57.6), so the 5.x
+shapes are checked on literal dicts: against the same set-up written in
+4.57's layout and run through 4.57's own modules, and for ``proportional``
+against a transcription of 5.x's ``_compute_proportional_rope_parameters``
+(``src/transformers/modeling_rope_utils.py`` on the main branch) in Python
+floats, and against :func:`posenc_lib.rope.partial_inv_freq`'s independent
+``"head_dim"`` spacing. The ledger is checked against the ``scaling``
+attribute of transformers 4.57.6's attention modules.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+
+from posenc_lib import _config, rope, scaling  # noqa: E402
+from posenc_lib import inspect as model_inspect  # noqa: E402
+from test_per_layer import GEMMA3, OLMO3, check_every_layer  # noqa: E402
+
+
+def per_layer_type(config: dict, local: dict) -> dict:
+    """``config`` (4.x layout) written with 5.x's per-layer-type rope_parameters."""
+    v5 = {k: v for k, v in config.items()
+          if k not in ("rope_scaling", "rope_theta", "rope_local_base_freq")}
+    full = {**config["rope_scaling"], "rope_theta": config["rope_theta"]}
+    v5["rope_parameters"] = {"full_attention": full, "sliding_attention": local}
+    return v5
+
+
+@pytest.mark.parametrize("config, local", [
+    (GEMMA3, {"rope_type": "default", "rope_theta": GEMMA3["rope_local_base_freq"]}),
+    (OLMO3, {"rope_type": "default", "rope_theta": OLMO3["rope_theta"]}),
+], ids=["gemma3", "olmo3"])
+def test_per_layer_type_rope_parameters(config, local):
+    v5 = per_layer_type(config, local)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        check_every_layer(config)  # the 4.x form against transformers 4.57.6
+        for i in range(config["num_hidden_layers"]):
+            a = scaling.rope_from_config(v5, layer=i, dtype=torch.float64)
+            b = scaling.rope_from_config(config, layer=i, dtype=torch.float64)
+            assert torch.equal(a[0], b[0]) and a[1] == b[1], i
+        glob = scaling.rope_from_config(v5, dtype=torch.float64)
+    assert torch.equal(glob[0], scaling.rope_from_config(config,
+                                                         dtype=torch.float64)[0])
+    assert _config.parse_rope_config(v5).layout == "5.x"
+    only_sliding = {**v5, "rope_parameters": {"sliding_attention": local}}
+    with pytest.raises(ValueError, match="full_attention"):
+        scaling.rope_from_config(only_sliding)
+
+
+def proportional_5x(head_dim: int, base: float, p: float, factor: float) -> list:
+    """5.x's function, transcribed in Python floats."""
+    angles = int(p * head_dim // 2)
+    rotated = [1.0 / base ** (2 * i / head_dim) for i in range(angles)]
+    return [f / factor for f in rotated + [0.0] * (head_dim // 2 - angles)]
+
+
+@pytest.mark.parametrize("head_dim, p, factor", [(512, 0.25, 1.0), (256, 0.75, 8.0),
+                                                 (64, 1.0, 2.0), (128, 0.1, 1.0)])
+def test_proportional_rope_type(head_dim, p, factor):
+    config = {"model_type": "llama", "hidden_size": head_dim, "head_dim": head_dim,
+              "num_attention_heads": 1, "max_position_embeddings": 4096,
+              "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e6,
+                                  "partial_rotary_factor": p, "factor": factor}}
+    inv_freq, attention_factor = scaling.rope_from_config(config, dtype=torch.float64)
+    expected = torch.tensor(proportional_5x(head_dim, 1e6, p, factor),
+                            dtype=torch.float64)
+    assert attention_factor == 1.0 and inv_freq.shape == (head_dim // 2,)
+    assert torch.allclose(inv_freq, expected, rtol=1e-13, atol=0)
+    independent = rope.partial_inv_freq(head_dim, p, 1e6, spacing="head_dim",
+                                        dtype=torch.float64) / factor
+    assert torch.allclose(inv_freq, independent, rtol=1e-13, atol=0)
+    report = model_inspect.inspect_config(config)  # measures the turning pairs
+    assert report["rope_type"] == "proportional"
+    # The 4.x layout has no such method in transformers 4.57.6.
+    v4 = {**{k: v for k, v in config.items() if k != "rope_parameters"},
+          "rope_theta": 1e6, "rope_scaling": {"rope_type": "proportional"}}
+    with pytest.raises(ValueError, match="proportional"):
+        scaling.rope_from_config(v4)
+
+
+# -- the ledger of logit factors ------------------------------------------------------
+
+TINY = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 32, "intermediate_size": 32, "vocab_size": 16}
+
+
+def hf_attention(config: dict):
+    """transformers 4.57.6's attention module of layer 0, from the config."""
+    import importlib
+
+    d = copy.deepcopy(config)
+    model_type = d.pop("model_type")
+    built = CONFIG_MAPPING[model_type](**d)
+    module = importlib.import_module(f"transformers.models.{model_type.removesuffix('_text')}"
+                                     f".modeling_{model_type.removesuffix('_text')}")
+    cls = [getattr(module, n) for n in dir(module) if n.endswith("Attention")
+           and n[0].isupper() and "Flash" not in n and "Vision" not in n
+           and hasattr(getattr(module, n), "forward")][0]
+    return cls(built, 0)
+
+
+def constant(report: dict) -> float:
+    return math.prod(f["value"] for f in report["logit_factors"]
+                     if f["value"] is not None)
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "llama", **TINY, "rope_theta": 1e4},
+    {"model_type": "gemma3_text", **TINY, "query_pre_attn_scalar": 144,
+     "rope_theta": 1e6, "num_hidden_layers": 2},
+    {"model_type": "granite", **TINY, "attention_multiplier": 0.015625,
+     "rope_theta": 1e4},
+    {"model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 2,
+     "num_key_value_heads": 2, "q_lora_rank": 16, "kv_lora_rank": 16,
+     "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+     "rope_theta": 1e4, "max_position_embeddings": 163840,
+     "rope_scaling": {"type": "yarn", "factor": 40.0, "beta_fast": 32,
+                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
+                      "original_max_position_embeddings": 4096}},
+], ids=["llama", "gemma3", "granite", "deepseek_v3"])
+def test_ledger_matches_the_attention_modules(config):
+    config = {"max_position_embeddings": 4096, **config}
+    report = model_inspect.inspect_config(config)
+    attention = hf_attention(config)
+    # Softmax scale (and DeepSeek's mscale²) times the cos/sin factor squared.
+    expected = attention.scaling * report["attention_factor"] ** 2
+    assert math.isclose(constant(report), expected, rel_tol=1e-12)
+    text = model_inspect.format_report(report)
+    assert "logit factors" in text
+
+
+def test_ledger_lists_position_dependent_temperatures():
+    from test_per_layer import LLAMA4
+
+    report = model_inspect.inspect_config(LLAMA4)
+    temps = [f for f in report["logit_factors"] if f["value"] is None]
+    assert len(temps) == 1 and "2 NoPE layers" in temps[0]["name"]
+    assert "0.1" in temps[0]["formula"] and "8192" in temps[0]["formula"]
+    mistral = {"model_type": "mistral", **TINY, "max_position_embeddings": 4096,
+               "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
+                                   "llama_4_scaling_beta": 0.1,
+                                   "original_max_position_embeddings": 16384}}
+    with pytest.warns(_config.UnknownRopeKeyWarning):  # 4.57 ignores the key
+        scaling.rope_from_config(mistral)
+    report = model_inspect.inspect_config(mistral)
+    temps = [f for f in report["logit_factors"] if f["value"] is None]
+    assert temps and "16384" in temps[0]["formula"]
