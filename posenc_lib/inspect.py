@@ -366,8 +366,8 @@ def format_report(report: dict) -> str:
     row("full turn within L", f"{report['full_turn_pairs']} of {report['pairs']} pairs "
                               f"(critical dimension {report['critical_dimension']})")
     where = f"at {report['target_length']:,} tokens"
-    if not extended:
-        where += " (2 x L)"
+    if report["target_length"] != extended:
+        where += f" ({report['target_length'] / train:.3g} x L)"
     row("out of range", f"{report['out_of_range_count']} pairs {where}: "
                         f"{_fmt_ranges(report['out_of_range_pairs'])}")
     for message in report.get("warnings", []):

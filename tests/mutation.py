@@ -134,8 +134,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "h = q_pairs * k_pairs.conj()", "h = q_pairs * k_pairs",
        ["04_rope"], "the dropped conjugate in the complex form of the score"),
     _m("rope-positions-bfloat16", "rope.py",
-       "    p = p.to(inv_freq.dtype)\n",
-       "    p = p.to(torch.bfloat16).to(inv_freq.dtype)\n",
+       "    cast = p.to(inv_freq.dtype)\n",
+       "    cast = p.to(torch.bfloat16).to(inv_freq.dtype)\n",
        ["04_rope"], "positions cast to bfloat16 before the angles"),
     # ---- multi-dimensional RoPE (chapter 5) --------------------------------------------
     _m("mrope-section-order", "multidim.py",
