@@ -137,6 +137,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "    cast = p.to(inv_freq.dtype)\n",
        "    cast = p.to(torch.bfloat16).to(inv_freq.dtype)\n",
        ["04_rope"], "positions cast to bfloat16 before the angles"),
+    _m("reference-transformers-rounded-once", "scaling.py",
+       "torch.int64).to(dtype=torch.float32) / dim",
+       "torch.int64).to(dtype=torch.float64) / dim",
+       [],
+       "a transformers-exact reference computed in float64 and rounded once"),
     # ---- multi-dimensional RoPE (chapter 5) --------------------------------------------
     _m("mrope-section-order", "multidim.py",
        "return torch.repeat_interleave(axes, torch.tensor(sections))",
