@@ -441,7 +441,8 @@ def _serving_rows(report: dict, row) -> None:
         parts = "; ".join(
             f"{kind.replace('_attention', '')} {info['layers']} layers "
             f"{info['bytes_per_token'] / 1024:,.4g} KiB/token"
-            + (f" up to {info['window']:,} tokens" if info["window"] else "")
+            + (f", window {info['window']:,} (keeps {info['cap']:,} tokens)"
+               if info["window"] else "")
             for kind, info in cache["by_layer_type"].items())
         row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token at "
             f"{cache['bytes_per_value']} bytes a value (2 x {cache['layers']} layers "

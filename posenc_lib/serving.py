@@ -239,7 +239,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     Keys and values per layer and token; DeepSeek's MLA caches per-head keys of
     ``qk_nope_head_dim + qk_rope_head_dim`` and values of ``v_head_dim`` in
     transformers 4.57, which the sum of the two sizes replaces ``2 x head_dim``
-    by. A layer with a sliding window holds at most ``sliding_window`` tokens.
+    by. A layer with a sliding window keeps at most ``sliding_window - 1``
+    tokens between steps (transformers 4.57's ``DynamicSlidingWindowLayer``:
+    the next query attends to those and to itself, ``sliding_window`` in all).
 
     Args:
         config: a parsed ``config.json``.
@@ -248,7 +250,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
 
     Returns:
         dict with ``bytes_per_token`` (every layer), ``by_layer_type`` (per
-        type: layers, bytes per token, window), ``layer_types_from`` and, with
+        type: layers, bytes per token, window, ``cap``: the tokens it keeps
+        at most), ``layer_types_from`` and, with
         ``length``, ``bytes_at_length``; ``None`` when the config lacks
         ``num_hidden_layers``.
     """
@@ -272,9 +275,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     by_type: dict = {}
     for kind in dict.fromkeys(types):
         count = types.count(kind)
+        window = text.get("sliding_window") if kind == "sliding_attention" else None
         by_type[kind] = {"layers": count, "bytes_per_token": count * per_layer,
-                         "window": (text.get("sliding_window")
-                                    if kind == "sliding_attention" else None)}
+                         "window": window, "cap": window - 1 if window else None}
     out = {"bytes_per_token": layers * per_layer, "bytes_per_value": bytes_per_value,
            "num_key_value_heads": int(kv_heads), "layers": layers,
            "by_layer_type": by_type, "layer_types_from": source}
@@ -282,7 +285,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         length = _validate.positive_int("length", length)
         out["length"] = length
         out["bytes_at_length"] = sum(
-            info["bytes_per_token"] * (min(length, info["window"]) if info["window"]
+            info["bytes_per_token"] * (min(length, info["cap"]) if info["cap"]
                                        else length)
             for info in by_type.values())
     return out

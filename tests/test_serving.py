@@ -171,7 +171,29 @@ def test_layer_types_match_transformers_config_classes(model_type, extra):
     window = config["sliding_window"] if "sliding_attention" in counts else 0
     assert cache["bytes_at_length"] == per_layer * (
         counts.get("full_attention", 0) * 100000
-        + counts.get("sliding_attention", 0) * min(window, 100000))
+        + counts.get("sliding_attention", 0) * min(window - 1, 100000))
+
+
+@pytest.mark.parametrize("model_type, extra", [
+    ("qwen2", {}), ("mistral", {"sliding_window": 4}),
+    ("gemma2", {"sliding_window": 4, "head_dim": 16}),
+    ("gemma3_text", {"sliding_window": 5, "head_dim": 16})])
+@pytest.mark.parametrize("length", [3, 10])
+def test_kv_cache_bytes_match_the_cache_transformers_fills(model_type, extra, length):
+    from transformers import AutoModelForCausalLM
+
+    fields = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=2, num_hidden_layers=7, vocab_size=100,
+                  max_position_embeddings=256, **extra)
+    built = AutoConfig.for_model(model_type, **fields)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(built, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        cache = model(torch.arange(length)[None], use_cache=True).past_key_values
+    measured = sum(t.numel() * t.element_size() for layer in cache.layers
+                   for t in (layer.keys, layer.values))
+    ours = serving.kv_cache_bytes(dict(fields, model_type=model_type), length=length)
+    assert ours["bytes_at_length"] == measured
 
 
 def test_length_dependence_is_measured_not_declared():
