@@ -140,7 +140,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("reference-transformers-rounded-once", "scaling.py",
        "torch.int64).to(dtype=torch.float32) / dim",
        "torch.int64).to(dtype=torch.float64) / dim",
-       [],
+       ["recipes/check_your_port"],
        "a transformers-exact reference computed in float64 and rounded once"),
     _m("serving-kv-cache-keys-only", "serving.py",
        "        per_head = 2 * head_dim\n", "        per_head = head_dim\n",
