@@ -153,9 +153,9 @@ def rope_angles(positions, inv_freq: Tensor) -> Tensor:
     if not bool(torch.isfinite(cast).all()):  # finite, but not in inv_freq's dtype
         largest = torch.finfo(inv_freq.dtype).max
         raise ValueError(
-            f"positions overflow {inv_freq.dtype}: its largest finite value is "
-            f"{largest:,.0f}, and positions reach {float(p.abs().max()):,.0f} "
-            f"(compute the angles in a wider dtype)")
+            f"positions overflow {inv_freq.dtype}: positions above {largest:,.6g} "
+            f"(its largest finite value, {largest!r}) do not fit, and positions "
+            f"reach {float(p.abs().max()):,.6g}; compute the angles in a wider dtype")
     return cast.unsqueeze(-1) * inv_freq
 
 

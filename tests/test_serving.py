@@ -27,8 +27,9 @@ def test_out_of_range_label_is_absent_at_the_configured_length():
 
 def test_float16_positions_beyond_its_range_are_named_as_an_overflow():
     positions = torch.arange(65520, 65530)
-    with pytest.raises(ValueError, match=r"positions overflow torch.float16: its "
-                       r"largest finite value is 65,504"):
+    with pytest.raises(ValueError, match=r"positions overflow torch.float16: "
+                       r"positions above 65,504 \(its largest finite value, "
+                       r"65504.0\) do not fit"):
         rope.cos_sin_error(positions, 128, 1e6, angle_dtype=torch.float16)
     # the largest representable position still works, in float16 and beyond
     assert rope.cos_sin_error(torch.tensor([65504]), 128, 1e6,
