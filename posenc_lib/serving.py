@@ -61,7 +61,8 @@ def transformers_warnings(config: Mapping) -> list[str]:
     that need it are skipped.
 
     Returns:
-        list of messages, in transformers' order (empty: it warns about nothing).
+        The messages in transformers' order; an empty list where it warns
+        about nothing.
     """
     text, model_type = _config._text_config(config)
     block = text.get("rope_scaling")
