@@ -1,12 +1,17 @@
 """What a model's positional set-up does, read from its ``config.json``.
 
-Run it as ``python -m posenc_lib.inspect CONFIG.json`` (or a model name from
-:func:`model_names`, e.g. ``llama-3.1-8b``; ``--json`` for scripts,
-``--list`` for the names). The report gives the rotary dim, base, method and
+Run it as ``python -m posenc_lib.inspect CONFIG.json`` (or a model directory
+holding one, or a model name from :func:`model_names`, e.g. ``llama-3.1-8b``;
+``--json`` for scripts, ``--list`` for the names; nothing is downloaded). The
+report gives the rotary dim, base, method and
 attention factor; the wavelength range; how many pairs complete a full turn
 within ``L`` (the critical dimension of Liu et al. 2023); which pairs leave
 the angle range they had within ``L`` at the extended length; and, for
-M-RoPE, the pairs each axis gets.
+M-RoPE, the pairs each axis gets. For serving (:mod:`posenc_lib.serving`):
+the warnings transformers logs for the config, whether the frequencies depend
+on the length (and so whether cached keys stay valid), how many pairs a
+static method changes for short prompts too, the angle error at the target
+length in bfloat16, float16 and float32, and the KV-cache size per token.
 
 Only importable as ``posenc_lib.inspect``: the name never shadows Python's
 ``inspect`` (nothing puts the package directory itself on ``sys.path``).
@@ -23,6 +28,7 @@ import copy
 import functools
 import json
 import math
+import re
 import sys
 import warnings
 from importlib import resources
@@ -31,7 +37,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import _config, _validate, alibi, bounds, multidim, per_layer, relative, scaling
+from . import (_config, _validate, alibi, bounds, multidim, per_layer, relative,
+               scaling, serving)
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "trained_and_extended", "format_report", "main"]
@@ -59,6 +66,8 @@ SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
 #: How the summary names each attention type.
 ATTENTION = {"full_attention": "global", "sliding_attention": "sliding",
              "chunked_attention": "chunked", "linear_attention": "linear attention"}
+#: A hub id, ``org/name`` (not a local path: checked after the file system).
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
 T5_MAX_DISTANCE = 128
 
@@ -93,12 +102,15 @@ def model_config(name: str) -> dict:
 
 
 def load_config(source) -> tuple[str, dict]:
-    """``(name, config)`` from a path to a ``config.json``, a model name or a mapping.
+    """``(name, config)`` from a ``config.json``, a model directory, a model name
+    or a mapping.
 
     Raises:
-        ValueError: if ``source`` is neither an existing file nor a known model
-            name (the message lists the known names), or the file is not a JSON
-            object.
+        ValueError: if ``source`` is neither an existing file, a directory
+            holding ``config.json``, nor a known model name (the message lists
+            the known names; for a hub id ``org/name`` it says to download the
+            ``config.json``, since nothing is fetched), or the file is not a
+            JSON object.
     """
     if isinstance(source, Mapping):
         return "config", dict(source)
@@ -106,6 +118,11 @@ def load_config(source) -> tuple[str, dict]:
         raise ValueError(f"source must be a path, a model name or a mapping, got "
                          f"{type(source).__name__}")
     path = Path(source)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"the directory {path} holds no config.json")
+        name, config = load_config(path / "config.json")
+        return path.resolve().name, config
     if path.is_file():
         try:
             config = json.loads(path.read_text("utf-8"))
@@ -118,6 +135,11 @@ def load_config(source) -> tuple[str, dict]:
     if str(source).lower() in _table():
         entry = model_entry(str(source))
         return entry["title"], entry["config"]
+    if _HUB_ID.fullmatch(str(source)):
+        raise ValueError(
+            f"{str(source)!r} looks like a Hugging Face hub id, and nothing is fetched: "
+            f"download its config.json (e.g. `huggingface-cli download {source} "
+            f"config.json --local-dir DIR`) and pass the file or the directory")
     raise ValueError(f"{str(source)!r} is neither a file nor a model of the table; "
                      f"known models: {', '.join(_table())}")
 
@@ -465,7 +487,21 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                if rope.mrope_section else None),
         mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
                            else None))
+    report.update(_serving(config, rope, train, target))
     return report
+
+
+def _serving(config: Mapping, rope, train: int, target: int) -> dict:
+    """The report's serving keys (see :mod:`posenc_lib.serving`)."""
+    plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
+                                       dtype=torch.float64)
+    with warnings.catch_warnings():  # reported once, by inspect_config
+        warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+        short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
+    return {"transformers_warnings": serving.transformers_warnings(config),
+            "frequencies": serving.frequency_schedule(rope.rope_type, plain, short),
+            "angle_error": serving.angle_errors(rope.dim, rope.base, target),
+            "kv_cache": serving.kv_cache_bytes(config, length=target)}
 
 
 def _fmt_ranges(ranges: list) -> str:
@@ -548,8 +584,8 @@ def format_report(report: dict) -> str:
     row("full turn within L", f"{report['full_turn_pairs']} of {report['pairs']} pairs "
                               f"(critical dimension {report['critical_dimension']})")
     where = f"at {report['target_length']:,} tokens"
-    if not extended:
-        where += " (2 x L)"
+    if report["target_length"] != extended:
+        where += f" ({report['target_length'] / train:.3g} x L)"
     if report["window"]:
         where += (f", judged at the window {report['window']:,} (no distance "
                   f"above it occurs)")
@@ -570,6 +606,7 @@ def format_report(report: dict) -> str:
                     f"{e['judged_at']:,}")
     for message in report.get("warnings", []):
         row("warning", message)
+    _serving_rows(report, row)
     if report["mrope"]:
         fmt = _fmt_strided if report["mrope_interleaved"] else _fmt_ranges
         row("M-RoPE axes", ("interleaved: " if report["mrope_interleaved"] else
@@ -579,13 +616,50 @@ def format_report(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _serving_rows(report: dict, row) -> None:
+    for message in report.get("transformers_warnings", []):
+        row("transformers warns", message)
+    freq = report.get("frequencies")
+    if freq:
+        row("frequencies", freq["cache"])
+        if report["rope_type"] not in ("default", "dynamic"):
+            row("short prompts", f"{freq['short_prompt_pairs_changed']} of "
+                f"{report['pairs']} pairs differ from the pre-trained frequencies at "
+                f"every length, short prompts included (a static method applies "
+                f"to every prompt)" if report["rope_type"] != "longrope" else
+                f"{freq['short_prompt_pairs_changed']} of {report['pairs']} pairs "
+                f"run the short factors up to L, not the pre-trained frequencies")
+    errors = report.get("angle_error")
+    if errors:
+        row("angle error", f"max |cos, sin error| just below {report['target_length']:,}"
+            ": " + ", ".join(f"{name} angles " + ("overflow" if value is None
+                                                 else f"{value:.2g}")
+                             for name, value in errors.items()))
+    cache = report.get("kv_cache")
+    if cache:
+        parts = "; ".join(
+            f"{kind.replace('_attention', '')} {info['layers']} layers "
+            f"{info['bytes_per_token'] / 1024:,.4g} KiB/token"
+            + (f", window {info['window']:,} (keeps {info['cap']:,} tokens)"
+               if info["window"] else "")
+            for kind, info in cache["by_layer_type"].items())
+        row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token at "
+            f"{cache['bytes_per_value']} bytes a value (2 x {cache['layers']} layers "
+            f"x {cache['num_key_value_heads']} KV heads x head_dim x bytes; {parts}); "
+            f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at "
+            f"{cache['length']:,} tokens")
+    elif "kv_cache" in report:
+        row("KV cache", "needs num_hidden_layers, which the config omits")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]``."""
     parser = argparse.ArgumentParser(
         prog="python -m posenc_lib.inspect",
         description="Report what a model's positional set-up does, from its config.json.")
     parser.add_argument("source", nargs="?",
-                        help="path to a config.json, or a model name (see --list)")
+                        help="path to a config.json or a model directory, or a "
+                             "model name (see --list)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--target-length", type=int, default=None,
                         help="length at which to count pairs out of range")

@@ -147,9 +147,16 @@ def rope_angles(positions, inv_freq: Tensor) -> Tensor:
     p = torch.as_tensor(positions, device=inv_freq.device)
     if p.is_complex():
         raise ValueError("positions must be real")
-    p = p.to(inv_freq.dtype)
-    _validate.finite_tensor("positions", p)
-    return p.unsqueeze(-1) * inv_freq
+    if p.is_floating_point():
+        _validate.finite_tensor("positions", p)
+    cast = p.to(inv_freq.dtype)
+    if not bool(torch.isfinite(cast).all()):  # finite, but not in inv_freq's dtype
+        largest = torch.finfo(inv_freq.dtype).max
+        raise ValueError(
+            f"positions overflow {inv_freq.dtype}: positions above {largest:,.6g} "
+            f"(its largest finite value, {largest!r}) do not fit, and positions "
+            f"reach {float(p.abs().max()):,.6g}; compute the angles in a wider dtype")
+    return cast.unsqueeze(-1) * inv_freq
 
 
 def cos_sin(positions, inv_freq: Tensor, *, layout: str = "half",

@@ -350,8 +350,81 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
 }
 
 
+# -- transformers' float32 arithmetic, operation for operation ------------------------
+# transformers 4.57.6's modeling_rope_utils.py computes inv_freq in float32, each
+# step rounded to float32; these repeat its expressions in its order, so the
+# results agree bit for bit (tests/test_reference.py). No import of transformers.
+
+def _tf_default(dim, base):
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float32) / dim
+    return 1.0 / (base ** exponents)
+
+
+def _tf_linear(dim, base, seq_len, *, factor):
+    return _tf_default(dim, base) / factor
+
+
+def _tf_dynamic(dim, base, seq_len, *, factor, max_position_embeddings,
+                original_max_position_embeddings):
+    length = (max_position_embeddings if seq_len is None
+              else max(seq_len, max_position_embeddings))
+    base = base * ((factor * length / max_position_embeddings) - (factor - 1)) ** (
+        dim / (dim - 2))
+    return _tf_default(dim, base)
+
+
+def _tf_yarn(dim, base, seq_len, *, factor, original_max_position_embeddings,
+             beta_fast, beta_slow, truncate, **_):
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=torch.float32) / dim)
+    extrapolation = 1.0 / pos_freqs
+    interpolation = 1.0 / (factor * pos_freqs)
+    low, high = yarn_correction_range(dim, base, original_max_position_embeddings,
+                                      beta_fast, beta_slow, truncate=truncate)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low)
+                       / (high - low), 0, 1)
+    keep = 1 - ramp
+    return interpolation * (1 - keep) + extrapolation * keep
+
+
+def _tf_llama3(dim, base, seq_len, *, factor, low_freq_factor, high_freq_factor,
+               original_max_position_embeddings):
+    inv_freq = _tf_default(dim, base)
+    length = original_max_position_embeddings
+    low_wavelength = length / low_freq_factor
+    high_wavelength = length / high_freq_factor
+    wavelength = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelength > low_wavelength, inv_freq / factor, inv_freq)
+    smooth = (length / wavelength - low_freq_factor) / (high_freq_factor
+                                                        - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelength < high_wavelength) * ~(wavelength > low_wavelength)
+    return torch.where(medium, smoothed, scaled)
+
+
+def _tf_longrope(dim, base, seq_len, *, short_factor, long_factor,
+                 original_max_position_embeddings, **_):
+    chosen = (long_factor if seq_len and seq_len > original_max_position_embeddings
+              else short_factor)
+    rescale = torch.as_tensor(chosen, dtype=torch.float32)
+    shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    return 1.0 / (rescale * base**shape)
+
+
+#: transformers' float32 ``inv_freq`` per rope type (``"ntk"`` is not one of its types).
+TRANSFORMERS_INV_FREQ = {
+    "default": lambda dim, base, seq_len: _tf_default(dim, base),
+    "linear": _tf_linear, "dynamic": _tf_dynamic, "yarn": _tf_yarn,
+    "llama3": _tf_llama3, "longrope": _tf_longrope,
+}
+#: The references :func:`rope_parameters` can compute against.
+REFERENCES = ("float64", "transformers")
+
+
 def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=None,
-                    dtype: torch.dtype | None = None, **params) -> tuple[Tensor, float]:
+                    dtype: torch.dtype | None = None, reference: str = "float64",
+                    **params) -> tuple[Tensor, float]:
     """Frequencies and attention factor of a RoPE context-extension method.
 
     Args:
@@ -363,8 +436,18 @@ def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=
             grow with it beyond ``max_position_embeddings``) and ``"longrope"``
             (long factors when ``seq_len > original_max_position_embeddings``),
             accepted and unused by the others, as by transformers' functions.
-        dtype: dtype of ``inv_freq`` (torch's default if ``None``); it is
-            computed in float64 and rounded once.
+        dtype: dtype of ``inv_freq`` (torch's default if ``None``).
+        reference: how ``inv_freq`` is computed. ``"float64"`` (the default):
+            in float64, rounded once to ``dtype``, so the float32 result is
+            the float32 number nearest the exact frequency. ``"transformers"``:
+            in float32, operation for operation as transformers 4.57.6's
+            ``ROPE_INIT_FUNCTIONS`` (bit for bit), then converted to
+            ``dtype``; several frequencies then differ from ``"float64"`` by an
+            ulp or more. Use ``"transformers"`` to test a kernel or a port
+            against what a transformers model actually runs (an exact match is
+            then expected); use ``"float64"`` to measure how far any float32
+            computation, transformers' included, is from the exact angles.
+            The attention factor is the same under both.
         **params: the method's parameters, with transformers' names (see
             :data:`ROPE_SCALINGS`). An optional parameter set to ``None`` takes
             its default. Unknown names raise ``ValueError``.
@@ -388,11 +471,17 @@ def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=
     missing = [name for name in spec.required if params.get(name) is None]
     if missing:
         raise ValueError(f"rope_type {rope_type!r} needs {missing}")
+    _validate.one_of("reference", reference, list(REFERENCES))
+    if reference == "transformers" and rope_type not in TRANSFORMERS_INV_FREQ:
+        raise ValueError(f"reference 'transformers' has no rope_type {rope_type!r}; "
+                         f"its types are {sorted(TRANSFORMERS_INV_FREQ)}")
     if seq_len is not None:
         seq_len = _length("seq_len", seq_len)
     values = dict(spec.optional)
     values.update((k, v) for k, v in params.items() if v is not None)
     inv_freq, attention_factor = spec.compute(dim, base, seq_len, **values)
+    if reference == "transformers":  # the values are checked above, by compute
+        inv_freq = TRANSFORMERS_INV_FREQ[rope_type](dim, base, seq_len, **values)
     return inv_freq.to(dtype), float(attention_factor)
 
 
@@ -752,7 +841,8 @@ def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 
 # -- a whole config.json --------------------------------------------------------------
 
 def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
-                     dtype: torch.dtype | None = None) -> tuple[Tensor, float] | None:
+                     dtype: torch.dtype | None = None,
+                     reference: str = "float64") -> tuple[Tensor, float] | None:
     """``(inv_freq, attention_factor)`` of a model, from its ``config.json`` as a mapping.
 
     Reads every layout transformers has used (4.x ``rope_theta`` plus
@@ -776,6 +866,10 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             (full-attention) RoPE.
         seq_len: current sequence length, for ``"dynamic"`` and ``"longrope"``.
         dtype: dtype of ``inv_freq`` (torch's default if ``None``).
+        reference: ``"float64"`` (exact frequencies, rounded once) or
+            ``"transformers"`` (transformers' own float32 arithmetic, bit for
+            bit: the reference for a kernel or port of a transformers model);
+            see :func:`rope_parameters`.
 
     Returns:
         ``(inv_freq, attention_factor)``: a ``(dim/2,)`` tensor, ``dim`` the rotated
@@ -807,6 +901,6 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
         # Hunyuan's module is decorated with dynamic_rope_update: beyond
         # max_position_embeddings it recomputes plain dynamic NTK (no alpha).
         return rope_parameters("dynamic", rope.dim, rope.base, seq_len=seq_len,
-                               dtype=dtype, **rope.dynamic_params)
+                               dtype=dtype, reference=reference, **rope.dynamic_params)
     return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
-                           dtype=dtype, **rope.params)
+                           dtype=dtype, reference=reference, **rope.params)
