@@ -88,7 +88,10 @@ IGNORED_ROPE_KEYS = ("mrope_section", "mrope_interleaved")
 #: Fields that fix the rotary frequencies, as a config class fills them in when
 #: ``config.json`` omits them (the defaults of its ``__init__``;
 #: ``tests/test_models.py`` checks each against transformers 4.57.6). Lengths are
-#: left out on purpose: a missing length is reported, not guessed.
+#: left out, so that a missing length is reported rather than guessed, except
+#: where a model's published ``config.json`` relies on its class's default:
+#: Gemma 3's ``text_config`` has no ``max_position_embeddings``, and
+#: ``Gemma3TextConfig`` fills in 131,072.
 #: For a model_type not listed here, a missing ``rope_theta`` is an error, and a
 #: missing ``partial_rotary_factor`` / ``head_dim`` means 1.0 / hidden_size //
 #: num_attention_heads, the fallbacks of transformers' rotary code.
@@ -102,8 +105,10 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_neox": {"rotary_emb_base": 10000, "rotary_pct": 0.25},
     "deepseek_v3": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
     "deepseek_v2": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
-    "gemma3": {"rope_theta": 1000000.0, "head_dim": 256},  # the global layers
-    "gemma3_text": {"rope_theta": 1000000.0, "head_dim": 256},
+    "gemma3": {"rope_theta": 1000000.0, "head_dim": 256,  # the global layers
+               "max_position_embeddings": 131072},
+    "gemma3_text": {"rope_theta": 1000000.0, "head_dim": 256,
+                    "max_position_embeddings": 131072},
     "qwen2_moe": {"rope_theta": 10000.0}, "qwen3": {"rope_theta": 10000.0, "head_dim": 128},
     "qwen3_moe": {"rope_theta": 10000.0},
     "llama4": {"rope_theta": 500000, "head_dim": 128},
@@ -131,7 +136,8 @@ _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
                "rotary_emb_base": ("rope_theta", "rotary_emb_base"),
                "partial_rotary_factor": ("partial_rotary_factor", "rotary_pct"),
                "rotary_pct": ("partial_rotary_factor", "rotary_pct"),
-               "head_dim": ("head_dim",), "qk_rope_head_dim": ("qk_rope_head_dim",)}
+               "head_dim": ("head_dim",), "qk_rope_head_dim": ("qk_rope_head_dim",),
+               "max_position_embeddings": ("max_position_embeddings",)}
 
 #: Model types whose positions are not rotary, and what they use instead.
 NOT_ROTARY = {

@@ -235,3 +235,21 @@ def test_angle_errors_order_and_float16_overflow():
     short = serving.angle_errors(128, 1e6, 4096)
     assert short["float16"] is not None
     assert short["float32"] < short["float16"] < short["bfloat16"]
+
+
+def test_gemma3_without_max_position_embeddings_gets_its_class_default(tmp_path):
+    # Gemma 3's published text_config has no max_position_embeddings; its
+    # config class fills it in, and so does the inspector, and says so.
+    text = {"model_type": "gemma3_text", "head_dim": 128, "hidden_size": 5376,
+            "num_attention_heads": 32, "num_key_value_heads": 16,
+            "num_hidden_layers": 62, "rope_theta": 1000000.0,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024}
+    config = {"model_type": "gemma3", "text_config": text}
+    expected = AutoConfig.for_model(**json.loads(json.dumps(text)))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _, loaded = inspect.load_config(tmp_path)
+    report = inspect.inspect_config(loaded)
+    assert report["train_length"] == expected.max_position_embeddings == 131072
+    assert any("max_position_embeddings" in w and "131072" in w
+               for w in report["warnings"])
