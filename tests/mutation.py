@@ -314,12 +314,12 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("proportional-keeps-slow-pairs", "scaling.py",
        "    inv_freq[int(share * dim // 2):] = 0.0\n",
        "    inv_freq[int(share * dim):] = 0.0\n",
-       ["09_models"], "p-RoPE keeps twice the pairs it should (p·d pairs instead of "
+       [], "p-RoPE keeps twice the pairs it should (p·d pairs instead of "
        "p·d/2)"),
     _m("per-type-parameters-ignored", "per_layer.py",
        "    if _config.is_per_layer_type(nested):\n",
        "    if False:\n",
-       ["09_models"], "5.x per-layer-type rope_parameters: every layer given the "
+       [], "5.x per-layer-type rope_parameters: every layer given the "
        "full-attention layers' RoPE"),
     _m("ledger-mscale-not-squared", "inspect.py",
        'out.append({"name": "softmax mscale, squared", "value": m * m,',
