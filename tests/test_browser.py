@@ -126,7 +126,19 @@ def test_static_sliders_change_their_figure(page):
         figure = figures.nth(f)
         image = figure.locator("img").first
         sliders = figure.locator("input[type=range]")
-        assert sliders.count() > 0, "a static figure without sliders"
+        groups = figure.locator("[role=radiogroup]")
+        assert sliders.count() + groups.count() > 0, "a static figure without controls"
+        for g in range(groups.count()):
+            buttons = groups.nth(g).locator("input[type=radio]")
+            checked = next(k for k in range(buttons.count()) if buttons.nth(k).is_checked())
+            other = 0 if checked else buttons.count() - 1
+            before = image.get_attribute("src")
+            buttons.nth(other).check()
+            name = groups.nth(g).get_attribute("data-posenc-control")
+            assert image.get_attribute("src") != before, \
+                f"figure {f}: choosing in {name!r} did not change it"
+            buttons.nth(checked).check()
+            assert image.get_attribute("src") == before, f"choice {name!r} is not reversible"
         for s in range(sliders.count()):
             slider = sliders.nth(s)
             before = image.get_attribute("src")
