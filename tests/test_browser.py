@@ -12,7 +12,11 @@ For every page in the table of contents:
    saved next to the build (``<build>/screenshots``) for a person to look at;
 5. a page weighs at most 5 MB (its HTML, inline frames and images);
 6. the footer states the licences of the text and of the code;
-7. no request leaves the machine, and no uncaught JavaScript error occurs.
+7. no request leaves the machine, and no uncaught JavaScript error occurs;
+8. at 1280 x 900, every figure image is at least 90 % of the text column and
+   no table is wider than it; every chapter has a "What to remember" section;
+   the text holds no raw TeX (``$``, ``\\(``), no doubled names ("Proposition
+   Proposition") and no unresolved label (``??``).
 
 A last test opens a live figure in JupyterLab, when it is installed (``make
 lab``): shown at its natural size, sharp at 2x, slider tracks aligned.
@@ -126,7 +130,19 @@ def test_static_sliders_change_their_figure(page):
         figure = figures.nth(f)
         image = figure.locator("img").first
         sliders = figure.locator("input[type=range]")
-        assert sliders.count() > 0, "a static figure without sliders"
+        groups = figure.locator("[role=radiogroup]")
+        assert sliders.count() + groups.count() > 0, "a static figure without controls"
+        for g in range(groups.count()):
+            buttons = groups.nth(g).locator("input[type=radio]")
+            checked = next(k for k in range(buttons.count()) if buttons.nth(k).is_checked())
+            other = 0 if checked else buttons.count() - 1
+            before = image.get_attribute("src")
+            buttons.nth(other).check()
+            name = groups.nth(g).get_attribute("data-posenc-control")
+            assert image.get_attribute("src") != before, \
+                f"figure {f}: choosing in {name!r} did not change it"
+            buttons.nth(checked).check()
+            assert image.get_attribute("src") == before, f"choice {name!r} is not reversible"
         for s in range(sliders.count()):
             slider = sliders.nth(s)
             before = image.get_attribute("src")
@@ -232,6 +248,68 @@ def test_figures_and_slider_panels_stay_readable(themed):
     for k in range(labels.count()):
         ratio = labels.nth(k).evaluate(_CONTRAST_JS)
         assert ratio >= 4.5, f"{theme}: slider panel text has contrast {ratio:.1f} < 4.5"
+
+
+# The laptop layout the book is written for (book/_ext/posenc.css).
+LAPTOP = {"width": 1280, "height": 900}
+
+# The width of the article's text column, padding excluded.
+_COLUMN_JS = """() => { const a = document.querySelector('article.bd-article');
+  const s = getComputedStyle(a);
+  return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }"""
+
+
+@pytest.fixture
+def laptop(page):
+    """The page at 1280 x 900, put back to its own size afterwards."""
+    size = page.viewport_size
+    page.set_viewport_size(LAPTOP)
+    page.wait_for_timeout(100)
+    yield page
+    page.set_viewport_size(size)
+
+
+def test_figures_fill_the_column(laptop):
+    column = laptop.evaluate(_COLUMN_JS)
+    widths = laptop.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article figure img'),
+        img => [img.getBoundingClientRect().width, img.getAttribute('alt') || ''])""")
+    narrow = [(round(w), alt[:40]) for w, alt in widths if w < 0.9 * column]
+    assert not narrow, f"figures narrower than 90 % of the {column:.0f} px column: {narrow}"
+
+
+def test_no_table_is_wider_than_the_column(laptop):
+    column = laptop.evaluate(_COLUMN_JS)
+    widths = laptop.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article table'),
+        t => [t.getBoundingClientRect().width,
+              (t.querySelector('th, td') || {textContent: ''}).textContent.trim()])""")
+    wide = [(round(w), head[:30]) for w, head in widths if w > column + 1]
+    assert not wide, f"tables wider than the {column:.0f} px column: {wide}"
+
+
+def test_every_chapter_ends_with_what_to_remember(page):
+    if page.name not in _chapter_pages():
+        pytest.skip("not a chapter")
+    headings = page.evaluate("""() => Array.from(
+        document.querySelectorAll('article.bd-article h2'), h => h.textContent.trim())""")
+    assert any("What to remember" in h for h in headings), \
+        f"no 'What to remember' section: {headings}"
+
+
+def test_no_raw_tex_or_doubled_labels(page):
+    """What the reader sees holds no raw TeX, doubled names or unresolved labels."""
+    text = page.evaluate("""() => {
+        const a = document.querySelector('article.bd-article').cloneNode(true);
+        a.querySelectorAll('pre, code, script, style, mjx-container, .highlight')
+          .forEach(e => e.remove());
+        return a.innerText; }""")
+    problems = re.findall(r".{0,40}(?:\$|\\\(|\\\)|\?\?).{0,40}", text)
+    problems += re.findall(r"\b(Proposition|Theorem|Lemma|Corollary|Definition|Fig\.|Table)"
+                           r"\s+\1\b", text)
+    assert not problems, f"raw TeX, doubled names or unresolved labels: {problems}"
+    errors = page.locator("mjx-merror").count()
+    assert not errors, f"{errors} MathJax errors"
 
 
 def _page_bytes(name: str) -> int:

@@ -181,8 +181,15 @@ def test_static_html_holds_every_combination_and_starts_at_the_default():
     parser = _Collector()
     parser.feed(figure.static_html())
     ranges = [a for t, a in parser.tags if t == "input" and a.get("type") == "range"]
-    assert [(r["name"], r["max"], r["value"]) for r in ranges] == [
-        ("height", "3", "1"), ("color", "2", "1")]
+    assert [(r["name"], r["max"], r["value"]) for r in ranges] == [("height", "3", "1")]
+    # A categorical choice is a group of radio buttons, the default checked.
+    radios = [a for t, a in parser.tags if t == "input" and a.get("type") == "radio"]
+    assert [(r["value"], "checked" in r) for r in radios] == [
+        ("0", False), ("1", True), ("2", False)]
+    assert len({r["name"] for r in radios}) == 1
+    controls = [a["data-posenc-control"] for t, a in parser.tags
+                if "data-posenc-control" in a]
+    assert controls == ["height", "color"]  # in the order of the frame index
     (payload,) = [json.loads(d) for t, d in parser.scripts if t == "application/json"]
     assert payload["sizes"] == [4, 3]
     assert len(payload["index"]) == 12 and len(payload["frames"]) == 12
@@ -250,6 +257,19 @@ def test_live_image_is_sharp_and_shown_at_its_natural_size():
                                                  LIVE_SCALE * natural[1])
     assert box.image.layout.width == f"{natural[0]}px"
     assert box.image.layout.height == "auto" and box.image.layout.max_width == "100%"
+
+
+def test_categorical_choices_are_buttons_not_sliders():
+    figure = _toy_figure()
+    box = figure.live(sharpen_after=None)
+    height, color = box.controls
+    assert type(height).__name__ == "SelectionSlider"
+    assert type(color).__name__ == "ToggleButtons"
+    before = bytes(box.image.value)
+    color.value = "C2"
+    assert bytes(box.image.value) != before
+    with pytest.raises(ValueError, match="kind"):
+        Slider("x", (1, 2), 1, kind="dial")
 
 
 def test_slider_labels_share_one_width_and_update_while_dragging():

@@ -78,7 +78,7 @@ def base_bounds(base: float = 5e5, train_length: int = 4096, *,
     left.set_xlabel("distance δ (tokens)")
     left.set_ylabel("$B(\\delta)$ / (d/2) (dimensionless)")
     left.set_title(f"base {_sci(base)}, d = {dim}", fontsize=10)
-    left.legend(fontsize=7, loc="lower left")
+    left.legend(fontsize=9, loc="lower left")
 
     bases, lengths = _supported_lengths(dim)
     right.loglog(bases, lengths, color="C0", lw=1.3, drawstyle="steps-post",
@@ -95,7 +95,7 @@ def base_bounds(base: float = 5e5, train_length: int = 4096, *,
     right.set_ylabel("context length (tokens)")
     right.set_ylim(50, 2 ** 19)
     right.grid(alpha=0.3, which="major")
-    right.legend(fontsize=6.5, loc="upper left")
+    right.legend(fontsize=8.5, loc="upper left")
     return fig
 
 
@@ -134,7 +134,7 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
     left.set_ylabel("factor on the logits")
     left.set_title(f"L = {train_length:,}", fontsize=10)
     left.grid(alpha=0.3, which="both")
-    left.legend(fontsize=7, loc="upper left")
+    left.legend(fontsize=9, loc="upper left")
 
     n = int(round(factor * train_length))
     p = torch.unique(torch.linspace(0, n - 1, 1200).round())
@@ -153,7 +153,7 @@ def temperatures(train_length: int = 8192, factor: float = 8.0, *,
     right.set_title(f"one window of s·L = {n:,} tokens (s = {factor:g})", fontsize=10)
     right.set_ylim(0.95, max(1.05, yarn.max() * 1.02))
     right.grid(alpha=0.3)
-    right.legend(fontsize=7, loc="upper left")
+    right.legend(fontsize=9, loc="upper left")
     return fig
 
 
@@ -239,9 +239,9 @@ def position_maps(window: int = 16, group_size: int = 4, leaky_factor: float = 4
         shown = np.ma.masked_where(~masks[name].numpy(), values.numpy())
         image = ax.imshow(shown, cmap=cmap, vmin=0, vmax=n - 1, interpolation="nearest")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("key position n", fontsize=8)
-        ax.set_ylabel("query position m", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.set_xlabel("key position n", fontsize=9)
+        ax.set_ylabel("query position m", fontsize=9)
+        ax.tick_params(labelsize=9)
     last = axes[-1]
     true = (positions[-1] - positions).numpy()
     styles = (dict(ls="-", lw=1.3), dict(ls="-", lw=1.3), dict(ls="-", lw=3.0, alpha=0.5),
@@ -249,12 +249,12 @@ def position_maps(window: int = 16, group_size: int = 4, leaky_factor: float = 4
     for (name, values), style in zip(maps.items(), styles):
         row = np.ma.masked_where(~masks[name][-1].numpy(), values[-1].numpy())
         last.plot(true, row, label=name.split(",")[0].split(":")[0], **style)
-    last.set_xlabel("true distance m − n (tokens)", fontsize=8)
-    last.set_ylabel("effective distance (tokens)", fontsize=8)
+    last.set_xlabel("true distance m − n (tokens)", fontsize=9)
+    last.set_ylabel("effective distance (tokens)", fontsize=9)
     last.set_title(f"last query, m = {n - 1}", fontsize=9)
-    last.tick_params(labelsize=7)
+    last.tick_params(labelsize=9)
     last.grid(alpha=0.3)
-    last.legend(fontsize=6.5, loc="upper left")
+    last.legend(fontsize=8.5, loc="upper left")
     fig.colorbar(image, ax=list(axes[:-1]), shrink=0.8,
                  label="effective distance (tokens); blank: not attended")
     return fig

@@ -247,7 +247,7 @@ def explorer(results: Mapping, model: str = "rope", length: int = 512) -> BookFi
     left.set_ylabel("perplexity per byte (log scale)")
     left.set_title(f"{model}, windows of {length} bytes", fontsize=10)
     left.grid(alpha=0.3, which="both")
-    left.legend(fontsize=7, loc="upper left")
+    left.legend(fontsize=9, loc="upper left")
     return fig
 
 

@@ -78,7 +78,7 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     left.set_ylabel("fraction of pairs out of range")
     left.set_ylim(-0.02, 0.62)
     left.set_title(f"Trained on {train_length:,} tokens, factor = {factor:g}", fontsize=10)
-    left.legend(fontsize=7, loc="upper left")
+    left.legend(fontsize=9, loc="upper left")
     left.grid(alpha=0.3)
     right.axvspan(-0.5, closed - 0.5, color="0.85", lw=0,
                   label="pairs that closed the circle in training")
@@ -87,7 +87,7 @@ def out_of_range(factor: float = 4.0, target_length: int = 16384, *, dim: int = 
     right.set_xlabel("pair index i (frequency falls to the right)")
     right.set_ylabel("largest angle, inference / training")
     right.set_title(f"Per pair at {target_length:,} tokens (above 1: unseen)", fontsize=10)
-    right.legend(fontsize=7, loc="lower left")
+    right.legend(fontsize=9, loc="lower left")
     right.grid(alpha=0.3)
     return fig
 
@@ -186,7 +186,7 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     right.set_ylabel("slope μ_k (logit per token)")
     right.set_ylim(2.0 ** -9, 1.5)
     right.set_title("Slopes μ_k (log scale)", fontsize=10)
-    right.legend(fontsize=7, loc="lower left")
+    right.legend(fontsize=9, loc="lower left")
     right.grid(alpha=0.3, which="both")
     return fig
 
@@ -247,19 +247,19 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     first.set_xlabel("offset s (tokens)")
     first.set_ylabel("score a(s)")
     first.set_title("Fit on [0, L]", fontsize=10)
-    first.legend(fontsize=7, loc="lower left")
+    first.legend(fontsize=9, loc="lower left")
     second.plot(s_all.double().numpy(), a_all, color="C3", lw=0.8)
     second.axvline(length, color="k", lw=0.8, ls="--", label="L: end of the fitted range")
     second.set_yscale("symlog", linthresh=2)
     second.set_xlabel("offset s (tokens)")
-    second.legend(fontsize=7, loc="upper left")
+    second.legend(fontsize=9, loc="upper left")
     peak = np.abs(a_all[s_all.double().numpy() > length]).max()
     second.set_title(f"Extrapolation: max |a| = {peak:.3g}", fontsize=10)
     third.plot(s_fine.double().numpy(), a_fine, color="C3", lw=1.0)
     third.vlines(range(1000, 1011), 0, 1, transform=third.get_xaxis_transform(), colors="k",
                  lw=0.5, linestyles=":", label="integer offsets")
     third.set_xlabel("offset s (tokens)")
-    third.legend(fontsize=7, loc="upper right")
+    third.legend(fontsize=9, loc="upper right")
     third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
     # Limits on coarse ladders, so that most slider changes keep the axes (and
     # their cached drawings): the fit at least ±2 (the targets lie in [-1, 1]),

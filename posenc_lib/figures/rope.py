@@ -175,11 +175,14 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     turn = np.angle(np.exp(1j * (key_angle - query_angle)))
     contribution = np.cos(key_angle - query_angle)
 
-    fig, (clocks, bars) = new_subplots(6.4, 4.2, 2, 1, height_ratios=[1.25, 1])
-    columns = min(pairs, 8)
+    # Four clocks to a row, so that each is large enough to read at the
+    # column's width; the query's hand is long, the key's short and dashed, so
+    # the two stay apart even where they point the same way.
+    fig, (clocks, bars) = new_subplots(6.4, 5.6, 2, 1, height_ratios=[2.4, 1])
+    columns = min(pairs, 4)
     rows = math.ceil(pairs / columns)
     circle = np.linspace(0, 2 * math.pi, 65)
-    centres = [(2.6 * (i % columns), -2.9 * (i // columns)) for i in range(pairs)]
+    centres = [(3.0 * (i % columns), -3.3 * (i // columns)) for i in range(pairs)]
     # All dials in one line and all arcs in another (NaN between clocks): the
     # clocks do not overlap, so this draws what one line per clock drew.
     gap = np.full(1, np.nan)
@@ -194,17 +197,19 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
                 color="C2", lw=2.2, label="turn from query to key, (n − m)θ_i")
     for i, (cx, cy) in enumerate(centres):
         clocks.plot([cx, cx + np.cos(query_angle[i])], [cy, cy + np.sin(query_angle[i])],
-                    color="C0", lw=1.8, label="query hand, angle mθ_i" if i == 0 else None)
-        clocks.plot([cx, cx + 0.85 * np.cos(key_angle[i])],
-                    [cy, cy + 0.85 * np.sin(key_angle[i])], color="C3", lw=1.8,
+                    color="C0", lw=2.2, marker="o", markevery=[1], markersize=5,
+                    label="query hand, angle mθ_i" if i == 0 else None)
+        clocks.plot([cx, cx + 0.7 * np.cos(key_angle[i])],
+                    [cy, cy + 0.7 * np.sin(key_angle[i])], color="C3", lw=2.2,
+                    ls=(0, (2, 1)), marker="s", markevery=[1], markersize=5,
                     label="key hand, angle nθ_i" if i == 0 else None)
-        clocks.text(cx, cy - 1.45, f"pair {i}\nθ = {f[i].item():.3g}", ha="center",
-                    va="top", fontsize=7)
-    clocks.set_xlim(-1.3, 2.6 * (columns - 1) + 1.3)
-    clocks.set_ylim(-2.9 * (rows - 1) - 2.3, 1.5)
+        clocks.text(cx, cy - 1.15, f"pair {i}\nθ = {f[i].item():.3g}", ha="center",
+                    va="top", fontsize=9, linespacing=1.1)
+    clocks.set_xlim(-1.3, 3.0 * (columns - 1) + 1.3)
+    clocks.set_ylim(-3.3 * (rows - 1) - 2.1, 1.15)
     clocks.set_aspect("equal")
     clocks.axis("off")
-    clocks.legend(fontsize=7, loc="upper center", ncols=3, bbox_to_anchor=(0.5, 1.25),
+    clocks.legend(fontsize=9, loc="lower center", ncols=2, bbox_to_anchor=(0.5, 1.0),
                   frameon=False)
 
     bars.bar(np.arange(pairs), contribution, color="C2", width=0.7,
@@ -215,7 +220,7 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     set_ticks(bars.xaxis, np.arange(0, pairs, max(1, pairs // 8)))
     bars.set_xlabel("pair i")
     bars.set_ylabel("contribution to\nthe score")
-    bars.legend(fontsize=7, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
+    bars.legend(fontsize=9, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
                 frameon=False)
     bars.grid(alpha=0.3, axis="y")
     fig.suptitle(f"query at m = {m:g}, key at n = {n:g}: n − m = {n - m:g}, score "

@@ -9,7 +9,8 @@ An interactive figure is a pure plotting function (parameters -> matplotlib
 * a **static** HTML fragment for the rendered book, where no kernel runs: every
   combination of the sliders' static values is rendered to a PNG frame when
   the book is built, and a few lines of inline JavaScript swap the frame when a
-  ``<input type=range>`` moves. It loads nothing from anywhere.
+  ``<input type=range>`` moves or a radio button (a categorical choice) is
+  picked. It loads nothing from anywhere.
 
 Why precomputed frames: the book has no kernel, and JupyterLite or Pyodide
 cannot help (they fetch their runtime from a CDN, and torch has no Pyodide
@@ -109,6 +110,8 @@ class Slider:
         static: the values baked into the static book (a subset of ``values``
             that contains ``default``); by default up to
             :data:`MAX_STATIC_VALUES` values spread evenly, both ends included.
+        kind: ``"slider"`` (a range input) or ``"radio"`` (one button per
+            value, for categorical choices; :meth:`choice` sets it).
 
     Use the constructors :meth:`integers`, :meth:`floats`, :meth:`geometric`
     and :meth:`choice` rather than listing values by hand.
@@ -119,10 +122,14 @@ class Slider:
     default: Any
     label: str = ""
     static: tuple = ()
+    kind: str = "slider"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"name must be a Python identifier, got {self.name!r}")
+        if self.kind not in ("slider", "radio"):
+            raise ValueError(f"kind of slider {self.name!r} must be 'slider' or 'radio', "
+                             f"got {self.kind!r}")
         values = tuple(self.values)
         if not values:
             raise ValueError(f"values of slider {self.name!r} must not be empty")
@@ -173,7 +180,8 @@ class Slider:
 
     @classmethod
     def choice(cls, name: str, options: Sequence, *, default, **kwargs) -> "Slider":
-        """A slider over categorical options (strings, say)."""
+        """Categorical options (strings, say), shown as radio buttons."""
+        kwargs.setdefault("kind", "radio")
         return cls(name, tuple(options), default, **kwargs)
 
 
@@ -334,11 +342,13 @@ class InteractiveFigure:
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
         label_width = self._label_width()
         controls = "\n".join(
+            self._radio_html(s, pos, label_width) if s.kind == "radio" else
             f'<label style="display:flex;align-items:center;gap:0.6em;margin:0.2em 0">'
             f'<span style="flex:none;width:{label_width};text-align:right">'
             f'{html.escape(s.label)}</span>'
             f'<input type="range" name="{s.name}" min="0" max="{len(s.static) - 1}" '
-            f'step="1" value="{pos}" style="flex:0 1 16em" aria-label="{html.escape(s.label)}">'
+            f'step="1" value="{pos}" style="flex:0 1 16em" aria-label="{html.escape(s.label)}" '
+            f'data-posenc-control="{s.name}">'
             f'<output style="min-width:5em;font-family:monospace">'
             f'{html.escape(_format(s.default))}</output></label>'
             for s, pos in zip(self.sliders, defaults))
@@ -351,6 +361,20 @@ class InteractiveFigure:
             f'<script type="application/json">{data_json}</script>\n'
             f"<script>{_STATIC_JS}</script>\n"
             f"</div>")
+
+    def _radio_html(self, s: Slider, pos: int, label_width: str) -> str:
+        """A categorical choice: one radio button per static value."""
+        group = html.escape(f"{self.key}-{s.name}", quote=True)
+        buttons = "".join(
+            f'<label style="white-space:nowrap"><input type="radio" name="{group}" '
+            f'value="{k}"{" checked" if k == pos else ""}> '
+            f'{html.escape(_format(v))}</label>'
+            for k, v in enumerate(s.static))
+        return (f'<div role="radiogroup" aria-label="{html.escape(s.label)}" '
+                f'data-posenc-control="{s.name}" style="display:flex;flex-wrap:wrap;'
+                f'align-items:center;gap:0.2em 0.9em;margin:0.2em 0">'
+                f'<span style="flex:none;width:{label_width};text-align:right">'
+                f'{html.escape(s.label)}</span>{buttons}</div>')
 
     # -- live rendering -----------------------------------------------------------
 
@@ -379,6 +403,11 @@ class InteractiveFigure:
         status = w.HTML()
         label_width = self._label_width()
         controls = [
+            w.ToggleButtons(
+                options=[(_format(v), v) for v in s.values], value=s.default,
+                description=s.label, style={"description_width": label_width,
+                                            "button_width": "auto"})
+            if s.kind == "radio" else
             w.SelectionSlider(
                 options=[(_format(v), v) for v in s.values], value=s.default,
                 description=s.label, continuous_update=True,
@@ -512,11 +541,15 @@ _STATIC_JS = (
     "(function(root){"
     "var data=JSON.parse(root.querySelector('script[type=\"application/json\"]').textContent);"
     "var img=root.querySelector('img');"
-    "var inputs=root.querySelectorAll('input[type=range]');"
+    "var inputs=root.querySelectorAll('[data-posenc-control]');"
+    "function at(c){if(c.type==='range'){return +c.value;}"
+    "var r=c.querySelector('input:checked');return r?+r.value:0;}"
     "function update(){var flat=0;"
-    "for(var i=0;i<inputs.length;i++){var k=+inputs[i].value;"
-    "flat=flat*data.sizes[i]+k;inputs[i].nextElementSibling.textContent=data.labels[i][k];}"
+    "for(var i=0;i<inputs.length;i++){var k=at(inputs[i]);flat=flat*data.sizes[i]+k;"
+    "if(inputs[i].type==='range'){"
+    "inputs[i].nextElementSibling.textContent=data.labels[i][k];}}"
     "img.src='data:image/png;base64,'+data.frames[data.index[flat]];}"
-    "for(var i=0;i<inputs.length;i++){inputs[i].addEventListener('input',update);}"
+    "for(var i=0;i<inputs.length;i++){inputs[i].addEventListener("
+    "inputs[i].type==='range'?'input':'change',update);}"
     "})(document.currentScript.parentNode);"
 )

@@ -33,7 +33,7 @@ def _sliders(names, lengths) -> list:
     return [Slider.choice("model", names, default="rope" if "rope" in names else names[0],
                           label="model or extension", static=names),
             Slider.choice("length", lengths, default=lengths[-1],
-                          label="evaluation length", static=lengths)]
+                          label="evaluation length", static=lengths, kind="slider")]
 
 
 def explorer_for(results: Mapping) -> InteractiveFigure:

@@ -37,10 +37,13 @@ ROTATION_ANGLES = InteractiveFigure(
 # the same step shows the same arcs.
 ROTATION_CLOCKS = InteractiveFigure(
     figures.rotation_clocks,
-    [Slider.integers("query_position", 0, 40, default=2, label="query position m",
-                     static=tuple(range(9))),
-     Slider.integers("key_position", 0, 40, default=5, label="key position n",
-                     static=tuple(range(9)))],
+    # Static positions in three groups, n - m = 3 in each (2, 5; 50, 53;
+    # 150, 153): both sliders move by the same step, and by position 150 the
+    # slowest pair (θ = 0.018) has turned by about 2.7 rad.
+    [Slider.integers("query_position", 0, 200, default=2, label="query position m",
+                     static=(0, 2, 5, 50, 53, 150, 153)),
+     Slider.integers("key_position", 0, 200, default=5, label="key position n",
+                     static=(0, 2, 5, 50, 53, 150, 153))],
     fixed={"dim": 16, "base": 100.0},
     alt="Every RoPE pair drawn as a clock with a query hand at angle m times theta and a "
         "key hand at angle n times theta; the bars show each pair's contribution "
@@ -50,7 +53,7 @@ PARTIAL_ROTARY = InteractiveFigure(
     figures.partial_rotary,
     [Slider.choice("partial_rotary_factor", tuple(k / 8 for k in range(1, 9)),
                    default=0.25, label="fraction p",
-                   static=tuple(k / 8 for k in range(1, 9))),
+                   static=tuple(k / 8 for k in range(1, 9)), kind="slider"),
      _base(static=(10000.0, 500000.0, 1000000.0))],
     alt="Score of a constant query and key for full RoPE, GPT-NeoX partial rotary and "
         "p-RoPE, and the number of turns each pair makes within the context length.")
