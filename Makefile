@@ -72,7 +72,12 @@ test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
 # savefig at every slider extreme, tens of minutes) run with `make slow`.
+# The notebooks' code is formatted to fit the book's column (88 characters,
+# pyproject.toml): ruff's formatter, then its line-length rule for the strings
+# and comments the formatter cannot break.
 unit: $(INSTALLED)
+	$(BIN)/ruff format --check book
+	$(BIN)/ruff check --select E501 book
 	$(PY) -m pytest -m "not browser and not slow" tests
 
 slow: $(INSTALLED)

@@ -13,7 +13,9 @@ For every page in the table of contents:
 5. a page weighs at most 5 MB (its HTML, inline frames and images);
 6. the footer states the licences of the text and of the code;
 7. no request leaves the machine, and no uncaught JavaScript error occurs;
-8. at 1280 x 900, every figure image is at least 90 % of the text column and
+8. at 1280 x 900, in light and dark mode, no code block (source or printed
+   output) is wider than its column, so none scrolls sideways;
+9. at 1280 x 900, every figure image is at least 90 % of the text column and
    no table is wider than it; every chapter has a "What to remember" section;
    the text holds no raw TeX (``$``, ``\\(``), no doubled names ("Proposition
    Proposition") and no unresolved label (``??``).
@@ -310,6 +312,30 @@ def test_no_raw_tex_or_doubled_labels(page):
     assert not problems, f"raw TeX, doubled names or unresolved labels: {problems}"
     errors = page.locator("mjx-merror").count()
     assert not errors, f"{errors} MathJax errors"
+
+
+_WIDE_BLOCKS_JS = """() => Array.from(document.querySelectorAll('article.bd-article pre'))
+    .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+    .map(pre => ({width: pre.scrollWidth, column: pre.clientWidth,
+                  output: !!pre.closest('.cell_output'),
+                  line: pre.textContent.split('\\n').reduce(
+                      (a, l) => (l.length > a.length ? l : a), '')}))"""
+
+
+@pytest.mark.parametrize("themed", ["light", "dark"], indirect=True)
+def test_no_code_block_scrolls_sideways(themed):
+    """At 1280 x 900 every code block, source or printed output, fits its column."""
+    page = themed
+    size = page.viewport_size
+    page.set_viewport_size(LAPTOP)
+    try:
+        page.wait_for_timeout(100)
+        wide = page.evaluate(_WIDE_BLOCKS_JS)
+    finally:
+        page.set_viewport_size(size)
+    report = "\n".join(f"  {'output' if w['output'] else 'source'} {w['width']} px in "
+                       f"{w['column']} px: {w['line'][:100]!r}" for w in wide)
+    assert not wide, f"{page.name}: {len(wide)} code blocks scroll sideways at 1280 px:\n{report}"
 
 
 def _page_bytes(name: str) -> int:

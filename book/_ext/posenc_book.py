@@ -41,7 +41,8 @@ def _builder_inited(app) -> None:
     if not (_vendor_dir(app) / "mathjax" / "tex-chtml.js").is_file():
         raise ExtensionError(
             "vendored MathJax not found in .cache/vendor/mathjax: run "
-            "`python scripts/vendor_assets.py` (make book does this for you)")
+            "`python scripts/vendor_assets.py` (make book does this for you)"
+        )
 
 
 def _build_finished(app, exception) -> None:
