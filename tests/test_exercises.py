@@ -178,5 +178,6 @@ def test_chapter_ends_with_graded_exercises(chapter):
     for cell in block:
         if cell["cell_type"] == "code":
             source = "".join(cell["source"])
-            assert all(len(line) <= 72 for line in source.splitlines())
+            # ruff formats the notebooks to the book's 88-character column
+            assert all(len(line) <= 88 for line in source.splitlines())
             exec(compile(source.replace("print(", "str("), str(path), "exec"), namespace)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -152,7 +153,12 @@ def layer_layouts(configs) -> BookFigure:
     """
     if not configs:
         raise ValueError("configs must name at least one model")
-    rows = [(label, per_layer.layer_layout(config)) for label, config in configs.items()]
+    with warnings.catch_warnings():
+        # A layout spelled out with the layer fields only: the other fields
+        # are the class's defaults by design, which need no warning here.
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        rows = [(label, per_layer.layer_layout(config))
+                for label, config in configs.items()]
     depth = max(len(layers) for _, layers in rows)
     fig, ax = new_subplots(7.6, 0.55 * len(rows) + 1.5)
     seen = set()
