@@ -27,8 +27,10 @@ __all__ = ["critical_dimension", "critical_base", "extrapolation_bound", "rope_c
            "rope_supported_length", "rope_base_bound"]
 
 
-def critical_dimension(dim: int, base: float = 10000.0, train_length: float = 4096) -> int:
-    """Liu et al.'s critical dimension ``d_extra = 2⌈(dim/2)·log_base(train_length/2π)⌉``.
+def critical_dimension(dim: int, base: float = 10000.0,
+                       train_length: float = 4096) -> int:
+    """Liu et al.'s critical dimension,
+    ``d_extra = 2⌈(dim/2)·log_base(train_length/2π)⌉``.
 
     Pair ``i`` has the wavelength ``λ_i = 2π·base**(2i/dim)``; the pairs
     ``i < d_extra/2`` complete a full turn within ``train_length``
@@ -72,7 +74,8 @@ def critical_base(train_length: float, tune_length: float | None = None, *,
 def extrapolation_bound(dim: int, base: float, train_length: float,
                         tune_length: float | None = None, *,
                         original_base: float = 10000.0) -> float:
-    """Liu et al.'s extrapolation upper bound ``T_extra`` after fine-tuning with ``base``.
+    """Liu et al.'s extrapolation upper bound ``T_extra`` after fine-tuning
+    with ``base``.
 
     A model pre-trained on ``train_length`` tokens with ``original_base`` and
     fine-tuned on ``tune_length`` tokens (default ``train_length``) with

@@ -428,7 +428,8 @@ def build_model(config: Config, name: str, seed: int) -> lm.DecoderLM:
     _validate.one_of("name", name, list(MODELS))
     spec = MODELS[name]
     options = dict(d_model=config.d_model, n_heads=config.n_heads,
-                   max_positions=config.eval_length, t5_num_buckets=config.t5_num_buckets,
+                   max_positions=config.eval_length,
+                   t5_num_buckets=config.t5_num_buckets,
                    t5_max_distance=config.t5_max_distance, rope_base=config.rope_base,
                    xpos_scale_base=config.xpos_scale_base)
     options.update(spec.options)
@@ -437,8 +438,8 @@ def build_model(config: Config, name: str, seed: int) -> lm.DecoderLM:
         scheme = lm.make_scheme(spec.scheme, **options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return lm.DecoderLM(lm.VOCAB_SIZE, config.d_model, config.n_layers, config.n_heads,
-                            scheme)
+        return lm.DecoderLM(lm.VOCAB_SIZE, config.d_model, config.n_layers,
+                            config.n_heads, scheme)
 
 
 def lr_factor(config: Config, step: int) -> float:
@@ -1049,7 +1050,8 @@ def _t_statistic(x: np.ndarray, clusters) -> _TStatistic:
     # variance of a mean over a crossed two-way design, Owen 2007), and keep
     # the cluster term at 0 or above.
     residual = x - x.mean(1, keepdims=True) - x.mean(0, keepdims=True) + mean
-    residual_var = (residual ** 2).sum() / ((seeds - 1) * (units - 1)) if units > 1 else 0.0
+    residual_var = ((residual ** 2).sum() / ((seeds - 1) * (units - 1))
+                    if units > 1 else 0.0)
     seed_var = x.mean(1).var(ddof=1) / seeds
     cluster_var = max(0.0, unit_var - residual_var / (seeds * units))
     var = seed_var + cluster_var

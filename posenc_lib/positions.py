@@ -46,7 +46,8 @@ def _check_mask(attention_mask) -> Tensor:
 
 
 def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
-    """Position ids of a padded batch: each row's tokens count 0, 1, 2, ... on their own.
+    """Position ids of a padded batch: each row's tokens count 0, 1, 2, ...
+    on their own.
 
     A token's position is the number of real tokens before it in its row,
     ``cumsum(attention_mask) - 1``; padded slots get 1, as in transformers'
@@ -100,7 +101,8 @@ def packed_position_ids(lengths) -> Tensor:
 
 
 def packed_causal_mask(lengths) -> Tensor:
-    """Which keys each query of a packed row may attend to: its own document, up to itself.
+    """Which keys each query of a packed row may attend to: its own
+    document, up to itself.
 
     Entry ``[i, j]`` is True when tokens ``i`` and ``j`` belong to the same
     document and ``j <= i``: a causal mask restricted to the diagonal blocks.
@@ -112,7 +114,8 @@ def packed_causal_mask(lengths) -> Tensor:
         ``(total, total)`` bool tensor, True where attention is allowed.
     """
     lengths = _check_lengths(lengths)
-    document = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    document = torch.repeat_interleave(torch.arange(len(lengths)),
+                                       torch.tensor(lengths))
     index = torch.arange(document.shape[0])
     same_document = document[:, None] == document[None, :]
     return same_document & (index[None, :] <= index[:, None])

@@ -106,7 +106,8 @@ def self_extend_relative_positions(query_positions, key_positions=None, *,
 
 def sink_cache_positions(query_positions, key_positions=None, *, start_size: int,
                          recent_size: int) -> tuple[Tensor, Tensor]:
-    """Relative positions (key minus query) inside a StreamingLLM cache, and what it keeps.
+    """Relative positions (key minus query) inside a StreamingLLM cache, and
+    what it keeps.
 
     When query ``m`` is computed, the cache holds the first ``start_size``
     tokens (the attention sinks) and the ``recent_size`` most recent ones, the
@@ -157,7 +158,8 @@ def relative_map_scores(q: Tensor, k: Tensor, relative_positions: Tensor,
         layout: which features form pair ``i`` (see :mod:`posenc_lib.rope`).
 
     Returns:
-        ``(..., n_q, n_k)`` tensor in the promoted dtype of ``q``, ``k`` and ``inv_freq``.
+        ``(..., n_q, n_k)`` tensor in the promoted dtype of ``q``, ``k`` and
+        ``inv_freq``.
     """
     _validate.one_of("layout", layout, rope.LAYOUTS)
     inv_freq = _validate.tensor("inv_freq", inv_freq, min_dim=1, floating=True)

@@ -691,7 +691,8 @@ def cos_sin_error(positions, dim: int, base: float = 10000.0, *,
 
 
 def rerotate(k: Tensor, delta, inv_freq: Tensor, *, layout: str = "half") -> Tensor:
-    """Move keys rotated at position ``p`` to position ``p + delta``, without recomputing them.
+    """Move keys rotated at position ``p`` to position ``p + delta``, without
+    recomputing them.
 
     Rotations of a pair compose by adding angles, ``R(a)R(b) = R(a + b)``, so
     ``R_{Θ,p+δ} k = R_{Θ,δ} (R_{Θ,p} k)``: a cached key is moved by rotating

@@ -188,7 +188,8 @@ def yarn_correction_range(dim: int, base: float, original_max_position_embedding
     same formula. A :class:`RopeConfigWarning` says so.
     """
     dim = _validate.even_int("dim", dim)
-    length = _length("original_max_position_embeddings", original_max_position_embeddings)
+    length = _length("original_max_position_embeddings",
+                     original_max_position_embeddings)
     beta_fast = _validate.finite_float("beta_fast", beta_fast, greater_than=0.0)
     beta_slow = _validate.finite_float("beta_slow", beta_slow, greater_than=0.0)
     if beta_fast < beta_slow:
@@ -242,7 +243,8 @@ def _yarn(dim, base, seq_len, *, factor, original_max_position_embeddings, beta_
     if low == high:
         high += 0.001  # the reference code's guard against a zero-width ramp
     # weight 0: keep θ_i (extrapolate); weight 1: θ_i / factor (interpolate).
-    weight = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    pairs = torch.arange(dim // 2, dtype=torch.float64)
+    weight = ((pairs - low) / (high - low)).clamp(0, 1)
     inv_freq = _default_inv_freq(dim, base)
     return inv_freq * (1 - weight) + inv_freq / factor * weight, attention_factor
 
@@ -250,14 +252,17 @@ def _yarn(dim, base, seq_len, *, factor, original_max_position_embeddings, beta_
 def _llama3(dim, base, seq_len, *, factor, low_freq_factor, high_freq_factor,
             original_max_position_embeddings):
     factor = _factor(factor)
-    low = _validate.finite_float("low_freq_factor", low_freq_factor, greater_than=0.0)
-    high = _validate.finite_float("high_freq_factor", high_freq_factor, greater_than=0.0)
+    low = _validate.finite_float("low_freq_factor", low_freq_factor,
+                                 greater_than=0.0)
+    high = _validate.finite_float("high_freq_factor", high_freq_factor,
+                                  greater_than=0.0)
     if not low < high:  # transformers 4.57 warns and computes a hard cut
         warnings.warn(f"low_freq_factor={low} >= high_freq_factor={high}: no band is "
                       f"smoothed; pairs with wavelength > L/low_freq_factor are "
                       f"divided by factor, the others kept (as transformers 4.57 "
                       f"computes it, with a warning)", RopeConfigWarning, stacklevel=2)
-    length = _length("original_max_position_embeddings", original_max_position_embeddings)
+    length = _length("original_max_position_embeddings",
+                     original_max_position_embeddings)
     inv_freq = _default_inv_freq(dim, base)
     wavelength = 2 * math.pi / inv_freq
     # smooth = (r - low) / (high - low) with r = L / λ turns in the original
@@ -299,7 +304,8 @@ def _longrope(dim, base, seq_len, *, short_factor, long_factor, factor,
               original_max_position_embeddings, attention_factor):
     short = _factor_list("short_factor", short_factor, dim)
     long = _factor_list("long_factor", long_factor, dim)
-    length = _length("original_max_position_embeddings", original_max_position_embeddings)
+    length = _length("original_max_position_embeddings",
+                     original_max_position_embeddings)
     if factor is not None:
         factor = _factor(factor)
     if attention_factor is None:
@@ -625,7 +631,8 @@ def extension_inv_freqs(dim: int = 128, base: float = 10000.0, factor: float = 4
     (``low_freq_factor=1``, ``high_freq_factor=4``, Llama 3.1's values).
     LongRoPE is left out: its factors are searched per model, not computed.
     """
-    length = _length("original_max_position_embeddings", original_max_position_embeddings)
+    length = _length("original_max_position_embeddings",
+                     original_max_position_embeddings)
     if seq_len is None:
         seq_len = max(length, round(_factor(factor) * length))
     common = {"dim": dim, "base": base, "dtype": torch.float64}
@@ -843,7 +850,8 @@ def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 
 def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
                      dtype: torch.dtype | None = None,
                      reference: str = "float64") -> tuple[Tensor, float] | None:
-    """``(inv_freq, attention_factor)`` of a model, from its ``config.json`` as a mapping.
+    """``(inv_freq, attention_factor)`` of a model, from its ``config.json``
+    as a mapping.
 
     Reads every layout transformers has used (4.x ``rope_theta`` plus
     ``rope_scaling`` with ``rope_type`` or the older ``type``; 5.x
