@@ -71,7 +71,7 @@ test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
 	$(MAKE) browser
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
-# savefig at every slider extreme, tens of minutes) run with `make slow`.
+# savefig at every slider extreme; about a minute) run with `make slow`.
 # The notebooks' code is formatted to fit the book's column (88 characters,
 # pyproject.toml): ruff's formatter, then its line-length rule for the strings
 # and comments the formatter cannot break.
