@@ -436,6 +436,19 @@ def _with_defaults(config: dict, block: dict, model_type: str | None,
     return filled
 
 
+def warn_defaults(used, defaults: Mapping, model_type, *, stacklevel: int) -> None:
+    """Warn that the fields ``used`` were filled from ``defaults``, the values
+    of ``model_type``'s config class (nothing if ``used`` is empty);
+    ``stacklevel`` counts from this function's frame."""
+    if used:
+        names = sorted(set(used), key=list(used).index)
+        values = {name: defaults[name] for name in names}
+        warnings.warn(f"the config leaves out {names}; using the defaults of "
+                      f"model_type {model_type!r}'s config class ({values}), as "
+                      f"transformers does", DefaultValueWarning,
+                      stacklevel=stacklevel)
+
+
 def _check_values(block: dict, problems: _Problems) -> None:
     """The values of the rope block that transformers' formulas need to be
     numbers in range (each problem recorded, none raised)."""
@@ -491,11 +504,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
     text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used)
     # A default share of 1.0 is also the generic fallback: nothing to report.
     used = [n for n in used if MODEL_DEFAULTS[model_type][n] != 1.0]
-    if used:
-        warnings.warn(f"the config leaves out {used}; using the defaults of "
-                      f"model_type {model_type!r}'s config class "
-                      f"({ {n: MODEL_DEFAULTS[model_type][n] for n in used} }), as "
-                      f"transformers does", DefaultValueWarning, stacklevel=3)
+    warn_defaults(used, MODEL_DEFAULTS.get(model_type, {}), model_type, stacklevel=4)
     # Independent checks: every problem is collected, then one error lists them.
     problems = _Problems()
     base = problems.check(_base, text, block, layout, model_type)

@@ -24,11 +24,10 @@ OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import _config, _validate
+from . import _config, _validate, scaling
 
 __all__ = ["LayerRope", "LAYER_DEFAULTS", "layer_types", "layer_layout",
            "layer_config"]
@@ -110,7 +109,7 @@ def _no_rope_layers(text: Mapping, model_type: str, n: int, used: list) -> list:
         interval = _validate.positive_int(
             "no_rope_layer_interval",
             _field(text, model_type, "no_rope_layer_interval", used))
-        return [int((i + 1) % interval != 0) for i in range(n)]
+        return scaling.llama4_no_rope_layers(n, interval)
     if len(given) != n:
         raise ValueError(f"no_rope_layers has {len(given)} entries for "
                          f"num_hidden_layers={n}")
@@ -118,11 +117,8 @@ def _no_rope_layers(text: Mapping, model_type: str, n: int, used: list) -> list:
 
 
 def _defaults_warning(used: list, model_type: str | None) -> None:
-    if used:
-        values = {name: LAYER_DEFAULTS[model_type][name] for name in used}
-        warnings.warn(f"the config leaves out {sorted(set(used))}; using the defaults "
-                      f"of model_type {model_type!r}'s config class ({values}), as "
-                      f"transformers does", _config.DefaultValueWarning, stacklevel=4)
+    _config.warn_defaults(used, LAYER_DEFAULTS.get(model_type, {}), model_type,
+                          stacklevel=5)
 
 
 def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
