@@ -130,6 +130,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere2": {"rope_theta": 10000.0},
     "hunyuan_v1_dense": {"rope_theta": 10000.0},
     "hunyuan_v1_moe": {"rope_theta": 10000.0},
+    "lfm2": {"rope_theta": 1000000.0}, "exaone4": {"rope_theta": 10000.0},
 }
 # Names that stand for the same field (a default is not used if any is present).
 _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
@@ -240,6 +241,10 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     model_type = config.get("model_type")
     text = config.get("text_config")
     if text is None:
+        if model_type == "lfm2" and config.get("theta") is not None:
+            # Lfm2Config: rope_theta = kwargs.get("theta", rope_theta), the key
+            # of Liquid's original configs, which wins over rope_theta
+            return {**config, "rope_theta": config["theta"]}, model_type
         return dict(config), model_type
     if isinstance(text, Mapping) and isinstance(text.get("model_type"), str):
         model_type = text["model_type"].removesuffix("_text")  # qwen2_5_vl_text

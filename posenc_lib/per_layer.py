@@ -16,6 +16,13 @@ type:
   ``floor_scale``).
 * **Qwen3-Next**: ``linear_attention`` layers (gated DeltaNet) have no
   positions of their own; only ``full_attention`` layers rotate.
+* **Cohere 2** (``Cohere2Attention``) and **EXAONE 4** (``Exaone4Attention``):
+  only sliding-window layers rotate; their full-attention layers apply no
+  RoPE (NoPE). Cohere 2 rotates only where a window is set; EXAONE 4 rotates
+  every layer when ``sliding_window`` is null.
+* **LFM2** (``Lfm2Config``): the layers not listed in ``full_attn_idxs`` are
+  ``conv`` layers, short gated convolutions without positions; the attention
+  layers rotate.
 
 Every other layer uses the model's one RoPE, and a sliding-window layer sees
 no distance of ``sliding_window`` or more (Gemma 2/3, Cohere 2, EXAONE 4,
@@ -59,6 +66,7 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_moe": {"num_hidden_layers": 24, "sliding_window": 4096,
                   "use_sliding_window": False, "max_window_layers": 28},
     "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
+    "lfm2": {"num_hidden_layers": 32, "full_attn_idxs": None},
 }
 #: Model types whose classes expand a period into sliding/full layers:
 #: layer i is full attention when (i + 1) % period == 0.
@@ -74,10 +82,11 @@ class LayerRope:
     Attributes:
         index: the layer's index.
         attention: its type (``"full_attention"``, ``"sliding_attention"``,
-            ``"chunked_attention"``, ``"linear_attention"``).
+            ``"chunked_attention"``, ``"linear_attention"``, ``"conv"``).
         rope: which rotary embedding it applies: ``"global"`` (the model's
             RoPE), ``"local"`` (Gemma 3's ``rope_local_base_freq``, or OLMo 3's
-            plain one) or ``None`` (no RoPE: NoPE or linear attention).
+            plain one) or ``None`` (no RoPE: NoPE, linear attention or a
+            convolution).
         window: the largest distance the layer sees plus one (the sliding
             window, Llama 4's attention chunk), or ``None``.
         temperature: Llama 4's query temperature of a NoPE layer
@@ -142,6 +151,10 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             raise ValueError(f"layer_types has {len(given)} entries for "
                              f"num_hidden_layers={n}")
         kinds = list(given)
+    elif model_type == "exaone4" and window is None:
+        raise ValueError("an exaone4 config with sliding_window null needs "
+                         "layer_types: Exaone4Config then takes the pattern as 0 "
+                         "and cannot build the layers either")
     elif model_type in _PERIODIC:
         period = _PERIODIC[model_type]
         if isinstance(period, str):
@@ -157,6 +170,10 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                  for i in range(n)]
     elif model_type == "llama4":
         kinds = ["chunked_attention" if r else "full_attention" for r in no_rope]
+    elif model_type == "lfm2":  # None: every layer attends (Lfm2Config)
+        attending = _field(text, model_type, "full_attn_idxs", used)
+        attending = range(n) if attending is None else attending
+        kinds = ["full_attention" if i in attending else "conv" for i in range(n)]
     elif model_type == "smollm3":
         sliding = (_field(text, model_type, "use_sliding_window", used)
                    and window is not None)
@@ -176,8 +193,14 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     for i, kind in enumerate(kinds):
         rope: str | None = "global"
         temperature = None
-        if kind == "linear_attention" or not no_rope[i]:
+        if kind in ("linear_attention", "conv") or not no_rope[i]:
             rope = None
+        elif model_type == "cohere2" and not (kind == "sliding_attention"
+                                              and window is not None):
+            rope = None  # Cohere2Attention: RoPE only if its window is not None
+        elif model_type == "exaone4" and window is not None and \
+                kind != "sliding_attention":
+            rope = None  # Exaone4Attention: sliding_window is None or is_sliding
         elif kind == "sliding_attention" and model_type in ("gemma3", "olmo3"):
             rope = "local"
         if model_type == "llama4" and not no_rope[i] and \

@@ -187,6 +187,9 @@ def test_gpt_neox_overwrites_the_generic_names():
 
 def layouts(config: dict) -> dict[str, dict]:
     """The same set-up written as 4.x with ``rope_type``, 4.x with ``type``, and 5.x."""
+    if "text_config" in config:  # nested (Qwen3-VL): the text part in each layout
+        return {layout: {**config, "text_config": text}
+                for layout, text in layouts(config["text_config"]).items()}
     rope = _config.parse_rope_config(config)
     block = dict(config.get("rope_scaling") or {})
     block.pop("type", None)
@@ -647,9 +650,12 @@ def hf_pair_partner(config: dict) -> int:
     mrope = getattr(text, "rope_scaling", None) or {}
     if "mrope_section" in mrope:  # the same position on every axis
         ids = ids[None].expand(3, 1, 2)
-    cos, sin = rotary_module(config)(torch.zeros(1), ids)
-    d = cos.shape[-1]
-    if "mrope_section" in mrope:
+    rotary = rotary_module(config)
+    cos, sin = rotary(torch.zeros(1), ids)
+    d = 2 * rotary.inv_freq.numel()  # gpt-oss's cos holds each angle once, d / 2
+    if "mrope_section" in mrope and hasattr(module, "apply_multimodal_rotary_pos_emb"):
+        # Qwen2-VL, Qwen2.5-VL; Qwen3-VL interleaves the axes inside its rotary
+        # module and then applies plain rotate_half
         def apply(q, k, c, s):
             return module.apply_multimodal_rotary_pos_emb(
                 q, k, c, s, mrope["mrope_section"])

@@ -28,6 +28,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from posenc_lib import _config, per_layer, scaling  # noqa: E402
+from posenc_lib import inspect as model_inspect  # noqa: E402
 from test_models import assert_same  # noqa: E402
 
 TINY = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
@@ -39,7 +40,10 @@ EXTRA = {"llama4": {"intermediate_size_mlp": 32, "num_local_experts": 2},
                         "linear_num_value_heads": 2, "linear_key_head_dim": 16,
                         "linear_value_head_dim": 16},
          "gpt_oss": {"num_local_experts": 2}}
-CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
+              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text"}
+TABLE_ROTARY = [n for n in model_inspect.model_names()
+                if _config.positional_scheme(model_inspect.model_config(n)) == "rotary"]
 
 
 def tiny_model(config: dict):
@@ -60,9 +64,14 @@ def hf_layers(model) -> list:
     the module ``None`` where the layer applies no RoPE."""
     out = []
     for layer in model.layers:
-        attn = getattr(layer, "self_attn", None)
+        attn = getattr(layer, "self_attn", getattr(layer, "attention", None))
         if attn is None or not getattr(attn, "use_rope", 1):
             out.append((None, attn))
+        elif type(attn).__name__ == "Cohere2Attention" and attn.sliding_window is None:
+            out.append((None, attn))  # its forward: RoPE if sliding_window is not None
+        elif type(attn).__name__ == "Exaone4Attention" and not (
+                attn.sliding_window is None or attn.is_sliding):
+            out.append((None, attn))  # its forward: sliding_window is None or is_sliding
         elif hasattr(model, "rotary_embs"):  # OLMo 3
             out.append((model.rotary_embs[attn.attention_type], attn))
         elif getattr(attn, "is_sliding", False) and hasattr(model, "rotary_emb_local"):
@@ -72,14 +81,19 @@ def hf_layers(model) -> list:
     return out
 
 
-def check_every_layer(config: dict) -> list:
+def check_every_layer(config: dict, ours: dict | None = None) -> list:
+    """Build ``config`` with transformers and compare every layer with
+    ``rope_from_config(ours, layer=i)`` (``ours`` defaults to ``config``)."""
+    ours = config if ours is None else ours
     model, built = tiny_model(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", _config.DefaultValueWarning)
-        layout = per_layer.layer_layout(config)
-        assert [x.attention for x in layout] == list(built.layer_types)
+        layout = per_layer.layer_layout(ours)
+        if getattr(built, "layer_types", None) is not None:
+            assert [x.attention for x in layout] == list(built.layer_types)
+        assert len(layout) == built.num_hidden_layers
         for i, (module, attn) in enumerate(hf_layers(model)):
-            got = scaling.rope_from_config(config, layer=i, dtype=torch.float64)
+            got = scaling.rope_from_config(ours, layer=i, dtype=torch.float64)
             if module is None:
                 assert got is None, (config["model_type"], i)
                 assert layout[i].rope is None
@@ -87,7 +101,10 @@ def check_every_layer(config: dict) -> list:
                 assert_same(got, (module.inv_freq, float(module.attention_scaling)),
                             f"{config['model_type']} layer {i}")
             if attn is not None and getattr(attn, "sliding_window", None):
-                assert layout[i].window == attn.sliding_window
+                # EXAONE 4 keeps the config's window on every layer and passes
+                # it to the kernel only where is_sliding
+                sliding = getattr(attn, "is_sliding", True)
+                assert layout[i].window == (attn.sliding_window if sliding else None)
             if attn is not None and getattr(attn, "attn_temperature_tuning", False) \
                     and not attn.use_rope:
                 assert layout[i].temperature == {"attn_scale": attn.attn_scale,
@@ -120,8 +137,45 @@ GPT_OSS = {"model_type": "gpt_oss", **TINY, **EXTRA["gpt_oss"], "num_hidden_laye
            "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
                             "beta_slow": 1.0, "truncate": False,
                             "original_max_position_embeddings": 4096}}
+LFM2 = {"model_type": "lfm2", **TINY, "num_hidden_layers": 6, "full_attn_idxs": [2, 5],
+        "rope_theta": 1e6, "max_position_embeddings": 128000}
+COHERE2 = {"model_type": "cohere2", **TINY, "num_hidden_layers": 8, "sliding_window": 16,
+           "rope_theta": 5e4, "max_position_embeddings": 8192}
+EXAONE4 = {"model_type": "exaone4", **TINY, "num_hidden_layers": 8, "sliding_window": 16,
+           "sliding_window_pattern": 4, "rope_theta": 1e6,
+           "max_position_embeddings": 65536}
 MODELS = {"gemma3": GEMMA3, "olmo3": OLMO3, "llama4": LLAMA4, "smollm3": SMOLLM3,
-          "qwen3_next": QWEN3_NEXT, "gpt_oss": GPT_OSS}
+          "qwen3_next": QWEN3_NEXT, "gpt_oss": GPT_OSS, "lfm2": LFM2,
+          "cohere2": COHERE2, "exaone4": EXAONE4}
+
+
+#: Sizes that have nothing to do with positions, shrunk so that a model of
+#: the table builds in a blink; each is set only where its config class takes it.
+SMALL = {"vocab_size": 16, "intermediate_size": 32, "intermediate_size_mlp": 32,
+         "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,
+         "num_local_experts": 2, "num_experts": 2, "n_routed_experts": 2,
+         "moe_num_experts": 2, "n_shared_experts": 1, "num_experts_per_tok": 1,
+         "n_group": 1, "topk_group": 1, "q_lora_rank": 8, "kv_lora_rank": 8,
+         "qk_nope_head_dim": 8, "v_head_dim": 8, "linear_num_key_heads": 2,
+         "linear_num_value_heads": 2, "linear_key_head_dim": 16,
+         "linear_value_head_dim": 16, "pad_token_id": 0}
+
+
+def shrunk(config: dict) -> dict:
+    """A table config's text model with its sizes made tiny: two heads of the
+    same head dimension, few experts, a small vocabulary. Every positional
+    field, the layer count and the layer types stay as published."""
+    model_type = config["model_type"]
+    text = copy.deepcopy(config.get("text_config") or config)
+    if "text_config" in config:
+        model_type = text.pop("model_type", None) or f"{model_type}_text"
+    model_type = CLASS_TYPE.get(model_type, model_type)
+    heads = text.get("num_attention_heads", text.get("n_head"))
+    head_dim = text.get("head_dim") or text["hidden_size"] // heads
+    params = std_inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
+    small = {k: v for k, v in SMALL.items() if k in params or k in text}
+    return {**text, "model_type": model_type, **small, "num_attention_heads": 2,
+            "num_key_value_heads": 2, "hidden_size": 2 * head_dim}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -135,8 +189,24 @@ def test_every_layer_matches_the_models_own_modules(name):
         "smollm3": {("full_attention", "global"), ("full_attention", None)},
         "qwen3_next": {("linear_attention", None), ("full_attention", "global")},
         "gpt_oss": {("sliding_attention", "global"), ("full_attention", "global")},
+        "lfm2": {("conv", None), ("full_attention", "global")},
+        "cohere2": {("sliding_attention", "global"), ("full_attention", None)},
+        "exaone4": {("sliding_attention", "global"), ("full_attention", None)},
     }[name]
     assert kinds == expected  # every kind of layer was compared above
+
+
+@pytest.mark.parametrize("name", TABLE_ROTARY)
+def test_every_layer_of_every_table_model(name):
+    """Each rotary model of the table, layer by layer, against the modules its
+    own model class builds (from the published config with tiny sizes)."""
+    config = model_inspect.model_config(name)
+    text = config.get("text_config", config)
+    if "num_hidden_layers" not in text:  # older entries: no per-layer field,
+        text["num_hidden_layers"] = 2  # so two layers show that all agree
+        assert not {"layer_types", "no_rope_layers", "rope_local_base_freq",
+                    "sliding_window_pattern", "full_attn_idxs"} & set(text)
+    check_every_layer(shrunk(config), ours=config)
 
 
 def test_the_kinds_of_layer_really_differ():
@@ -160,12 +230,15 @@ def layouts(draw):
     n = draw(st.integers(1, 9))
     config["num_hidden_layers"] = n
     choice = draw(st.sampled_from(["pattern", "explicit", "default"]))
-    if name in ("gemma3", "olmo3", "gpt_oss"):
+    if name in ("gemma3", "olmo3", "gpt_oss", "cohere2", "exaone4"):
         if choice == "explicit":
             config["layer_types"] = draw(st.lists(st.sampled_from(
                 ["sliding_attention", "full_attention"]), min_size=n, max_size=n))
-        elif choice == "pattern" and name == "gemma3":
+        elif choice == "pattern" and name in ("gemma3", "cohere2", "exaone4"):
             config["sliding_window_pattern"] = draw(st.integers(1, 4))
+        if name in ("cohere2", "exaone4") and choice == "explicit" and \
+                draw(st.booleans()):
+            config["sliding_window"] = None  # no window: which layers rotate?
     elif name in ("llama4", "smollm3"):
         if choice == "explicit":
             config["no_rope_layers"] = draw(st.lists(st.sampled_from([0, 1]),
@@ -174,6 +247,12 @@ def layouts(draw):
             config["no_rope_layer_interval"] = draw(st.integers(1, 4))
         if name == "smollm3" and draw(st.booleans()):
             config.update(use_sliding_window=True, sliding_window=16)
+    elif name == "lfm2":
+        if choice == "explicit":
+            config["full_attn_idxs"] = draw(st.lists(st.integers(0, n - 1),
+                                                     unique=True))
+        elif choice == "default":
+            del config["full_attn_idxs"]  # Lfm2Config: every layer attends
     elif name == "qwen3_next":
         if choice == "explicit":
             config["layer_types"] = draw(st.lists(st.sampled_from(
@@ -195,7 +274,7 @@ def test_random_layouts_match_the_models(config):
                "max_window_layers": 2}),
     ("qwen3", {"use_sliding_window": False, "sliding_window": 32}),
     ("mistral", {"sliding_window": 32}), ("mistral", {"sliding_window": None}),
-    ("gemma2", {}), ("cohere2", {}), ("cohere2", {"sliding_window_pattern": 3}),
+    ("gemma2", {}),
 ])
 def test_layer_types_of_other_sliding_models(model_type, extra):
     """The layer types and windows the config classes fill in (no model built)."""
@@ -222,6 +301,19 @@ def test_layer_out_of_range_names_layer():
         scaling.rope_from_config({"model_type": "mystery", "hidden_size": 64,
                                   "num_attention_heads": 2, "rope_theta": 1e4},
                                  layer=0)
+
+
+def test_lfm2_reads_theta_as_its_class_does():
+    """Lfm2Config takes ``theta`` (the key of Liquid's own configs) over
+    ``rope_theta``; the rotary module then turns at that base."""
+    for extra in ({"theta": 5e4}, {"theta": 5e4, "rope_theta": 1e6}):
+        config = {**{k: v for k, v in LFM2.items() if k != "rope_theta"}, **extra}
+        model, _ = tiny_model(config)
+        ours = scaling.rope_from_config(config, layer=2, dtype=torch.float64)
+        assert_same(ours, (model.rotary_emb.inv_freq,
+                           float(model.rotary_emb.attention_scaling)))
+        assert torch.allclose(ours[0], 5e4 ** -(torch.arange(0, 32, 2) / 32).double())
+        assert scaling.rope_from_config(config, layer=0) is None  # a convolution
 
 
 def test_layout_defaults_are_the_config_classes_and_are_reported():

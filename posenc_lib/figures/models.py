@@ -33,7 +33,7 @@ def overview() -> BookFigure:
     :func:`~posenc_lib.inspect.trained_and_extended`),
     the red bar the length the config extends to.
     """
-    fig, ax = new_subplots(7.6, 4.6)
+    fig, ax = new_subplots(7.6, 1.6 + 0.27 * len(ROTARY_MODELS))  # 4.6 at 11 rows
     for row, name in enumerate(ROTARY_MODELS):  # labels repeat; the legend dedupes
         entry = model_inspect.model_entry(name)
         parts = model_inspect.trained_and_extended(entry["config"])
@@ -126,12 +126,15 @@ LAYER_KINDS = {
     "local RoPE (own base or unscaled), sliding window": "C2",
     "no RoPE (NoPE), full attention": "C3",
     "linear attention, no positions": "0.55",
+    "short convolution, no positions": "0.8",
 }
 
 
 def _layer_kind(layer: per_layer.LayerRope) -> str:
     if layer.attention == "linear_attention":
         return "linear attention, no positions"
+    if layer.attention == "conv":
+        return "short convolution, no positions"
     if layer.rope is None:
         return "no RoPE (NoPE), full attention"
     if layer.rope == "local":
