@@ -124,6 +124,7 @@ def test_table_entry_is_a_valid_transformers_config(name, caplog):
     source = entry["source"]
     assert source["config_url"].startswith("https://huggingface.co/")
     assert source["read_from"] and source["read_on"]
+    assert all(url.startswith("https://") for url in source["read_from"]), name
     logging.Logger.warning_once.cache_clear()  # transformers' once-only warnings
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_warning()
