@@ -495,6 +495,11 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
     if model_type in NOT_ROTARY:
         raise ValueError(f"model_type {model_type!r} uses {NOT_ROTARY[model_type]}, not "
                          f"rotary embeddings: there are no RoPE frequencies to compute")
+    if _granite_nope(text, model_type):
+        raise ValueError(
+            f"position_embedding_type is {text.get('position_embedding_type')!r}, not "
+            f"'rope': GraniteMoeHybridModel builds no rotary embedding (no positional "
+            f"encoding at all); there are no RoPE frequencies to compute")
     if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
                              and text["attn_config"].get("alibi")):
         raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
@@ -638,11 +643,20 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                       defaults_used=tuple(used))
 
 
+def _granite_nope(text: Mapping, model_type) -> bool:
+    """GraniteMoeHybridModel builds its rotary module only when
+    ``position_embedding_type == "rope"`` (the class default is None)."""
+    return model_type == "granitemoehybrid" and \
+        text.get("position_embedding_type") != "rope"
+
+
 def positional_scheme(config: Mapping) -> str:
     """``"rotary"``, or what a non-rotary model uses (``"ALiBi"``, ...)."""
     text, model_type = _text_config(config)
     if model_type in NOT_ROTARY:
         return NOT_ROTARY[model_type]
+    if _granite_nope(text, model_type):
+        return "no positional encoding (NoPE)"
     if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
                              and text["attn_config"].get("alibi")):
         return "ALiBi"

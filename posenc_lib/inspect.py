@@ -66,7 +66,7 @@ SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
 #: How the summary names each attention type.
 ATTENTION = {"full_attention": "global", "sliding_attention": "sliding",
              "chunked_attention": "chunked", "linear_attention": "linear attention",
-             "conv": "convolution"}
+             "conv": "convolution", "mamba": "Mamba", "attention": "global"}
 #: A hub id, ``org/name`` (not a local path: checked after the file system).
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 #: T5Config's default ``relative_attention_max_distance`` (older T5 configs omit it).
@@ -384,7 +384,7 @@ def layer_summary(layers: Sequence[dict]) -> str:
         name = ATTENTION.get(entry["attention"], entry["attention"])
         if rope is None:
             what = "no RoPE"
-            if entry["attention"] not in ("linear_attention", "conv"):
+            if entry["attention"] not in ("linear_attention", "conv", "mamba"):
                 what = "no RoPE (NoPE)"
             if entry["temperature"]:
                 t = entry["temperature"]

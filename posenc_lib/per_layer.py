@@ -20,6 +20,9 @@ type:
   only sliding-window layers rotate; their full-attention layers apply no
   RoPE (NoPE). Cohere 2 rotates only where a window is set; EXAONE 4 rotates
   every layer when ``sliding_window`` is null.
+* **Granite 4.0** (``granitemoehybrid``): ``mamba`` layers have no positions;
+  its ``attention`` layers rotate only if ``position_embedding_type`` is
+  ``"rope"`` (otherwise the model has no positional encoding at all).
 * **LFM2** (``Lfm2Config``): the layers not listed in ``full_attn_idxs`` are
   ``conv`` layers, short gated convolutions without positions; the attention
   layers rotate.
@@ -193,7 +196,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     for i, kind in enumerate(kinds):
         rope: str | None = "global"
         temperature = None
-        if kind in ("linear_attention", "conv") or not no_rope[i]:
+        if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
+                _config._granite_nope(text, model_type):
             rope = None
         elif model_type == "cohere2" and not (kind == "sliding_attention"
                                               and window is not None):

@@ -296,8 +296,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ["09_models"], "Gemma 3's sliding layers given rope_theta, not "
        "rope_local_base_freq"),
     _m("layer-nope-inverted", "per_layer.py",
-       'if kind in ("linear_attention", "conv") or not no_rope[i]:',
-       'if kind in ("linear_attention", "conv") or no_rope[i]:',
+       'if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or',
+       'if kind in ("linear_attention", "conv", "mamba") or no_rope[i] or',
        ["09_models"], "no_rope_layers read the way its name suggests: 1 taken for "
        "a NoPE layer"),
     _m("layer-cohere2-global-rotates", "per_layer.py",
@@ -308,6 +308,10 @@ MUTANTS: tuple[Mutant, ...] = (
        'elif model_type == "exaone4" and window is not None and',
        'elif model_type == "exaone4" and',
        [], "EXAONE 4 without a window: its full layers taken for NoPE"),
+    _m("granite-nope-ignored", "_config.py",
+       'return model_type == "granitemoehybrid" and \\',
+       'return model_type == "granitemoehybridx" and \\',
+       [], "Granite 4.0 without position_embedding_type 'rope' given a RoPE"),
     _m("layer-lfm2-conv-rotates", "per_layer.py",
        'kinds = ["full_attention" if i in attending else "conv" for i in range(n)]',
        'kinds = ["full_attention" for i in range(n)]',

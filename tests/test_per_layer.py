@@ -144,9 +144,14 @@ COHERE2 = {"model_type": "cohere2", **TINY, "num_hidden_layers": 8, "sliding_win
 EXAONE4 = {"model_type": "exaone4", **TINY, "num_hidden_layers": 8, "sliding_window": 16,
            "sliding_window_pattern": 4, "rope_theta": 1e6,
            "max_position_embeddings": 65536}
+GRANITE4 = {"model_type": "granitemoehybrid", **TINY, "num_hidden_layers": 4,
+            "layer_types": ["mamba", "attention", "mamba", "attention"],
+            "position_embedding_type": "rope", "rope_theta": 1e4,
+            "max_position_embeddings": 4096, "num_local_experts": 2, "mamba_n_heads": 2,
+            "mamba_d_state": 8, "mamba_n_groups": 1, "shared_intermediate_size": 32}
 MODELS = {"gemma3": GEMMA3, "olmo3": OLMO3, "llama4": LLAMA4, "smollm3": SMOLLM3,
           "qwen3_next": QWEN3_NEXT, "gpt_oss": GPT_OSS, "lfm2": LFM2,
-          "cohere2": COHERE2, "exaone4": EXAONE4}
+          "cohere2": COHERE2, "exaone4": EXAONE4, "granitemoehybrid": GRANITE4}
 
 
 #: Sizes that have nothing to do with positions, shrunk so that a model of
@@ -192,6 +197,7 @@ def test_every_layer_matches_the_models_own_modules(name):
         "lfm2": {("conv", None), ("full_attention", "global")},
         "cohere2": {("sliding_attention", "global"), ("full_attention", None)},
         "exaone4": {("sliding_attention", "global"), ("full_attention", None)},
+        "granitemoehybrid": {("mamba", None), ("attention", "global")},
     }[name]
     assert kinds == expected  # every kind of layer was compared above
 
@@ -247,6 +253,11 @@ def layouts(draw):
             config["no_rope_layer_interval"] = draw(st.integers(1, 4))
         if name == "smollm3" and draw(st.booleans()):
             config.update(use_sliding_window=True, sliding_window=16)
+    elif name == "granitemoehybrid":
+        config["layer_types"] = draw(st.lists(st.sampled_from(
+            ["mamba", "attention"]), min_size=n, max_size=n))
+        if choice == "default":  # position_embedding_type None: no RoPE anywhere
+            del config["position_embedding_type"]
     elif name == "lfm2":
         if choice == "explicit":
             config["full_attn_idxs"] = draw(st.lists(st.integers(0, n - 1),
@@ -301,6 +312,18 @@ def test_layer_out_of_range_names_layer():
         scaling.rope_from_config({"model_type": "mystery", "hidden_size": 64,
                                   "num_attention_heads": 2, "rope_theta": 1e4},
                                  layer=0)
+
+
+def test_granite4_without_rope_has_no_positions():
+    """GraniteMoeHybridModel builds no rotary module unless
+    position_embedding_type is "rope" (the class default is None)."""
+    config = {k: v for k, v in GRANITE4.items() if k != "position_embedding_type"}
+    model, _ = tiny_model(config)
+    assert model.rotary_emb is None
+    assert _config.positional_scheme(config) == "no positional encoding (NoPE)"
+    with pytest.raises(ValueError, match="position_embedding_type"):
+        scaling.rope_from_config(config)
+    assert all(scaling.rope_from_config(config, layer=i) is None for i in range(4))
 
 
 def test_lfm2_reads_theta_as_its_class_does():

@@ -133,7 +133,7 @@ LAYER_KINDS = {
 def _layer_kind(layer: per_layer.LayerRope) -> str:
     if layer.attention == "linear_attention":
         return "linear attention, no positions"
-    if layer.attention == "conv":
+    if layer.attention in ("conv", "mamba"):
         return "short convolution, no positions"
     if layer.rope is None:
         return "no RoPE (NoPE), full attention"
