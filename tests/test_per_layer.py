@@ -449,6 +449,11 @@ def test_layer_layout_figure():
         "no RoPE (NoPE), full attention", "linear attention, no positions"}
     with pytest.raises(ValueError, match="configs"):
         figures.layer_layouts({})
+    # Layers without attention keep their own colours (not linear attention's).
+    mixed = figures.layer_layouts({"LFM2": LFM2, "Granite 4.0": GRANITE4})
+    labels = {t.get_text() for t in mixed.axes[0].get_legend().get_texts()}
+    assert labels == {"short convolution, no positions", "Mamba layer, no positions",
+                      "global RoPE, full attention"}
 
 
 @pytest.mark.parametrize("model_type", ["ernie4_5", "glm", "glm4", "cohere", "cohere2",

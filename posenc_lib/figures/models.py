@@ -127,14 +127,17 @@ LAYER_KINDS = {
     "no RoPE (NoPE), full attention": "C3",
     "linear attention, no positions": "0.55",
     "short convolution, no positions": "0.8",
+    "Mamba layer, no positions": "0.7",
 }
 
 
 def _layer_kind(layer: per_layer.LayerRope) -> str:
     if layer.attention == "linear_attention":
         return "linear attention, no positions"
-    if layer.attention in ("conv", "mamba"):
+    if layer.attention == "conv":
         return "short convolution, no positions"
+    if layer.attention == "mamba":
+        return "Mamba layer, no positions"
     if layer.rope is None:
         return "no RoPE (NoPE), full attention"
     if layer.rope == "local":
