@@ -314,6 +314,15 @@ def test_layer_out_of_range_names_layer():
                                  layer=0)
 
 
+def test_exaone4_without_a_window_rotates_every_layer():
+    """Exaone4Attention rotates where ``sliding_window is None or is_sliding``:
+    with no window, its full-attention layers rotate too."""
+    config = {**EXAONE4, "sliding_window": None,
+              "layer_types": ["sliding_attention", "full_attention"] * 4}
+    layout = check_every_layer(config)
+    assert [x.rope for x in layout] == ["global"] * 8
+
+
 def test_granite4_without_rope_has_no_positions():
     """GraniteMoeHybridModel builds no rotary module unless
     position_embedding_type is "rope" (the class default is None)."""
