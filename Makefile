@@ -20,12 +20,13 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit slow notebooks browser benchmark experiment retrieval mutants lock clean help
+.PHONY: book test lab unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
 	@echo "make test   unit tests, book build with -W (executes every notebook), browser tests"
 	@echo "make notebooks   run every notebook under nbval with live widgets (not in make test)"
+	@echo "make portable    unit tests and every notebook with other CPUs' arithmetic (see README)"
 	@echo "make lab    open the notebooks in JupyterLab (and strip outputs as git stages them)"
 	@echo "make benchmark   run the benchmark scripts and print their results"
 	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
@@ -68,7 +69,7 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY)
 # kernel executing a notebook); -Otarget keeps each one's log in one piece.
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
 	$(MAKE) -j2 -Otarget unit book BOOK_FLAGS=--all
-	$(MAKE) browser
+	$(MAKE) -j2 -Otarget browser portable-notebooks
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
 # savefig at every slider extreme; about a minute) run with `make slow`.
@@ -88,6 +89,34 @@ notebooks: $(INSTALLED)
 
 browser: $(INSTALLED) $(CHROMIUM)
 	$(PY) -m pytest -m browser tests
+
+# Another CPU's arithmetic on this one. torch chooses its vectorised kernels by
+# the CPU (ATEN_CPU_CAPABILITY: default, avx2, avx512) and splits reductions by
+# the thread count, so a tolerance fitted to one machine's rounding fails on
+# another. `make portable` runs the unit tests and every notebook under each
+# setting of PORTABLE (capability:threads); a capability this CPU lacks is
+# skipped with a message. `make test` runs the notebooks under the first one.
+PORTABLE ?= default:1 avx2:2
+define with_kernels
+cap=$${1%%:*}; threads=$${1##*:}; \
+flag=$$cap; [ "$$cap" = avx512 ] && flag=avx512f; \
+if [ "$$cap" != default ] && ! grep -qw "$$flag" /proc/cpuinfo 2>/dev/null; then \
+  echo "== $$cap: this CPU lacks it, skipped"; exit 0; fi; \
+echo "== ATEN_CPU_CAPABILITY=$$cap OMP_NUM_THREADS=$$threads"; \
+export ATEN_CPU_CAPABILITY=$$cap OMP_NUM_THREADS=$$threads POSENC_EXPECT_CAPABILITY=$$cap
+endef
+
+portable: $(INSTALLED)
+	@for setting in $(PORTABLE); do \
+	  ( set -- $$setting; $(with_kernels); \
+	    $(PY) -m pytest -q -p no:cacheprovider -m "not browser and not slow" tests && \
+	    $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env book \
+	  ) || exit 1; \
+	done
+
+portable-notebooks: $(INSTALLED)
+	@( set -- $(firstword $(PORTABLE)); $(with_kernels); \
+	   $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env book )
 
 # ---- extras ---------------------------------------------------------------
 

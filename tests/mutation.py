@@ -397,6 +397,14 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("steady-limit-coarse", "figures/_base.py",
        "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
        [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
+    # ---- portability round: checks that could not fail before ---------------------------
+    _m("ridge-sqrt-forgotten", "scaling.py",
+       "math.sqrt(ridge) * torch.eye(n, dtype=dtype)", "ridge * torch.eye(n, dtype=dtype)",
+       ["06_extension"], "the ridge stacked as kappa*I instead of sqrt(kappa)*I (kappa^2 used)"),
+    _m("multiaxis-last-axis-dropped", "multidim.py",
+       "    for a in range(n_axes):\n        mine = axis == a\n",
+       "    for a in range(n_axes - 1):\n        mine = axis == a\n",
+       ["05_multidim"], "a loop over the axes that stops one short: the width ids are ignored"),
 )
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import os
 import re
 import subprocess
 import sys
 
 import pytest
+import torch
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -75,3 +77,12 @@ def test_pip_check_is_clean():
     result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif("POSENC_EXPECT_CAPABILITY" not in os.environ,
+                    reason="set by `make portable` only")
+def test_portable_run_uses_the_kernels_it_names():
+    # `make portable` sets ATEN_CPU_CAPABILITY; torch ignores a value it does not
+    # know, so the run would silently check this CPU's own kernels again.
+    expected = os.environ["POSENC_EXPECT_CAPABILITY"].upper()
+    assert torch.backends.cpu.get_cpu_capability() == expected
