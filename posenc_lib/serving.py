@@ -191,25 +191,40 @@ def frequency_schedule(rope_type: str, trained: torch.Tensor,
 
 
 def angle_errors(dim: int, base: float, target_length: int, *,
-                 window: int = 256) -> dict[str, float | None]:
+                 window: int = 256,
+                 frequencies: torch.Tensor | None = None) -> dict[str, float | None]:
     """Largest error of cos and sin over the last ``window`` positions before
     ``target_length``, with the angles in bfloat16, float16 and float32.
 
-    Plain RoPE frequencies of ``dim`` and ``base``
-    (:func:`~posenc_lib.rope.cos_sin_error`, cos and sin kept in the angle
-    dtype). ``None`` where a position exceeds the dtype's largest finite value
-    (float16 beyond 65,504).
+    The frequencies are ``frequencies`` when given (``(dim/2,)``, float64: the
+    configured method's, e.g. YaRN's at the target length), else plain RoPE's
+    of ``dim`` and ``base``; they are rounded to the angle dtype once, the
+    positions converted to it, the angles and cos and sin computed in it, as
+    :func:`~posenc_lib.rope.cos_sin_error` does, against float64. ``None``
+    where a position exceeds the dtype's largest finite value (float16 beyond
+    65,504).
     """
     target = _validate.positive_int("target_length", target_length)
     window = _validate.positive_int("window", window)
     positions = torch.arange(max(target - window, 0), target)
+    if frequencies is not None:
+        _validate.tensor("frequencies", frequencies, min_dim=1, floating=True)
+        if frequencies.shape != (dim // 2,):
+            raise ValueError(f"frequencies must have shape ({dim // 2},) for dim={dim}, "
+                             f"got {tuple(frequencies.shape)}")
+        reference = rope.rope_angles(positions.double(), frequencies.double())
     out: dict[str, float | None] = {}
     for name, dtype in ANGLE_DTYPES.items():
         if target - 1 > torch.finfo(dtype).max:
             out[name] = None
             continue
-        out[name] = float(rope.cos_sin_error(positions, dim, base,
-                                             angle_dtype=dtype).max())
+        if frequencies is None:
+            out[name] = float(rope.cos_sin_error(positions, dim, base,
+                                                 angle_dtype=dtype).max())
+            continue
+        angles = rope.rope_angles(positions, frequencies.double().to(dtype))
+        out[name] = max(float((fn(angles).double() - fn(reference)).abs().max())
+                        for fn in (torch.cos, torch.sin))
     return out
 
 

@@ -230,3 +230,91 @@ def test_vllm_sliding_and_chunked_reserve_what_its_manager_reserves():
 def test_engine_must_be_known():
     with pytest.raises(ValueError, match="engine must be one of transformers, vllm"):
         serving.kv_cache_bytes(family("llama"), engine="sglang")
+
+
+# ---- the inspector's serving lines -------------------------------------------------
+
+
+def _deepseek():
+    config = inspect.model_config("deepseek-v3")
+    config.setdefault("num_hidden_layers", 61)
+    return config
+
+
+def test_deepseek_kv_line_states_the_sizes_its_number_uses():
+    text = inspect.format_report(inspect.inspect_config(_deepseek()))
+    line = next(x for x in text.splitlines() if x.strip().startswith("KV cache"))
+    # 61 layers x 128 heads x (128 + 64 + 128) x 2 bytes = 4,880 KiB
+    assert "4,880 KiB per token" in line
+    assert "61 layers x 128 KV heads x (key 128 + 64 + value 128) x 2 bytes" in line
+    vllm = inspect.format_report(inspect.inspect_config(_deepseek(), engine="vllm"))
+    line = next(x for x in vllm.splitlines() if x.strip().startswith("KV cache"))
+    assert "68.62 KiB per token (vllm: 61 layers x (kv_lora_rank 512 + " \
+        "qk_rope_head_dim 64)" in line
+
+
+def test_angle_error_uses_the_configured_frequencies():
+    """Linear x4: the angles at p are plain RoPE's at p/4. The error line must
+    be the one of those frequencies, computed here from scratch."""
+    config = {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "max_position_embeddings": 8192,
+              "rope_theta": 1e4, "rope_scaling": {"rope_type": "linear",
+                                                  "factor": 4.0}}
+    report = inspect.inspect_config(config, target_length=32768)
+    freq = 1e4 ** -(torch.arange(0, 128, 2, dtype=torch.float64) / 128) / 4
+    p = torch.arange(32768 - 256, 32768)
+    for name, dtype in serving.ANGLE_DTYPES.items():
+        if name == "float16":
+            continue
+        angles = p.to(dtype)[:, None] * freq.to(dtype)
+        exact = p.double()[:, None] * freq
+        expected = max(float((f(angles).double() - f(exact)).abs().max())
+                       for f in (torch.cos, torch.sin))
+        assert report["angle_error"][name] == expected, name
+    plain = serving.angle_errors(128, 1e4, 32768)
+    assert report["angle_error"] != plain
+    assert "position interpolation (PI) frequencies" in inspect.format_report(report)
+
+
+def test_kv_at_the_supported_length_and_a_verdict():
+    """Without an extension the KV cache is sized at max_position_embeddings,
+    not at twice it (GLM-4.5: 131,072)."""
+    config = {"model_type": "glm4_moe", "hidden_size": 5120, "head_dim": 128,
+              "num_attention_heads": 96, "num_key_value_heads": 8,
+              "num_hidden_layers": 92, "max_position_embeddings": 131072,
+              "rope_theta": 1e6, "partial_rotary_factor": 0.5,
+              "num_nextn_predict_layers": 1}
+    report = inspect.inspect_config(config)
+    assert report["kv_cache"]["length"] == report["supported_length"] == 131072
+    assert report["kv_cache"]["bytes_at_length"] == 2 * 92 * 8 * 128 * 2 * 131072
+    assert report["serving_verdict"].startswith(
+        "supported up to 131,072 tokens (max_position_embeddings, no extension")
+    assert "46 GiB per sequence at 131,072" in report["serving_verdict"]
+    [mtp] = report["engine_needs"]
+    assert mtp.startswith("1 multi-token-prediction layer(s)")
+    assert "4 KiB per token more" in mtp  # one layer: 2 x 8 x 128 x 2 bytes
+    text = inspect.format_report(report)
+    assert "  serving            supported up to 131,072" in text
+
+
+def test_engine_needs_sinks_and_state():
+    gpt = inspect.inspect_config(inspect.model_config("gpt-oss-20b"))
+    assert any(n.startswith("learned attention sinks") for n in gpt["engine_needs"])
+    lfm = inspect.inspect_config(inspect.model_config("lfm2-1.2b"))
+    [state] = lfm["engine_needs"]
+    assert "192 KiB per sequence" in state  # 16 layers x 2048 x 3 x 2 bytes
+    plain = inspect.inspect_config(inspect.model_config("qwen3-8b"))
+    assert plain["engine_needs"] == []
+
+
+def test_engine_flag(capsys):
+    assert inspect.main(["deepseek-v3", "--engine", "vllm", "--json"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    if report["kv_cache"] is not None:
+        assert report["kv_cache"]["engine"] == "vllm"
+    with pytest.raises(SystemExit):
+        inspect.main(["deepseek-v3", "--engine", "sglang"])
+    with pytest.raises(ValueError, match="engine must be one of"):
+        inspect.inspect_config(inspect.model_config("qwen3-8b"), engine="tgi")
