@@ -78,3 +78,20 @@ def test_clear_errors(monkeypatch, capsys):
     assert inspect.main(["qwen3-8b", "--crosscheck"]) == 2
     err = capsys.readouterr().err
     assert "--crosscheck needs transformers" in err
+
+
+def test_cos_sin_from_the_running_module_are_compared(monkeypatch):
+    """A rotary module whose forward pass returns other cos and sin than its
+    inv_freq implies (as a faulty kernel would) fails the cross-check."""
+    from transformers.models.qwen3 import modeling_qwen3
+
+    real = modeling_qwen3.Qwen3RotaryEmbedding.forward
+
+    def off(self, x, position_ids):
+        cos, sin = real(self, x, position_ids)
+        return cos, sin * (1 + 2**-10)
+
+    monkeypatch.setattr(modeling_qwen3.Qwen3RotaryEmbedding, "forward", off)
+    result = crosscheck.crosscheck(inspect.model_config("qwen3-8b"))
+    assert not result["ok"]
+    assert all("cos/sin off by" in p for p in result["problems"])
