@@ -439,6 +439,15 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("crosscheck-cos-not-compared", "crosscheck.py",
        "if (err > tol).any():", "if False:",
        [], "a cross-check that never compares cos and sin"),
+    _m("rope-factor-applied-once", "rope.py",
+       "once a pair\n    cos, sin = angles.cos(), angles.sin()\n"
+       "    if attention_factor != 1.0:\n"
+       "        cos, sin = cos * attention_factor, sin * attention_factor",
+       "once a pair\n    cos, sin = angles.cos(), angles.sin()\n"
+       "    if attention_factor != 1.0:\n"
+       "        cos, sin = cos * attention_factor**0.5, sin * attention_factor**0.5",
+       ["recipes/extend_and_serve"],
+       "YaRN's factor applied once to the logits (sqrt on cos and sin), not squared"),
 )
 
 
