@@ -496,8 +496,17 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
                            else None))
     supported = rope.extended_length or rope.max_position_embeddings or train
-    report.update(_serving(config, rope, train, target, extended,
-                           target_length or supported, engine))
+    with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
+        warnings.simplefilter("always")
+        report.update(_serving(config, rope, train, target, extended,
+                               target_length or supported, engine))
+    for item in caught:
+        if issubclass(item.category, listed):
+            if str(item.message) not in report["warnings"]:
+                report["warnings"].append(str(item.message))
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename,
+                                   item.lineno)
     report["supported_length"] = supported
     report["serving_verdict"] = _verdict(report)
     report["engine_needs"] = _engine_needs(config, report)

@@ -275,6 +275,8 @@ def _mla(text: Mapping, model_type) -> dict | None:
     if model_type not in ("deepseek_v3", "deepseek_v2") and not (
             "kv_lora_rank" in text and "qk_rope_head_dim" in text):
         return None
+    used = [k for k in MLA_DEFAULTS if text.get(k) is None]
+    _config.warn_defaults(used, MLA_DEFAULTS, model_type, stacklevel=4)
     return {k: _validate.positive_int(k, text.get(k) if text.get(k) is not None
                                       else MLA_DEFAULTS[k]) for k in MLA_DEFAULTS}
 
