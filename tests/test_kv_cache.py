@@ -318,3 +318,43 @@ def test_engine_flag(capsys):
         inspect.main(["deepseek-v3", "--engine", "sglang"])
     with pytest.raises(ValueError, match="engine must be one of"):
         inspect.inspect_config(inspect.model_config("qwen3-8b"), engine="tgi")
+
+
+# ---- at full scale ---------------------------------------------------------------
+
+#: Fields of two published config.json files (copies: Qwen/Qwen3-Next-80B-A3B-
+#: Thinking in ai-dynamo/aiconfigurator, src/aiconfigurator/model_configs/
+#: Qwen--Qwen3-Next-80B-A3B-Thinking_config.json @ 1b7cfb10a6fa06880ad7911db5d
+#: db949882ff76a; meta-llama/Llama-4-Scout-17B-16E-Instruct's text_config in
+#: inference-sim/inference-sim, model_configs/llama-4-scout-17b-16e-instruct/
+#: config.json @ 59649ee4320aa98bbc5607a84df1f09f1e80eedf).
+QWEN3_NEXT_80B = {"model_type": "qwen3_next", "hidden_size": 2048,
+                  "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+                  "num_hidden_layers": 48, "full_attention_interval": 4,
+                  "max_position_embeddings": 262144, "rope_theta": 10000000,
+                  "partial_rotary_factor": 0.25, "linear_conv_kernel_dim": 4,
+                  "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                  "linear_num_key_heads": 16, "linear_num_value_heads": 32}
+SCOUT = {"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 48,
+    "attention_chunk_size": 8192, "no_rope_layers": [],
+    "max_position_embeddings": 10485760, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192,
+                     "rope_type": "llama3"}}}
+
+
+def test_full_scale_figures():
+    qwen = serving.kv_cache_bytes(QWEN3_NEXT_80B, length=1_000_000)
+    # 12 full-attention layers of 48 x 2 x 2 KV heads x 256 x 2 bytes
+    assert qwen["bytes_per_token"] == 12 * 2 * 2 * 256 * 2 == 24 * 1024
+    assert qwen["bytes_at_length"] == 24 * 1024 * 1_000_000  # about 22.9 GiB
+    # per linear layer: conv (2·16·128 + 32·128) x 4 x 2 bytes, state 32·128·128 x 4
+    per = (2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4
+    assert qwen["fixed_state"]["bytes"] == 36 * per
+    scout = serving.kv_cache_bytes(SCOUT, length=10_485_760)
+    per_layer = 2 * 8 * 128 * 2
+    # 12 full (NoPE) layers keep every token, 36 chunked ones 8,191
+    assert scout["bytes_at_length"] == per_layer * (12 * 10_485_760 + 36 * 8191)
+    assert 481 < scout["bytes_at_length"] / 2**30 < 481.2
