@@ -5,7 +5,7 @@ it shrinks the config (two heads of the same head size, a small hidden and
 feed-forward size, few experts, a small vocabulary; every positional field,
 the layer count and the layer types kept as given), builds a model of the
 config's own class with random weights (nothing is downloaded), and compares
-with :mod:`posenc_lib`:
+with the library:
 
 - every layer's rotary module: its ``inv_freq`` (relative tolerance
   ``32 ε₃₂``, the float32 rounding of frequencies computed in another order)

@@ -29,7 +29,8 @@ from . import _config, _validate, per_layer, rope
 
 __all__ = ["transformers_warnings", "frequency_schedule", "angle_errors",
            "kv_cache_bytes", "cache_head", "fixed_state_bytes", "ANGLE_DTYPES",
-           "LENGTH_DEPENDENT", "ENGINES"]
+           "LENGTH_DEPENDENT", "ENGINES", "NO_KV", "LAYER_TYPED", "HYBRID_CACHES",
+           "MLA_DEFAULTS", "STATE_DEFAULTS", "VLLM_BLOCK_SIZE", "VLLM_SOURCE"]
 
 #: Rope types whose frequencies change with the current sequence length, with
 #: the length at which they change (transformers 4.57's ``dynamic_rope_update``).
