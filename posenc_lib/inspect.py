@@ -11,7 +11,14 @@ M-RoPE, the pairs each axis gets. For serving (:mod:`posenc_lib.serving`):
 the warnings transformers logs for the config, whether the frequencies depend
 on the length (and so whether cached keys stay valid), how many pairs a
 static method changes for short prompts too, the angle error at the target
-length in bfloat16, float16 and float32, and the KV-cache size per token.
+length in bfloat16, float16 and float32 (with the configured method's
+frequencies), the KV-cache size counted layer by layer at the length the
+config supports (``--engine vllm`` for vLLM's conventions, transcribed from
+its source), a one-line serving verdict, and what an engine must implement
+beyond RoPE (learned attention sinks, multi-token-prediction layers, the fixed
+state of layers without keys and values). ``--crosscheck`` then compares the
+report with a tiny model of the config's class built with the installed
+transformers (:mod:`posenc_lib.crosscheck`).
 
 Only importable as ``posenc_lib.inspect``: the name never shadows Python's
 ``inspect`` (nothing puts the package directory itself on ``sys.path``).
@@ -748,7 +755,11 @@ def _serving_rows(report: dict, row) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]``."""
+    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
+    [--target-length N] [--engine transformers|vllm] [--crosscheck]``.
+
+    Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
+    when ``--crosscheck`` finds a mismatch."""
     parser = argparse.ArgumentParser(
         prog="python -m posenc_lib.inspect",
         description="Report what a model's positional set-up does, from its config.json.")
