@@ -11,7 +11,14 @@ M-RoPE, the pairs each axis gets. For serving (:mod:`posenc_lib.serving`):
 the warnings transformers logs for the config, whether the frequencies depend
 on the length (and so whether cached keys stay valid), how many pairs a
 static method changes for short prompts too, the angle error at the target
-length in bfloat16, float16 and float32, and the KV-cache size per token.
+length in bfloat16, float16 and float32 (with the configured method's
+frequencies), the KV-cache size counted layer by layer at the length the
+config supports (``--engine vllm`` for vLLM's conventions, transcribed from
+its source), a one-line serving verdict, and what an engine must implement
+beyond RoPE (learned attention sinks, multi-token-prediction layers, the fixed
+state of layers without keys and values). ``--crosscheck`` then compares the
+report with a tiny model of the config's class built with the installed
+transformers (:mod:`posenc_lib.crosscheck`).
 
 Only importable as ``posenc_lib.inspect``: the name never shadows Python's
 ``inspect`` (nothing puts the package directory itself on ``sys.path``).
@@ -404,20 +411,27 @@ def layer_summary(layers: Sequence[dict]) -> str:
 
 
 def inspect_config(config: Mapping, *, target_length: int | None = None,
-                   name: str = "config") -> dict:
+                   name: str = "config", engine: str = "transformers") -> dict:
     """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
 
     Args:
         config: a parsed ``config.json``.
-        target_length: length at which to look for pairs out of range (default:
-            the extended length of the config, or twice ``L``).
+        target_length: length at which to look for pairs out of range and to
+            size the KV cache (default: the extended length of the config, or
+            else twice ``L`` for the pairs and ``max_position_embeddings``, the
+            length the config supports, for the cache).
         name: a label for the report.
+        engine: whose KV-cache conventions to report (``"transformers"`` or
+            ``"vllm"``, see :func:`posenc_lib.serving.kv_cache_bytes`).
 
     Keys of the rope block that transformers ignores are ignored here too; the
     report lists them under ``warnings`` (instead of raising a warning), with
     the fields filled in from a config class's defaults and the values
     transformers accepts with a warning (equal Llama 3 factors, say).
     """
+    if engine not in serving.ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(serving.ENGINES)}, got "
+                         f"{engine!r}")
     scheme = _config.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
                     "scheme": scheme}
@@ -488,21 +502,98 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                if rope.mrope_section else None),
         mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
                            else None))
-    report.update(_serving(config, rope, train, target))
+    supported = rope.extended_length or rope.max_position_embeddings or train
+    with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
+        warnings.simplefilter("always")
+        report.update(_serving(config, rope, train, target, extended,
+                               target_length or supported, engine))
+    for item in caught:
+        if issubclass(item.category, listed):
+            if str(item.message) not in report["warnings"]:
+                report["warnings"].append(str(item.message))
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename,
+                                   item.lineno)
+    report["supported_length"] = supported
+    report["serving_verdict"] = _verdict(report)
+    report["engine_needs"] = _engine_needs(config, report)
     return report
 
 
-def _serving(config: Mapping, rope, train: int, target: int) -> dict:
+def _serving(config: Mapping, rope, train: int, target: int, extended,
+             kv_length: int, engine: str) -> dict:
     """The report's serving keys (see :mod:`posenc_lib.serving`)."""
     plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
                                        dtype=torch.float64)
     with warnings.catch_warnings():  # reported once, by inspect_config
         warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
         short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
+    configured = extended.shape == (rope.dim // 2,)  # proportional: only some turn
     return {"transformers_warnings": serving.transformers_warnings(config),
             "frequencies": serving.frequency_schedule(rope.rope_type, plain, short),
-            "angle_error": serving.angle_errors(rope.dim, rope.base, target),
-            "kv_cache": serving.kv_cache_bytes(config, length=target)}
+            "angle_error": serving.angle_errors(
+                rope.dim, rope.base, target,
+                frequencies=extended if configured else None),
+            "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
+                                        f"{target:,} tokens" if configured
+                                        else "plain RoPE frequencies"),
+            "kv_cache": serving.kv_cache_bytes(config, length=kv_length,
+                                               engine=engine)}
+
+
+def _verdict(report: dict) -> str:
+    """One line: the length the config supports, and what going beyond needs."""
+    n, train = report["supported_length"], report["train_length"]
+    kind = report["rope_type"]
+    if kind == "dynamic":
+        head = (f"supported up to {n:,} tokens with plain frequencies; beyond, "
+                f"dynamic NTK raises the base with the length, so keys cached before "
+                f"the change need re-rotation or a fresh prefill")
+    elif kind == "default":
+        head = (f"supported up to {n:,} tokens (max_position_embeddings, no "
+                f"extension configured); beyond, needs a context extension in "
+                f"rope_scaling (YaRN, say) and a check that the model still "
+                f"retrieves there")
+    else:
+        factor = f" x{report['factor']:g}" if report["factor"] else ""
+        head = (f"supported up to {n:,} tokens ({report['method']}{factor} from "
+                f"L = {train:,}); beyond, needs a larger factor or another method, "
+                f"and the engine must apply this one as configured")
+    cache = report.get("kv_cache")
+    if cache and cache["length"] == n:
+        head += (f". KV cache {cache['bytes_at_length'] / 2**30:,.4g} GiB per "
+                 f"sequence at {n:,} tokens ({cache['engine']})")
+    return head
+
+
+def _engine_needs(config: Mapping, report: dict) -> list[str]:
+    """What an engine must implement beyond RoPE: learned attention sinks,
+    multi-token-prediction layers, and the fixed state of layers without KV."""
+    text, model_type = _config._text_config(config)
+    out = []
+    if model_type == "gpt_oss":
+        out.append("learned attention sinks: one learned logit per head joins each "
+                   "softmax's denominator (GptOssAttention.sinks), not StreamingLLM's "
+                   "kept first tokens; an engine without them computes other weights")
+    mtp = text.get("num_nextn_predict_layers") or 0
+    cache = report.get("kv_cache")
+    if mtp:
+        extra = ""
+        if cache and cache["kv_layers"]:
+            per = cache["bytes_per_token"] // cache["kv_layers"]
+            extra = f", {mtp * per / 1024:,.4g} KiB per token more"
+        out.append(f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers): "
+                   f"transformers 4.57 builds none; an engine that runs them for "
+                   f"speculative decoding caches their keys and values too{extra}")
+    if cache and cache.get("fixed_state"):
+        state = cache["fixed_state"]
+        out.append(f"fixed state of layers without KV: {state['bytes'] / 1024:,.4g} "
+                   f"KiB per sequence at any length ({state['what']}); an engine must "
+                   f"keep and update it per request")
+    elif cache and any(not info["kv"] for info in cache["by_layer_type"].values()):
+        out.append("layers without KV (linear attention, convolution or Mamba) keep a "
+                   "fixed state per request, not sized here for this engine")
+    return out
 
 
 def _fmt_ranges(ranges: list) -> str:
@@ -633,28 +724,42 @@ def _serving_rows(report: dict, row) -> None:
     errors = report.get("angle_error")
     if errors:
         row("angle error", f"max |cos, sin error| just below {report['target_length']:,}"
-            ": " + ", ".join(f"{name} angles " + ("overflow" if value is None
-                                                 else f"{value:.2g}")
-                             for name, value in errors.items()))
+            f" ({report['angle_error_frequencies']}): " + ", ".join(
+                f"{name} angles " + ("overflow" if value is None else f"{value:.2g}")
+                for name, value in errors.items()))
     cache = report.get("kv_cache")
     if cache:
         parts = "; ".join(
-            f"{kind.replace('_attention', '')} {info['layers']} layers "
-            f"{info['bytes_per_token'] / 1024:,.4g} KiB/token"
+            f"{ATTENTION.get(kind, kind)} {info['layers']} layers "
+            + (f"{info['bytes_per_token'] / 1024:,.4g} KiB/token" if info["kv"]
+               else "no KV")
             + (f", window {info['window']:,} (keeps {info['cap']:,} tokens)"
-               if info["window"] else "")
+               if info["window"] and info["cap"] else
+               f", window {info['window']:,}" if info["window"] else "")
             for kind, info in cache["by_layer_type"].items())
-        row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token at "
-            f"{cache['bytes_per_value']} bytes a value (2 x {cache['layers']} layers "
-            f"x {cache['num_key_value_heads']} KV heads x head_dim x bytes; {parts}); "
-            f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at "
-            f"{cache['length']:,} tokens")
+        row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token "
+            f"({cache['engine']}: {cache['formula']}; {parts}); "
+            f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at {cache['length']:,} "
+            f"tokens" + (f" in blocks of {cache['block_size']} tokens"
+                         if cache["engine"] == "vllm" else ""))
+        if cache.get("fixed_state"):
+            state = cache["fixed_state"]
+            row("", f"plus a fixed state of {state['bytes'] / 1024:,.4g} KiB per "
+                    f"sequence: {state['what']}")
     elif "kv_cache" in report:
         row("KV cache", "needs num_hidden_layers, which the config omits")
+    if report.get("serving_verdict"):
+        row("serving", report["serving_verdict"])
+    for need in report.get("engine_needs", []):
+        row("engine must", need)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]``."""
+    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
+    [--target-length N] [--engine transformers|vllm] [--crosscheck]``.
+
+    Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
+    when ``--crosscheck`` finds a mismatch."""
     parser = argparse.ArgumentParser(
         prog="python -m posenc_lib.inspect",
         description="Report what a model's positional set-up does, from its config.json.")
@@ -664,6 +769,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--target-length", type=int, default=None,
                         help="length at which to count pairs out of range")
+    parser.add_argument("--engine", choices=serving.ENGINES, default="transformers",
+                        help="whose KV-cache conventions to report (vllm: a "
+                             "transcription of its source)")
+    parser.add_argument("--crosscheck", action="store_true",
+                        help="build a tiny model of the config's class with the "
+                             "installed transformers and compare every layer's "
+                             "cos/sin, the attention scaling and the cache bytes "
+                             "with this report")
     parser.add_argument("--list", action="store_true", help="list the known models")
     args = parser.parse_args(argv)
     if args.list:
@@ -674,7 +787,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"{', '.join(model_names())}")
     try:
         name, config = load_config(args.source)
-        report = inspect_config(config, target_length=args.target_length, name=name)
+        report = inspect_config(config, target_length=args.target_length, name=name,
+                                engine=args.engine)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -682,6 +796,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(format_report(report), end="")
+    if args.crosscheck:
+        from . import crosscheck
+
+        try:
+            result = crosscheck.crosscheck(config)
+        except (ValueError, ImportError) as error:
+            print(f"crosscheck error: {error}", file=sys.stderr)
+            return 2
+        print(crosscheck.format_result(result), end="")
+        return 0 if result["ok"] else 1
     return 0
 
 

@@ -11,21 +11,26 @@ Four answers the inspector (:mod:`posenc_lib.inspect`) reports:
 - :func:`angle_errors`: the error of cos and sin at the target length when the
   angles are computed in bfloat16, float16 or float32
   (:func:`posenc_lib.rope.cos_sin_error`);
-- :func:`kv_cache_bytes`: the KV-cache size per token,
-  ``2 x layers x num_key_value_heads x head_dim x bytes``, per layer type
-  where a sliding window caps it.
+- :func:`kv_cache_bytes`: the KV-cache size of one sequence, layer by layer
+  from :func:`posenc_lib.per_layer.layer_layout` (full, sliding, chunked,
+  MLA; linear-attention, convolution and Mamba layers hold a fixed state
+  instead, :func:`fixed_state_bytes`), for transformers 4.57.6 or, as a
+  transcription of its source, vLLM.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Mapping
 
 import torch
 
-from . import _config, _validate, rope
+from . import _config, _validate, per_layer, rope
 
 __all__ = ["transformers_warnings", "frequency_schedule", "angle_errors",
-           "kv_cache_bytes", "ANGLE_DTYPES", "LENGTH_DEPENDENT"]
+           "kv_cache_bytes", "cache_head", "fixed_state_bytes", "ANGLE_DTYPES",
+           "LENGTH_DEPENDENT", "ENGINES", "NO_KV", "LAYER_TYPED", "HYBRID_CACHES",
+           "MLA_DEFAULTS", "STATE_DEFAULTS", "VLLM_BLOCK_SIZE", "VLLM_SOURCE"]
 
 #: Rope types whose frequencies change with the current sequence length, with
 #: the length at which they change (transformers 4.57's ``dynamic_rope_update``).
@@ -187,106 +192,374 @@ def frequency_schedule(rope_type: str, trained: torch.Tensor,
 
 
 def angle_errors(dim: int, base: float, target_length: int, *,
-                 window: int = 256) -> dict[str, float | None]:
+                 window: int = 256,
+                 frequencies: torch.Tensor | None = None) -> dict[str, float | None]:
     """Largest error of cos and sin over the last ``window`` positions before
     ``target_length``, with the angles in bfloat16, float16 and float32.
 
-    Plain RoPE frequencies of ``dim`` and ``base``
-    (:func:`~posenc_lib.rope.cos_sin_error`, cos and sin kept in the angle
-    dtype). ``None`` where a position exceeds the dtype's largest finite value
-    (float16 beyond 65,504).
+    The frequencies are ``frequencies`` when given (``(dim/2,)``, float64: the
+    configured method's, e.g. YaRN's at the target length), else plain RoPE's
+    of ``dim`` and ``base``; they are rounded to the angle dtype once, the
+    positions converted to it, the angles and cos and sin computed in it, as
+    :func:`~posenc_lib.rope.cos_sin_error` does, against float64. ``None``
+    where a position exceeds the dtype's largest finite value (float16 beyond
+    65,504).
     """
     target = _validate.positive_int("target_length", target_length)
     window = _validate.positive_int("window", window)
     positions = torch.arange(max(target - window, 0), target)
+    if frequencies is not None:
+        _validate.tensor("frequencies", frequencies, min_dim=1, floating=True)
+        if frequencies.shape != (dim // 2,):
+            raise ValueError(f"frequencies must have shape ({dim // 2},) for dim={dim}, "
+                             f"got {tuple(frequencies.shape)}")
+        reference = rope.rope_angles(positions.double(), frequencies.double())
     out: dict[str, float | None] = {}
     for name, dtype in ANGLE_DTYPES.items():
         if target - 1 > torch.finfo(dtype).max:
             out[name] = None
             continue
-        out[name] = float(rope.cos_sin_error(positions, dim, base,
-                                             angle_dtype=dtype).max())
+        if frequencies is None:
+            out[name] = float(rope.cos_sin_error(positions, dim, base,
+                                                 angle_dtype=dtype).max())
+            continue
+        angles = rope.rope_angles(positions, frequencies.double().to(dtype))
+        out[name] = max(float((fn(angles).double() - fn(reference)).abs().max())
+                        for fn in (torch.cos, torch.sin))
     return out
 
 
-#: The sliding-window pattern a Gemma config class assumes when ``config.json``
-#: names none (transformers 4.57: every ``pattern``-th layer is global).
-_SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+#: The engines :func:`kv_cache_bytes` knows.
+ENGINES = ("transformers", "vllm")
+#: Layer types that hold no keys and values, and the state they keep instead.
+NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
+         "conv": "short-convolution state", "mamba": "Mamba state (conv + SSM)"}
+#: Config classes of transformers 4.57.6 that carry ``layer_types``: a
+#: ``DynamicCache`` reads its layer types from them. On any other class it makes
+#: every layer a sliding one when the config has a ``sliding_window`` (or an
+#: ``attention_chunk_size``), else every layer full (``DynamicCache.__init__`` in
+#: ``cache_utils.py``). ``tests/test_kv_cache.py`` checks the list.
+LAYER_TYPED = frozenset({
+    "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2", "llama4", "minimax", "ministral", "olmo3", "qwen2",
+    "qwen2_5_vl", "qwen2_vl", "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
+#: Models whose own cache class follows their layer types (transformers 4.57.6).
+HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
+                 "granitemoehybrid": "HybridMambaAttentionDynamicCache"}
+#: ``DeepseekV3Config``'s defaults for the MLA sizes (transformers 4.57.6).
+MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                "v_head_dim": 128}
+#: Class defaults of the sizes of the fixed (length-independent) state.
+STATE_DEFAULTS = {
+    "lfm2": {"conv_L_cache": 3},
+    "qwen3_next": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                   "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+                   "linear_num_value_heads": 32},
+    "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
+                         "mamba_d_state": 256, "mamba_d_head": "auto",
+                         "mamba_d_conv": 4, "mamba_expand": 2},
+}
+#: vLLM's default tokens per KV-cache block (``CacheConfig.DEFAULT_BLOCK_SIZE``,
+#: ``vllm/config/cache.py`` at vllm-project/vllm@002f10e0cfa1373a19a0d2756598a34b700d20e5).
+VLLM_BLOCK_SIZE = 16
+#: Where the vLLM conventions below are transcribed from.
+VLLM_SOURCE = (
+    "transcribed from vllm-project/vllm: vllm/v1/kv_cache_interface.py at "
+    "001cabc1be16a59a70d720ed61a13b678c060a18 (FullAttentionSpec, SlidingWindowSpec, "
+    "ChunkedLocalAttentionSpec, MLAAttentionSpec: page sizes and "
+    "max_memory_usage_bytes) and vllm/model_executor/layers/attention/"
+    "mla_attention.py at 90b0a26e0e1a8ae3ba34e9e0ea514411f1a6a182 (MLAAttention: "
+    "head_size = kv_lora_rank + qk_rope_head_dim, num_kv_heads = 1)")
 
 
-def _layer_types(text: Mapping, model_type, layers: int) -> tuple[list[str], str]:
-    """Each layer's attention type, as transformers 4.57's config classes set it."""
-    if isinstance(text.get("layer_types"), list):
-        return list(text["layer_types"]), "layer_types"
-    if text.get("sliding_window") is None:
-        return ["full_attention"] * layers, "no sliding window"
-    pattern = text.get("sliding_window_pattern") or _SLIDING_PATTERN.get(model_type)
-    if pattern:  # the Gemma classes read no use_sliding_window
-        return (["sliding_attention" if (i + 1) % pattern else "full_attention"
-                 for i in range(layers)], f"sliding_window_pattern {pattern}")
-    if text.get("use_sliding_window") is False:  # Qwen2's switch
-        return ["full_attention"] * layers, "use_sliding_window false"
-    if "max_window_layers" in text and "use_sliding_window" in text:  # Qwen2
-        start = text["max_window_layers"]
-        return (["sliding_attention" if i >= start else "full_attention"
-                 for i in range(layers)], f"max_window_layers {start}")
-    return ["sliding_attention"] * layers, "sliding_window on every layer"
+def _mla(text: Mapping, model_type) -> dict | None:
+    """The MLA sizes (DeepSeek-V2/V3, Kimi K2), or ``None`` for another model."""
+    if model_type not in ("deepseek_v3", "deepseek_v2") and not (
+            "kv_lora_rank" in text and "qk_rope_head_dim" in text):
+        return None
+    used = [k for k in MLA_DEFAULTS if text.get(k) is None]
+    _config.warn_defaults(used, MLA_DEFAULTS, model_type, stacklevel=4)
+    return {k: _validate.positive_int(k, text.get(k) if text.get(k) is not None
+                                      else MLA_DEFAULTS[k]) for k in MLA_DEFAULTS}
+
+
+def cache_head(config: Mapping) -> dict:
+    """What one layer caches per token and KV head, as transformers 4.57.6 runs it.
+
+    The head size is the one the rotary module uses (``head_dim``, else the
+    config class's default, else ``hidden_size // num_attention_heads``; Granite
+    4.0's attention always takes the latter). DeepSeek's MLA caches per head a
+    key of ``qk_nope_head_dim + qk_rope_head_dim`` and a value of ``v_head_dim``
+    (``DeepseekV3Attention`` decompresses the latent before caching).
+
+    Returns:
+        dict with ``kv_heads``, ``key_dim``, ``value_dim`` (per head) and, for
+        MLA, ``mla`` (the four MLA sizes).
+    """
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    _, heads = _config._one_of_aliases(text, _config._HEADS_ALIASES)
+    heads = _validate.positive_int("num_attention_heads", heads)
+    kv_heads = text.get("num_key_value_heads")
+    if kv_heads is None and model_type in ("deepseek_v3", "deepseek_v2"):
+        kv_heads = heads  # DeepseekV3Config: num_key_value_heads defaults to heads
+    kv_heads = _validate.positive_int("num_key_value_heads",
+                                      heads if kv_heads is None else kv_heads)
+    mla = _mla(text, model_type)
+    if mla is not None:
+        return {"kv_heads": kv_heads, "mla": mla,
+                "key_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
+                "value_dim": mla["v_head_dim"]}
+    if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
+        _, hidden = _config._one_of_aliases(text, _config._HIDDEN_ALIASES)
+        head_dim = _validate.positive_int("hidden_size", hidden) // heads
+    else:
+        filled = _config._with_defaults(text, {}, model_type)
+        filled.pop("qk_rope_head_dim", None)
+        head_dim = _config._head_dim(filled)
+    return {"kv_heads": kv_heads, "key_dim": head_dim, "value_dim": head_dim}
+
+
+def _state(text: Mapping, model_type: str, key: str):
+    value = text.get(key)
+    return STATE_DEFAULTS[model_type][key] if value is None else value
+
+
+def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2) -> dict | None:
+    """The length-independent state transformers 4.57.6 keeps per sequence for
+    layers without keys and values, or ``None`` for a model without such layers.
+
+    - LFM2 (``Lfm2HybridConvCache``): ``hidden_size x conv_L_cache`` values on
+      every layer, attention layers included (the class allocates all of them);
+    - Qwen3-Next (``Qwen3NextDynamicCache``), per linear-attention layer: a
+      convolution state of ``(2 x key heads x key dim + value heads x value dim)
+      x linear_conv_kernel_dim`` values and a recurrent state of ``value heads x
+      key dim x value dim`` values kept in float32 (4 bytes) by transformers'
+      torch implementation of the gated delta rule;
+    - Granite 4.0 (``HybridMambaAttentionDynamicCache``), per Mamba layer: a
+      convolution state of ``(mamba_expand x hidden_size + 2 x mamba_n_groups x
+      mamba_d_state) x mamba_d_conv`` and an SSM state of ``mamba_n_heads x
+      mamba_d_head x mamba_d_state`` values.
+
+    Returns:
+        dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
+        ``what`` (the parts, in words).
+    """
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    if model_type not in STATE_DEFAULTS:
+        return None
+    layout = _layout(config)
+    b = _validate.positive_int("bytes_per_value", bytes_per_value)
+    _, hidden = _config._one_of_aliases(text, _config._HIDDEN_ALIASES)
+
+    def get(key):
+        return _state(text, model_type, key)
+
+    if model_type == "lfm2":
+        layers = len(layout)
+        per = hidden * get("conv_L_cache") * b
+        what = (f"convolution state {hidden} x {get('conv_L_cache')} values on each "
+                f"of the {layers} layers (Lfm2HybridConvCache allocates it on "
+                f"attention layers too)")
+        return {"bytes": layers * per, "layers": layers, "what": what}
+    kinds = [x.attention for x in layout]
+    if model_type == "qwen3_next":
+        layers = kinds.count("linear_attention")
+        kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
+        kd, vd = get("linear_key_head_dim"), get("linear_value_head_dim")
+        conv = (2 * kh * kd + vh * vd) * get("linear_conv_kernel_dim")
+        per = conv * b + vh * kd * vd * 4
+        what = (f"per linear-attention layer a convolution state of {conv:,} values "
+                f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
+        return {"bytes": layers * per, "layers": layers, "what": what}
+    layers = kinds.count("mamba")
+    inner = get("mamba_expand") * hidden
+    d_head = get("mamba_d_head")
+    d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
+    conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) * get("mamba_d_conv")
+    ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
+    what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
+            f"state of {ssm:,} values")
+    return {"bytes": layers * (conv + ssm) * b, "layers": layers, "what": what}
+
+
+def _layout(config: Mapping) -> list:
+    with warnings.catch_warnings():  # the inspector reports the defaults once
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        return per_layer.layer_layout(config)
+
+
+def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | None]],
+                                                          str]:
+    """Per layer: the cache kind (a layer type) and the window it keeps, or
+    ``None``; and where the kinds come from."""
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    layout = _layout(config)
+    if engine == "vllm":
+        return ([(x.attention, x.window) for x in layout],
+                "the model's layer layout (posenc_lib.per_layer)")
+    if model_type in HYBRID_CACHES:
+        return ([(x.attention, None) for x in layout],
+                f"the layer types, as {HYBRID_CACHES[model_type]} reads them")
+    if model_type in LAYER_TYPED:
+        # DynamicCache(config): one window for every sliding or chunked layer,
+        # config.sliding_window or else config.attention_chunk_size
+        windows = [x.window for x in layout if x.attention == "sliding_attention"]
+        windows += [x.window for x in layout if x.attention == "chunked_attention"]
+        window = windows[0] if windows else None
+        return ([(x.attention, window if x.attention in ("sliding_attention",
+                                                          "chunked_attention")
+                  else None) for x in layout],
+                "layer_types, as the config class fills them in")
+    window = text.get("sliding_window")
+    if model_type == "qwen2_moe" and not text.get("use_sliding_window"):
+        window = None  # Qwen2MoeConfig keeps sliding_window only with the switch
+    if window is None:
+        window = text.get("attention_chunk_size")
+    if window is None:
+        return [("full_attention", None)] * len(layout), "no sliding window"
+    return ([("sliding_attention", window)] * len(layout),
+            "sliding_window on a config class without layer_types: DynamicCache "
+            "makes every layer a sliding one")
+
+
+def _vllm_tokens(kind: str, window: int | None, length: int, block: int,
+                 scheduled: int) -> int:
+    """Tokens' worth of blocks vLLM reserves for one request of ``length``
+    tokens (``max_memory_usage_bytes`` with ``max_model_len = length`` and
+    ``max_num_batched_tokens = scheduled``; transcribed, see VLLM_SOURCE)."""
+    def cdiv(a, b):
+        return -(-a // b)
+    if kind == "sliding_attention" and window:
+        return (cdiv(min(window - 1 + scheduled, length), block) + 1) * block
+    if kind == "chunked_attention" and window:
+        return cdiv(min(window + scheduled, length), block) * block
+    return cdiv(length, block) * block
 
 
 def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
-                   length: int | None = None) -> dict | None:
-    """KV-cache size: ``2 x layers x num_key_value_heads x head_dim x bytes`` per token.
+                   length: int | None = None, engine: str = "transformers",
+                   block_size: int = VLLM_BLOCK_SIZE,
+                   scheduled_tokens: int = 1) -> dict | None:
+    """KV-cache size of one sequence, layer by layer from the model's layout
+    (:func:`posenc_lib.per_layer.layer_layout`).
 
-    Keys and values per layer and token; DeepSeek's MLA caches per-head keys of
-    ``qk_nope_head_dim + qk_rope_head_dim`` and values of ``v_head_dim`` in
-    transformers 4.57, which the sum of the two sizes replaces ``2 x head_dim``
-    by. A layer with a sliding window keeps at most ``sliding_window - 1``
-    tokens between steps (transformers 4.57's ``DynamicSlidingWindowLayer``:
-    the next query attends to those and to itself, ``sliding_window`` in all).
+    Per token, a layer holding keys and values caches ``kv_heads x (key_dim +
+    value_dim) x bytes`` (:func:`cache_head`; ``2 x kv_heads x head_dim x
+    bytes`` for ordinary attention). Layers without them (linear attention,
+    convolutions, Mamba) hold a fixed state instead (:func:`fixed_state_bytes`,
+    reported apart).
+
+    ``engine="transformers"`` (4.57.6's ``DynamicCache`` and the hybrid caches):
+    a sliding or chunked layer keeps at most ``window - 1`` tokens between
+    steps (``DynamicSlidingWindowLayer``; the window is ``sliding_window``,
+    else Llama 4's ``attention_chunk_size``); a config class without
+    ``layer_types`` gets a sliding cache on every layer when its config sets a
+    ``sliding_window``.
+
+    ``engine="vllm"`` (a transcription, see :data:`VLLM_SOURCE`, not a run):
+    MLA caches the latent, one ``kv_lora_rank + qk_rope_head_dim`` vector per
+    token and layer; memory comes in blocks of ``block_size`` tokens; at
+    ``length`` tokens a request reserves what vLLM's
+    ``max_memory_usage_bytes`` gives with ``max_model_len = length`` and
+    ``max_num_batched_tokens = scheduled_tokens`` (1 while decoding): full
+    layers ``ceil(length / block)`` blocks, sliding ones
+    ``ceil(min(window - 1 + scheduled, length) / block) + 1``, chunked ones
+    ``ceil(min(chunk + scheduled, length) / block)``. Not modelled: the page
+    padding of vLLM's hybrid allocator, and its Mamba/linear-attention state
+    (``fixed_state`` is ``None``).
 
     Args:
         config: a parsed ``config.json``.
         bytes_per_value: 2 for bfloat16 or float16, 4 for float32, 1 for 8-bit.
         length: if given, the cache size in bytes at that many tokens.
+        engine: ``"transformers"`` or ``"vllm"``.
+        block_size: vLLM's tokens per block (``engine="vllm"`` only).
+        scheduled_tokens: vLLM's tokens scheduled in one step (``"vllm"`` only).
 
     Returns:
-        dict with ``bytes_per_token`` (every layer), ``by_layer_type`` (per
-        type: layers, bytes per token, window, ``cap``: the tokens it keeps
-        at most), ``layer_types_from`` and, with
-        ``length``, ``bytes_at_length``; ``None`` when the config lacks
-        ``num_hidden_layers``.
+        dict with ``engine``, ``bytes_per_token`` (the growth per token, every
+        layer with keys and values, before any window caps it),
+        ``bytes_per_value``, ``num_key_value_heads``, ``key_dim``,
+        ``value_dim``, ``layers``, ``kv_layers``, ``formula`` (the per-token
+        figure in words), ``by_layer_type`` (per type: ``layers``,
+        ``bytes_per_token``, ``window``, ``cap``: the tokens a transformers
+        cache keeps at most, ``kv``: whether it holds keys and values),
+        ``layer_types_from``, ``fixed_state`` and, with ``length``, ``length``
+        and ``bytes_at_length`` (plus ``tokens_at_length`` per type); ``None``
+        when the config states neither ``num_hidden_layers`` nor
+        ``layer_types``.
+
+    Raises:
+        ValueError: for an unknown ``engine`` (naming the known ones) or a bad
+            size.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     bytes_per_value = _validate.positive_int("bytes_per_value", bytes_per_value)
-    text, model_type = _config._text_config(config)
-    layers = text.get("num_hidden_layers")
-    if layers is None:
+    block_size = _validate.positive_int("block_size", block_size)
+    scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
+    text, _ = _config._text_config(config)
+    if text.get("num_hidden_layers") is None and text.get("layer_types") is None:
         return None
-    layers = _validate.positive_int("num_hidden_layers", layers)
-    heads = text.get("num_attention_heads")
-    kv_heads = text.get("num_key_value_heads") or heads
-    if "qk_rope_head_dim" in text and "v_head_dim" in text:
-        per_head = (text.get("qk_nope_head_dim", 0) + text["qk_rope_head_dim"]
-                    + text["v_head_dim"])
+    head = cache_head(config)
+    kinds, source = _cache_kinds(config, engine)
+    mla = head.get("mla")
+    if engine == "vllm" and mla is not None:
+        kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
+        formula = (f"{{layers}} layers x (kv_lora_rank {mla['kv_lora_rank']} + "
+                   f"qk_rope_head_dim {mla['qk_rope_head_dim']}) x {bytes_per_value} "
+                   f"bytes (vLLM caches MLA's latent)")
     else:
-        head_dim = text.get("head_dim") or text["hidden_size"] // heads
-        per_head = 2 * head_dim
-    per_layer = _validate.positive_int("num_key_value_heads", kv_heads) * per_head \
-        * bytes_per_value
-    types, source = _layer_types(text, model_type, layers)
+        kv_heads = head["kv_heads"]
+        per_layer = kv_heads * (head["key_dim"] + head["value_dim"])
+        if mla is not None:
+            formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
+                       f"{mla['qk_nope_head_dim']} + {mla['qk_rope_head_dim']} + value "
+                       f"{mla['v_head_dim']}) x {bytes_per_value} bytes (transformers "
+                       f"caches MLA decompressed)")
+        else:
+            formula = (f"2 x {{layers}} layers x {kv_heads} KV heads x head_dim "
+                       f"{head['key_dim']} x {bytes_per_value} bytes")
+    per_layer *= bytes_per_value
     by_type: dict = {}
-    for kind in dict.fromkeys(types):
-        count = types.count(kind)
-        window = text.get("sliding_window") if kind == "sliding_attention" else None
-        by_type[kind] = {"layers": count, "bytes_per_token": count * per_layer,
-                         "window": window, "cap": window - 1 if window else None}
-    out = {"bytes_per_token": layers * per_layer, "bytes_per_value": bytes_per_value,
-           "num_key_value_heads": int(kv_heads), "layers": layers,
-           "by_layer_type": by_type, "layer_types_from": source}
+    for kind, window in kinds:
+        kv = kind not in NO_KV
+        info = by_type.setdefault(kind, {"layers": 0, "bytes_per_token": 0,
+                                         "window": window if kv else None,
+                                         "cap": None, "kv": kv})
+        info["layers"] += 1
+        if kv:
+            info["bytes_per_token"] += per_layer
+            if window and engine == "transformers":
+                info["cap"] = window - 1
+    kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
+    out = {"engine": engine, "bytes_per_token": kv_layers * per_layer,
+           "bytes_per_value": bytes_per_value, "num_key_value_heads": int(kv_heads),
+           "key_dim": head["key_dim"], "value_dim": head["value_dim"],
+           "layers": len(kinds), "kv_layers": kv_layers,
+           "formula": formula.format(layers=kv_layers), "by_layer_type": by_type,
+           "layer_types_from": source,
+           "fixed_state": (fixed_state_bytes(config, bytes_per_value=bytes_per_value)
+                           if engine == "transformers" else None)}
+    if engine == "vllm":
+        out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
+                   source=VLLM_SOURCE)
     if length is not None:
         length = _validate.positive_int("length", length)
         out["length"] = length
-        out["bytes_at_length"] = sum(
-            info["bytes_per_token"] * (min(length, info["cap"]) if info["cap"]
-                                       else length)
-            for info in by_type.values())
+        total = 0
+        for kind, info in by_type.items():
+            if not info["kv"]:
+                info["tokens_at_length"] = 0
+                continue
+            if engine == "vllm":
+                tokens = _vllm_tokens(kind, info["window"], length, block_size,
+                                      scheduled_tokens)
+            else:
+                tokens = min(length, info["cap"]) if info["cap"] else length
+            info["tokens_at_length"] = tokens
+            total += info["bytes_per_token"] * tokens
+        out["bytes_at_length"] = total
     return out

@@ -1,0 +1,281 @@
+"""Check the inspector's report against the installed transformers.
+
+``python -m posenc_lib.inspect CONFIG --crosscheck`` calls :func:`crosscheck`:
+it shrinks the config (two heads of the same head size, a small hidden and
+feed-forward size, few experts, a small vocabulary; every positional field,
+the layer count and the layer types kept as given), builds a model of the
+config's own class with random weights (nothing is downloaded), and compares
+with the library:
+
+- every layer's rotary module: its ``inv_freq`` (relative tolerance
+  ``32 ε₃₂``, the float32 rounding of frequencies computed in another order)
+  and the cos and sin its forward pass returns at the first positions and just
+  below ``L``, against float64 values from :func:`~posenc_lib.scaling.rope_from_config`
+  (tolerance ``s·(33 ε₃₂·|m θ| + 2 ε₃₂)``: the frequency's error carried to the
+  angle, the angle's rounding, cos/sin and the product by ``s``); a layer
+  without RoPE must have no rotary module in use;
+- the attention scaling: the rotary module's ``attention_scaling`` and the
+  attention module's softmax ``scaling`` against the report's logit factors;
+- the cache: the bytes of the keys and values (and of the fixed state of
+  linear-attention, convolution and Mamba layers) that a forward pass of
+  ``tokens`` tokens leaves in the model's cache, against
+  :func:`~posenc_lib.serving.kv_cache_bytes` of the shrunk config.
+
+The rules for which rotary module a layer uses are read from transformers
+4.57.6's modelling code (``Gemma3TextModel.rotary_emb_local``,
+``Olmo3Model.rotary_embs``, ``use_rope`` of Llama 4 and SmolLM3, the forward
+conditions of ``Cohere2Attention`` and ``Exaone4Attention``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect as std_inspect
+import math
+import warnings
+from typing import Mapping
+
+import torch
+
+from . import _config, inspect, per_layer, scaling, serving
+
+__all__ = ["crosscheck", "format_result", "shrink"]
+
+EPS32 = torch.finfo(torch.float32).eps
+#: Config classes registered under another name than the config's model_type.
+CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
+              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+              "qwen2_vl": "qwen2_vl_text"}
+#: Sizes that have nothing to do with positions, shrunk where the class takes them.
+SMALL = {"vocab_size": 16, "intermediate_size": 32, "intermediate_size_mlp": 32,
+         "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,
+         "num_local_experts": 2, "num_experts": 2, "n_routed_experts": 2,
+         "moe_num_experts": 2, "n_shared_experts": 1, "num_experts_per_tok": 1,
+         "n_group": 1, "topk_group": 1, "q_lora_rank": 8, "kv_lora_rank": 8,
+         "qk_nope_head_dim": 8, "v_head_dim": 8, "linear_num_key_heads": 2,
+         "linear_num_value_heads": 2, "linear_key_head_dim": 16,
+         "linear_value_head_dim": 16, "mamba_n_heads": 2, "mamba_d_state": 8,
+         "mamba_n_groups": 1, "shared_intermediate_size": 32,
+         "first_k_dense_replace": 1, "pad_token_id": 0}
+
+
+def _transformers():
+    try:
+        import transformers
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except ImportError:
+        raise ImportError("--crosscheck needs transformers (pip install transformers); "
+                          "the report itself does not") from None
+    return transformers, CONFIG_MAPPING
+
+
+def shrink(config: Mapping) -> dict:
+    """The config's text model with tiny sizes (see the module docstring).
+
+    Raises:
+        ValueError: if the installed transformers does not know the model type.
+    """
+    transformers, mapping = _transformers()
+    text, model_type = _config._text_config(config)
+    text = copy.deepcopy(text)
+    if "text_config" in config:
+        model_type = text.pop("model_type", None) or model_type
+    model_type = (model_type or "").removesuffix("_text")
+    class_type = CLASS_TYPE.get(model_type, model_type)
+    if class_type not in mapping:
+        raise ValueError(f"transformers {transformers.__version__} does not know "
+                         f"model_type {model_type!r}: nothing to build and compare")
+    if _config.positional_scheme(config) != "rotary":
+        raise ValueError("--crosscheck compares rotary embeddings, and this config "
+                         f"uses {_config.positional_scheme(config)}")
+    rope = _config.parse_rope_config(config)
+    head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
+    params = std_inspect.signature(mapping[class_type].__init__).parameters
+    small = {k: v for k, v in SMALL.items() if k in params or k in text}
+    for alias in (*_config._HEADS_ALIASES, *_config._HIDDEN_ALIASES, "num_kv_heads"):
+        text.pop(alias, None)  # replaced by the canonical names below
+    out = {**text, "model_type": class_type, **small, "num_attention_heads": 2,
+           "num_key_value_heads": 2}
+    if head_dim is not None:
+        out["hidden_size"] = 2 * head_dim
+        if text.get("head_dim") is not None or "head_dim" in params:
+            out["head_dim"] = head_dim
+    else:  # MLA: the rotary part stays, the rest shrinks
+        out["hidden_size"] = 64
+    if text.get("num_hidden_layers") is None and text.get("layer_types") is None:
+        out["num_hidden_layers"] = 2  # the config states no layers: two show it
+    return out
+
+
+def _rotary_for(model, layer):
+    """The rotary module a decoder layer's forward pass uses, or ``None``."""
+    attn = getattr(layer, "self_attn", getattr(layer, "attention", None))
+    name = type(attn).__name__ if attn is not None else ""
+    if attn is None or not getattr(attn, "use_rope", 1):
+        return None, attn
+    if name == "Cohere2Attention" and attn.sliding_window is None:
+        return None, attn
+    if name == "Exaone4Attention" and not (attn.sliding_window is None
+                                           or attn.is_sliding):
+        return None, attn
+    if hasattr(model, "rotary_embs"):  # OLMo 3
+        return model.rotary_embs[attn.attention_type], attn
+    if getattr(attn, "is_sliding", False) and hasattr(model, "rotary_emb_local"):
+        return model.rotary_emb_local, attn
+    return getattr(model, "rotary_emb", None), attn
+
+
+def _filled(model, built, tokens: int) -> tuple[int, int]:
+    kwargs = {}
+    if built.model_type == "granitemoehybrid":  # only generate() creates it
+        from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
+            HybridMambaAttentionDynamicCache)
+
+        kwargs["past_key_values"] = HybridMambaAttentionDynamicCache(
+            built, 1, torch.bfloat16)
+    with torch.no_grad():
+        cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
+                      **kwargs).past_key_values
+
+    def size(tensors) -> int:
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+    if hasattr(cache, "layers"):
+        return size(t for x in cache.layers for t in (x.keys, x.values)), 0
+    state = sum(size(getattr(cache, n, [])) for n in
+                ("conv_cache", "conv_states", "recurrent_states", "ssm_states"))
+    return size(cache.key_cache) + size(cache.value_cache), state
+
+
+def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
+    """Compare the report on ``config`` with a tiny model of its class.
+
+    Returns:
+        dict with ``model_type``, ``class`` (the model class built),
+        ``layers`` (per layer: ``index``, ``rope`` (bool), ``cos_sin_error``,
+        ``tolerance``, ``ok``), ``scaling`` (rotary and softmax: ours and
+        theirs), ``cache`` (``kv``, ``state``: measured and predicted bytes at
+        ``tokens`` tokens), ``problems`` (a list of sentences) and ``ok``.
+
+    Raises:
+        ImportError: without transformers.
+        ValueError: for a model type the installed transformers does not know,
+            or a config without rotary positions.
+    """
+    transformers, mapping = _transformers()
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    small = shrink(config)
+    fields = {k: v for k, v in small.items() if k != "model_type"}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        built = mapping[small["model_type"]](**fields)
+        torch.manual_seed(0)
+        model = AutoModel.from_config(built, dtype=torch.bfloat16).eval()
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    base = getattr(model, "language_model", model)
+    problems: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = inspect.inspect_config(small, target_length=None)
+        layout = per_layer.layer_layout(small)
+    train = report["train_length"]
+    positions = torch.cat([torch.arange(min(tokens, train)),
+                           torch.arange(max(train - 4, tokens), train)])
+    layers_out = []
+    softmax = [f["value"] for f in report["logit_factors"]
+               if f["value"] is not None and not f["name"].startswith("cos/sin")]
+    expected_softmax = math.prod(softmax)
+    for i, layer in enumerate(base.layers):
+        module, attn = _rotary_for(base, layer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = scaling.rope_from_config(small, layer=i, seq_len=train,
+                                            dtype=torch.float64)
+        entry = {"index": i, "rope": module is not None, "cos_sin_error": None,
+                 "tolerance": None, "ok": True}
+        if (ours is None) != (module is None):
+            entry["ok"] = False
+            problems.append(f"layer {i}: transformers "
+                            f"{'applies no' if module is None else 'applies a'} RoPE, "
+                            f"the report {'does' if ours is not None else 'does not'}")
+        elif module is not None:
+            freq, factor = ours
+            theirs = module.inv_freq.double()
+            if theirs.shape != freq.shape or not torch.allclose(
+                    freq, theirs, rtol=32 * EPS32, atol=0):
+                entry["ok"] = False
+                problems.append(f"layer {i}: inv_freq differs from the report's")
+            if not math.isclose(float(module.attention_scaling), factor,
+                                rel_tol=8 * torch.finfo(torch.float64).eps):
+                entry["ok"] = False
+                problems.append(f"layer {i}: rotary attention_scaling "
+                                f"{float(module.attention_scaling):.9g}, the report "
+                                f"{factor:.9g}")
+            x = torch.zeros(1, dtype=torch.float32)
+            with torch.no_grad():
+                cos, sin = module(x, positions[None])
+            angles = positions.double()[:, None] * freq
+            ref_cos = torch.cat([angles.cos()] * 2, -1) * factor
+            ref_sin = torch.cat([angles.sin()] * 2, -1) * factor
+            cos, sin = cos[0].double(), sin[0].double()
+            if cos.shape != ref_cos.shape:  # interleaved layouts repeat each pair
+                ref_cos = angles.cos().repeat_interleave(2, -1) * factor
+                ref_sin = angles.sin().repeat_interleave(2, -1) * factor
+            if cos.shape == ref_cos.shape:
+                err = torch.maximum((cos - ref_cos).abs(), (sin - ref_sin).abs())
+                mag = torch.cat([angles.abs()] * 2, -1) if \
+                    ref_cos.shape[-1] == 2 * angles.shape[-1] else angles.abs()
+                tol = factor * (33 * EPS32 * mag + 2 * EPS32)
+                if (err > tol).any():
+                    entry["ok"] = False
+                    problems.append(f"layer {i}: cos/sin off by "
+                                    f"{float(err.max()):.3g}")
+                entry["cos_sin_error"] = float(err.max())
+                entry["tolerance"] = float(tol.max())
+        if attn is not None and hasattr(attn, "scaling") and \
+                layout[i].attention not in serving.NO_KV:
+            if not math.isclose(float(attn.scaling), expected_softmax, rel_tol=1e-12):
+                entry["ok"] = False
+                problems.append(f"layer {i}: softmax scaling {float(attn.scaling):.9g}, "
+                                f"the report {expected_softmax:.9g}")
+        layers_out.append(entry)
+    kv, state = _filled(model, built, tokens)
+    predicted = serving.kv_cache_bytes(small, length=tokens)
+    fixed = predicted["fixed_state"]["bytes"] if predicted["fixed_state"] else 0
+    if (kv, state) != (predicted["bytes_at_length"], fixed):
+        problems.append(f"cache after {tokens} tokens: transformers holds {kv:,} bytes "
+                        f"of keys and values and {state:,} of other state, the report "
+                        f"{predicted['bytes_at_length']:,} and {fixed:,}")
+    return {"model_type": small["model_type"], "class": type(model).__name__,
+            "transformers": transformers.__version__, "tokens": tokens,
+            "layers": layers_out, "softmax_scaling": expected_softmax,
+            "cache": {"kv": kv, "kv_predicted": predicted["bytes_at_length"],
+                      "state": state, "state_predicted": fixed},
+            "problems": problems, "ok": not problems}
+
+
+def format_result(result: dict) -> str:
+    """The crosscheck as a few lines, ending with its verdict."""
+    rotary = sum(e["rope"] for e in result["layers"])
+    worst = max((e["cos_sin_error"] or 0.0 for e in result["layers"]), default=0.0)
+    cache = result["cache"]
+    lines = [f"crosscheck against transformers {result['transformers']} "
+             f"({result['class']}, tiny sizes, random weights):",
+             f"  layers             {len(result['layers'])} compared, {rotary} with "
+             f"RoPE; largest cos/sin difference {worst:.3g}",
+             f"  softmax scaling    {result['softmax_scaling']:.6g} on every attention "
+             f"layer",
+             f"  cache              {cache['kv']:,} bytes of keys and values after "
+             f"{result['tokens']} tokens (report: {cache['kv_predicted']:,}); fixed "
+             f"state {cache['state']:,} (report: {cache['state_predicted']:,})"]
+    for problem in result["problems"]:
+        lines.append(f"  MISMATCH           {problem}")
+    lines.append("  verdict            " + (
+        "the report matches what transformers runs" if result["ok"] else
+        f"{len(result['problems'])} mismatch(es): do not trust the report for "
+        f"this config"))
+    return "\n".join(lines) + "\n"

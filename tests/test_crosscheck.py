@@ -1,0 +1,97 @@
+"""``python -m posenc_lib.inspect CONFIG --crosscheck``: the report against a
+tiny model of the config's class, built with the installed transformers."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from posenc_lib import crosscheck, inspect, serving
+
+
+@pytest.mark.parametrize("name", ["lfm2-1.2b", "gpt-oss-20b", "deepseek-v3",
+                                  "qwen2.5-7b-instruct-yarn", "smollm3-3b"])
+def test_table_configs_pass(name, capsys):
+    assert inspect.main([name, "--crosscheck"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict            the report matches what transformers runs" in out
+    assert "MISMATCH" not in out
+
+
+def test_every_layer_and_the_cache_are_compared():
+    result = crosscheck.crosscheck(inspect.model_config("lfm2-1.2b"))
+    assert len(result["layers"]) == 16
+    assert sum(e["rope"] for e in result["layers"]) == 6  # conv layers: none
+    # 6 attention layers x 2 x 2 heads x 64 dims x 2 bytes x 10 tokens
+    assert result["cache"]["kv"] == result["cache"]["kv_predicted"] == 30720
+    assert result["cache"]["state"] == 16 * 128 * 3 * 2  # hidden 128 after shrinking
+    assert all(e["cos_sin_error"] <= e["tolerance"] for e in result["layers"]
+               if e["rope"])
+
+
+def test_a_wrong_report_is_caught(monkeypatch, capsys):
+    real = serving.kv_cache_bytes
+
+    def off_by_one_layer(config, **kwargs):
+        out = real(config, **kwargs)
+        out["bytes_at_length"] += out["bytes_per_token"] // max(out["kv_layers"], 1)
+        return out
+
+    monkeypatch.setattr(serving, "kv_cache_bytes", off_by_one_layer)
+    assert inspect.main(["qwen3-8b", "--crosscheck"]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH           cache after 10 tokens" in out
+    assert "do not trust the report" in out
+
+
+def test_wrong_frequencies_are_caught(monkeypatch):
+    from posenc_lib import scaling
+
+    real = scaling.rope_from_config
+
+    def shifted(config, **kwargs):
+        got = real(config, **kwargs)
+        return None if got is None else (got[0] * (1 + 1e-4), got[1])
+
+    monkeypatch.setattr(scaling, "rope_from_config", shifted)
+    result = crosscheck.crosscheck(inspect.model_config("qwen3-8b"))
+    assert not result["ok"]
+    assert any("inv_freq differs" in p for p in result["problems"])
+
+
+def test_clear_errors(monkeypatch, capsys):
+    config = {"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2,
+              "rope_theta": 1e4, "max_position_embeddings": 256}
+    with pytest.raises(ValueError, match="does not know model_type 'mystery'"):
+        crosscheck.crosscheck(config)
+    real_import = builtins.__import__
+
+    def no_transformers(name, *args, **kwargs):
+        if name == "transformers" or name.startswith("transformers."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    assert inspect.main(["qwen3-8b", "--crosscheck"]) == 2
+    err = capsys.readouterr().err
+    assert "--crosscheck needs transformers" in err
+
+
+def test_cos_sin_from_the_running_module_are_compared(monkeypatch):
+    """A rotary module whose forward pass returns other cos and sin than its
+    inv_freq implies (as a faulty kernel would) fails the cross-check."""
+    from transformers.models.qwen3 import modeling_qwen3
+
+    real = modeling_qwen3.Qwen3RotaryEmbedding.forward
+
+    def off(self, x, position_ids):
+        cos, sin = real(self, x, position_ids)
+        return cos, sin * (1 + 2**-10)
+
+    monkeypatch.setattr(modeling_qwen3.Qwen3RotaryEmbedding, "forward", off)
+    result = crosscheck.crosscheck(inspect.model_config("qwen3-8b"))
+    assert not result["ok"]
+    assert all("cos/sin off by" in p for p in result["problems"])
