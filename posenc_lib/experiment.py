@@ -62,7 +62,7 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Ex
            "Config", "load_bytes", "build_model", "lr_factor", "train_model",
            "position_losses", "run", "write_results", "load_results", "RESULTS_PATH",
            "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "p_value", "holm",
-           "accuracy_interval", "accuracy_p_value", "holm_levels",
+           "accuracy_interval", "accuracy_p_value", "holm_levels", "degrees_of_freedom",
            "losses", "band_losses", "window_files", "Comparison", "adjust", "compare",
            "unclosed_fraction", "main"]
 
@@ -1117,6 +1117,13 @@ def interval(values, other=None, *, confidence: float = 0.95,
     t = _t_statistic(_difference(values, other), clusters)
     half = _half_width(t, confidence)
     return Interval(t.mean, t.mean - half, t.mean + half)
+
+
+def degrees_of_freedom(values, other=None, *, clusters=None) -> float:
+    """The degrees of freedom of :func:`interval`'s t quantile for the same
+    arguments (``seeds - 1`` without ``clusters``; with them, Satterthwaite's,
+    capped at the larger of ``seeds - 1`` and ``clusters - 1``)."""
+    return _t_statistic(_difference(values, other), clusters).df
 
 
 def _confidence(confidence) -> float:
