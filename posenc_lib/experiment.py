@@ -1073,10 +1073,10 @@ def _half_width(t: _TStatistic, confidence: float) -> float:
     than its seed component's own interval (``seeds - 1`` degrees of freedom)."""
     from scipy import stats
 
-    q = 0.5 + confidence / 2
-    half = float(stats.t.ppf(q, t.df)) * t.se
+    half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se
     if not math.isnan(t.seed_se):
-        half = max(half, float(stats.t.ppf(q, t.seed_df)) * t.seed_se)
+        seed_half = float(stats.t.ppf(0.5 + confidence / 2, t.seed_df)) * t.seed_se
+        half = max(half, seed_half)
     return half
 
 

@@ -4,22 +4,31 @@ Every sequence is random filler with two *passkeys* planted in it: each of
 two fixed marker tokens is followed by a random value. The last input is one
 of the two markers again (the query); the model must answer with the value
 that followed that marker. Only the answer is scored, in training and in
-evaluation, so the task measures retrieval alone: to answer, a model must
-find the earlier copy of the query marker and read the token after it (an
-induction head), whatever lies between.
+evaluation. A model can answer by finding the earlier copy of the query
+marker and reading the token after it (an induction head, which uses
+positions), but it need not: fillers, values and markers are disjoint sets of
+tokens, and a test item holds one pair per marker, so a reader that sees, for
+each value, only the *set* of markers before it (no order, no distance)
+answers every item. Chapter 7 runs such a reader; the task measures whether
+a model learned it and keeps it on longer inputs, not whether it can find a
+key by its position.
 
 The models are those of :data:`posenc_lib.experiment.MODELS`, built by
 :func:`posenc_lib.experiment.build_model` (same architecture, same shared
 initial weights per seed), trained from scratch on this task alone with
-sequences of ``train_length`` positions (:func:`train_batch`: several pairs
-per sequence, each repeat of a marker scored). They are evaluated on fixed test
-items, identical for every model and seed, in four bands of the *distance*
-``D`` between the queried value and the query: ``0-L``, ``L-2L``, ``2L-4L``
-and ``4L-8L``. An item of band ``[lo, hi)`` is ``hi`` positions long (the
-query is its last position), so band ``0-L`` is exactly the training
-distribution. The trained RoPE model is also read, without fine-tuning, with
-the inference-time extensions of :data:`posenc_lib.experiment.EXTENSIONS`,
-each set up for the item's length.
+sequences of ``train_length`` positions (:func:`train_batch`: 2 to
+``max_pairs`` pairs per sequence, each repeat of a marker scored). They are
+evaluated on fixed test items, identical for every model and seed, in four
+bands of the *distance* ``D`` between the queried value and the query:
+``0-L``, ``L-2L``, ``2L-4L`` and ``4L-8L``. An item of band ``[lo, hi)`` is
+``hi`` positions long with the query last, so the distance and the item's
+length grow together; band ``0-L`` has the training length but not the
+training distribution (one pair per marker, where training sequences hold 2
+to ``max_pairs`` pairs). The trained RoPE model is also read, without
+fine-tuning, with the inference-time extensions of
+:data:`posenc_lib.experiment.EXTENSIONS`, each set up for the item's length
+(only the last position is scored, so ``"dynamic"`` reads an item in one
+pass with the NTK scale ``hi / L``: exactly ``"ntk"`` set up for ``hi``).
 
 Run the study with::
 
@@ -536,8 +545,8 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
 
 def outcomes(results: Mapping, name: str, band: str) -> np.ndarray:
     """``(seeds, test_items)`` 0/1 array: which test items of ``band`` model
-    (or reading) ``name`` answered correctly, per seed; the units of
-    :func:`posenc_lib.experiment.interval`."""
+    (or reading) ``name`` answered correctly, per seed; the outcomes that
+    :func:`posenc_lib.experiment.accuracy_interval` reads."""
     if name not in results["outcomes"]:
         raise ValueError(f"name: {name!r} is not in the results; have "
                          f"{list(results['outcomes'])}")
