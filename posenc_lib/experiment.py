@@ -59,7 +59,7 @@ from torch import Tensor
 from . import _validate, lm
 
 __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
-           "Config", "load_bytes", "build_model", "lr_factor", "train_model",
+           "Config", "load_bytes", "build_model", "lr_factor", "fit", "train_model",
            "position_losses", "run", "write_results", "load_results", "RESULTS_PATH",
            "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "p_value", "holm",
            "accuracy_interval", "accuracy_p_value", "holm_levels", "degrees_of_freedom",
@@ -471,9 +471,60 @@ def _plant(config: Config, rows: Tensor, generator: torch.Generator) -> Tensor:
     return rows
 
 
+def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tensor]], *,
+        device: torch.device, desc: str = "train", progress: bool = False,
+        log_row: Callable | None = None) -> tuple[list, float]:
+    """The training loop both studies share (this one and
+    :mod:`posenc_lib.retrieval`): AdamW, the learning rate of
+    :func:`lr_factor`, cross-entropy on every target that is not -100,
+    gradients clipped to norm 1, ``config.steps`` steps.
+
+    Args:
+        config: any object with ``lr``, ``weight_decay``, ``warmup``,
+            ``steps`` and ``log_every`` (this module's :class:`Config` or
+            :class:`posenc_lib.retrieval.Config`).
+        next_batch: returns the next ``(inputs, targets)``, ``(b, n)`` int64
+            on the CPU (-100: not scored).
+        log_row: ``log_row(step, loss, logits, targets)`` -> the row logged
+            every ``log_every`` steps and at the last (default
+            ``[step, loss rounded to 4 digits]``).
+
+    Returns:
+        ``(curve, seconds)``: the logged rows and the wall time.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
+    if log_row is None:
+        def log_row(step, loss, logits, targets):
+            return [step, round(loss.item(), 4)]
+    steps = range(config.steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, desc=desc, leave=False, file=sys.stderr)
+    curve, start = [], time.perf_counter()
+    model.train()
+    for step in steps:
+        inputs, targets = (t.to(device) for t in next_batch())
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
+                                                 targets.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % config.log_every == 0 or step == config.steps - 1:
+            curve.append(log_row(step, loss, logits, targets))
+    model.eval()
+    return curve, round(time.perf_counter() - start, 2)
+
+
 def train_model(config: Config, name: str, seed: int, data: Tensor, *,
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` with ``seed`` on random windows of ``data``.
+    """Train model ``name`` with ``seed`` on random windows of ``data`` (with
+    :func:`fit`).
 
     The batches (and the copy task planted in some of them, ``_plant``)
     depend on ``seed`` only, so every model sees the same ones.
@@ -487,38 +538,21 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
     model = build_model(config, name, seed).to(device)
     bos = MODELS[name].bos
     generator = torch.Generator().manual_seed(20_000 + seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
     table = getattr(model.scheme, "table", None)
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
-    steps = range(config.steps)
-    if progress:
-        from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"train {name} seed {seed}", leave=False, file=sys.stderr)
-    curve, start = [], time.perf_counter()
-    model.train()
-    for step in steps:
+    def next_batch():
         starts = torch.randint(0, data.numel() - L - 1, (config.batch_size,),
                                generator=generator)
         rows = _plant(config, torch.stack([data[s:s + L + 1] for s in starts.tolist()]),
                       generator)
-        inputs, targets = (t.to(device) for t in _split(rows, bos))
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
-                                                 targets.reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % config.log_every == 0 or step == config.steps - 1:
-            curve.append([step, round(loss.item(), 4)])
-    model.eval()
-    log = {"seconds": round(time.perf_counter() - start, 2), "loss_curve": curve}
+        return _split(rows, bos)
+
+    curve, seconds = fit(config, model, next_batch, device=device, progress=progress,
+                         desc=f"train {name} seed {seed}")
+    log = {"seconds": seconds, "loss_curve": curve}
     if table is not None:
         final = table.table.weight.detach().cpu()
         initial = initial.cpu()
@@ -1254,7 +1288,7 @@ def accuracy_interval(correct, other=None, *, confidence: float = 0.95) -> Inter
 
     The target is the expected accuracy over training seeds *and* items
     drawn as the test items were: the variance of the mean is that of a
-    crossed seeds x items design (:func:`_crossed`). A single accuracy gets
+    crossed seeds x items design (Owen 2007). A single accuracy gets
     Wilson's score interval on the effective sample size that this variance
     implies, with a t quantile (Satterthwaite's degrees of freedom, at least
     ``seeds - 1``), joined with the logit-scale interval; a difference gets

@@ -489,11 +489,12 @@ def order_free_accuracy(task: PositionTask, inputs: torch.Tensor,
 
 def train_model(config: Config, name: str, seed: int, *,
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` of :data:`posenc_lib.experiment.MODELS` on the task.
+    """Train model ``name`` of :data:`posenc_lib.experiment.MODELS` on the task,
+    with the perplexity study's training loop (:func:`posenc_lib.experiment.fit`).
 
     Batches of sequences of ``train_length`` positions depend on ``seed``
     only, so every model sees the same ones; the loss is the cross-entropy
-    on the answer.
+    on the answers.
 
     Returns:
         ``(model, log)``; ``log`` holds the training loss and the batch
@@ -503,33 +504,16 @@ def train_model(config: Config, name: str, seed: int, *,
     model = experiment.build_model(config, name, seed).to(device)
     bos = experiment.MODELS[name].bos
     generator = torch.Generator().manual_seed(30_000 + seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: experiment.lr_factor(config, s))
-    steps = range(config.steps)
-    if progress:
-        from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"train {name} seed {seed}", leave=False, file=sys.stderr)
-    curve, start = [], time.perf_counter()
-    model.train()
-    for step in steps:
-        inputs, targets = (t.to(device) for t in train_batch(config, generator, bos=bos))
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
-                                                 targets.reshape(-1), ignore_index=-100)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % config.log_every == 0 or step == config.steps - 1:
-            # accuracy on the last position's query, the test items' format
-            acc = float((logits[:, -1].argmax(-1) == targets[:, -1]).float().mean())
-            curve.append([step, round(loss.item(), 4), round(acc, 4)])
-    model.eval()
-    return model, {"seconds": round(time.perf_counter() - start, 2), "curve": curve}
+    def log_row(step, loss, logits, targets):
+        # accuracy on the last position's query, the test items' format
+        acc = float((logits[:, -1].argmax(-1) == targets[:, -1]).float().mean())
+        return [step, round(loss.item(), 4), round(acc, 4)]
+
+    curve, seconds = experiment.fit(
+        config, model, lambda: train_batch(config, generator, bos=bos), device=device,
+        desc=f"train {name} seed {seed}", progress=progress, log_row=log_row)
+    return model, {"seconds": seconds, "curve": curve}
 
 
 # -- evaluation -----------------------------------------------------------------------
