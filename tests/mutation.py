@@ -421,6 +421,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "                   xpos_scale_base=512.0)",
        ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
        "configured one"),
+    _m("position-task-query-rebound", "retrieval.py",
+       "        others = [j for j in range(k) if j != q]\n",
+       "        others = list(range(k))\n",
+       [], "a pair between the answer and the query may rebind the query key, so the "
+       "stored answer is no longer its last binding"),
 )
 
 
