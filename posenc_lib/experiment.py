@@ -59,9 +59,10 @@ from torch import Tensor
 from . import _validate, lm
 
 __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
-           "Config", "load_bytes", "build_model", "lr_factor", "train_model",
+           "Config", "load_bytes", "build_model", "lr_factor", "fit", "train_model",
            "position_losses", "run", "write_results", "load_results", "RESULTS_PATH",
            "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "p_value", "holm",
+           "accuracy_interval", "accuracy_p_value", "holm_levels", "degrees_of_freedom",
            "losses", "band_losses", "window_files", "Comparison", "adjust", "compare",
            "unclosed_fraction", "main"]
 
@@ -470,9 +471,60 @@ def _plant(config: Config, rows: Tensor, generator: torch.Generator) -> Tensor:
     return rows
 
 
+def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tensor]], *,
+        device: torch.device, desc: str = "train", progress: bool = False,
+        log_row: Callable | None = None) -> tuple[list, float]:
+    """The training loop both studies share (this one and
+    :mod:`posenc_lib.retrieval`): AdamW, the learning rate of
+    :func:`lr_factor`, cross-entropy on every target that is not -100,
+    gradients clipped to norm 1, ``config.steps`` steps.
+
+    Args:
+        config: any object with ``lr``, ``weight_decay``, ``warmup``,
+            ``steps`` and ``log_every`` (this module's :class:`Config` or
+            :class:`posenc_lib.retrieval.Config`).
+        next_batch: returns the next ``(inputs, targets)``, ``(b, n)`` int64
+            on the CPU (-100: not scored).
+        log_row: ``log_row(step, loss, logits, targets)`` -> the row logged
+            every ``log_every`` steps and at the last (default
+            ``[step, loss rounded to 4 digits]``).
+
+    Returns:
+        ``(curve, seconds)``: the logged rows and the wall time.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
+    if log_row is None:
+        def log_row(step, loss, logits, targets):
+            return [step, round(loss.item(), 4)]
+    steps = range(config.steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, desc=desc, leave=False, file=sys.stderr)
+    curve, start = [], time.perf_counter()
+    model.train()
+    for step in steps:
+        inputs, targets = (t.to(device) for t in next_batch())
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
+                                                 targets.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % config.log_every == 0 or step == config.steps - 1:
+            curve.append(log_row(step, loss, logits, targets))
+    model.eval()
+    return curve, round(time.perf_counter() - start, 2)
+
+
 def train_model(config: Config, name: str, seed: int, data: Tensor, *,
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` with ``seed`` on random windows of ``data``.
+    """Train model ``name`` with ``seed`` on random windows of ``data`` (with
+    :func:`fit`).
 
     The batches (and the copy task planted in some of them, ``_plant``)
     depend on ``seed`` only, so every model sees the same ones.
@@ -486,38 +538,21 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
     model = build_model(config, name, seed).to(device)
     bos = MODELS[name].bos
     generator = torch.Generator().manual_seed(20_000 + seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
     table = getattr(model.scheme, "table", None)
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
-    steps = range(config.steps)
-    if progress:
-        from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"train {name} seed {seed}", leave=False, file=sys.stderr)
-    curve, start = [], time.perf_counter()
-    model.train()
-    for step in steps:
+    def next_batch():
         starts = torch.randint(0, data.numel() - L - 1, (config.batch_size,),
                                generator=generator)
         rows = _plant(config, torch.stack([data[s:s + L + 1] for s in starts.tolist()]),
                       generator)
-        inputs, targets = (t.to(device) for t in _split(rows, bos))
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
-                                                 targets.reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % config.log_every == 0 or step == config.steps - 1:
-            curve.append([step, round(loss.item(), 4)])
-    model.eval()
-    log = {"seconds": round(time.perf_counter() - start, 2), "loss_curve": curve}
+        return _split(rows, bos)
+
+    curve, seconds = fit(config, model, next_batch, device=device, progress=progress,
+                         desc=f"train {name} seed {seed}")
+    log = {"seconds": seconds, "loss_curve": curve}
     if table is not None:
         final = table.table.weight.detach().cpu()
         initial = initial.cpu()
@@ -1003,6 +1038,8 @@ class _TStatistic(NamedTuple):
     mean: float
     se: float       # standard error of the mean
     df: float       # degrees of freedom of its t distribution
+    seed_se: float = math.nan   # the seed component alone (clustered only) ...
+    seed_df: float = math.nan   # ... and its degrees of freedom, seeds - 1
 
 
 def _difference(values, other) -> np.ndarray:
@@ -1023,7 +1060,9 @@ def _difference(values, other) -> np.ndarray:
 def _t_statistic(x: np.ndarray, clusters) -> _TStatistic:
     """The grand mean of ``x (seeds, units)``, its standard error and degrees of
     freedom: the seed component (per-seed means), plus, with ``clusters``, the
-    component of the clusters of units (Satterthwaite's degrees of freedom)."""
+    component of the clusters of units (Satterthwaite's degrees of freedom,
+    capped at the larger of ``seeds - 1`` and ``clusters - 1``: a variance
+    estimated from ``G`` cluster totals has at most ``G - 1``)."""
     seeds, units = x.shape
     mean = float(x.mean())
     if clusters is None:
@@ -1056,9 +1095,23 @@ def _t_statistic(x: np.ndarray, clusters) -> _TStatistic:
     cluster_var = max(0.0, unit_var - residual_var / (seeds * units))
     var = seed_var + cluster_var
     if var == 0.0:
-        return _TStatistic(mean, 0.0, float(seeds - 1))
+        return _TStatistic(mean, 0.0, float(seeds - 1), 0.0, float(seeds - 1))
     df = var ** 2 / (seed_var ** 2 / (seeds - 1) + cluster_var ** 2 / (n_groups - 1))
-    return _TStatistic(mean, math.sqrt(var), float(df))
+    df = min(df, float(max(seeds - 1, n_groups - 1)))
+    return _TStatistic(mean, math.sqrt(var), float(df), math.sqrt(seed_var),
+                       float(seeds - 1))
+
+
+def _half_width(t: _TStatistic, confidence: float) -> float:
+    """Half the width of the t interval; a clustered one is never narrower
+    than its seed component's own interval (``seeds - 1`` degrees of freedom)."""
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se
+    if not math.isnan(t.seed_se):
+        seed_half = float(stats.t.ppf(0.5 + confidence / 2, t.seed_df)) * t.seed_se
+        half = max(half, seed_half)
+    return half
 
 
 def interval(values, other=None, *, confidence: float = 0.95,
@@ -1076,38 +1129,240 @@ def interval(values, other=None, *, confidence: float = 0.95,
             Or one label per unit (the file a window comes from): the units
             are a sample of clusters, and the variation between clusters is
             added to the seed component (crossed seeds x clusters, with
-            Satterthwaite's degrees of freedom, so it can be a little
-            narrower than the seed-level interval when the clusters carry
-            most of the variance). One seed needs ``clusters``.
-        n_resamples, seed: accepted, and ignored, so that calls written for
-            the percentile bootstrap this function used to compute keep
-            working; nothing is resampled, so they cannot change the result.
+            Satterthwaite's degrees of freedom, capped at the larger of
+            ``seeds - 1`` and ``clusters - 1``). The result is never narrower
+            than the seed component's own t-interval. One seed needs
+            ``clusters``.
+        n_resamples, seed: deprecated and ignored (nothing is resampled);
+            passing either raises a :class:`DeprecationWarning`.
 
     The seed-level interval is exact for normal per-seed means, whatever the
     number of seeds; the clustered one is approximate (its coverage is
     simulated in ``tests/test_experiment.py``). Nothing is resampled, so
-    neither depends on a random seed.
+    neither depends on a random seed. For 0/1 outcomes use
+    :func:`accuracy_interval`.
     """
-    from scipy import stats
+    if n_resamples is not None or seed is not None:
+        import warnings
 
+        warnings.warn("interval: n_resamples and seed are ignored (nothing is "
+                      "resampled); drop them", DeprecationWarning, stacklevel=2)
+    confidence = _confidence(confidence)
+    t = _t_statistic(_difference(values, other), clusters)
+    half = _half_width(t, confidence)
+    return Interval(t.mean, t.mean - half, t.mean + half)
+
+
+def degrees_of_freedom(values, other=None, *, clusters=None) -> float:
+    """The degrees of freedom of :func:`interval`'s t quantile for the same
+    arguments (``seeds - 1`` without ``clusters``; with them, Satterthwaite's,
+    capped at the larger of ``seeds - 1`` and ``clusters - 1``)."""
+    return _t_statistic(_difference(values, other), clusters).df
+
+
+def _confidence(confidence) -> float:
     confidence = _validate.finite_float("confidence", confidence, greater_than=0.0)
     if not confidence < 1:
         raise ValueError(f"confidence must be < 1, got {confidence}")
-    t = _t_statistic(_difference(values, other), clusters)
-    half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se
-    return Interval(t.mean, t.mean - half, t.mean + half)
+    return confidence
 
 
 def p_value(values, other=None, *, clusters=None) -> float:
     """Two-sided p-value of "the mean of ``values - other`` is 0", from the same
     t statistic as :func:`interval` (so ``p < 1 - confidence`` exactly when
-    the interval excludes 0)."""
+    the interval excludes 0; a clustered test also needs its seed component
+    to reject, since the interval is never narrower than that one's)."""
     from scipy import stats
 
     t = _t_statistic(_difference(values, other), clusters)
     if t.se == 0.0:
         return 1.0 if t.mean == 0.0 else 0.0
-    return float(2 * stats.t.sf(abs(t.mean) / t.se, t.df))
+    p = float(2 * stats.t.sf(abs(t.mean) / t.se, t.df))
+    if not math.isnan(t.seed_se):
+        seed_p = (1.0 if t.mean == 0.0 else 0.0) if t.seed_se == 0.0 else float(
+            2 * stats.t.sf(abs(t.mean) / t.seed_se, t.seed_df))
+        p = max(p, seed_p)
+    return p
+
+
+def _outcomes(name: str, values) -> np.ndarray:
+    x = np.asarray(values)
+    if x.ndim < 2 or x.shape[-2] < 2 or x.shape[-1] < 2:
+        raise ValueError(f"{name} must be (seeds, items) with at least 2 of each, got "
+                         f"shape {x.shape}")
+    if not np.isin(x, (0, 1)).all():
+        raise ValueError(f"{name} must hold 0/1 outcomes (1: a right answer)")
+    return x.astype(np.float64)
+
+
+def _crossed(x: np.ndarray):
+    """Variance of the grand mean of ``x (..., seeds, items)`` when both seeds
+    and items are draws (crossed random effects, Owen 2007): the seed
+    component (the per-seed means' variance over ``seeds``) and the item
+    component (the per-item means' variance over ``items``, less the
+    residual counted in both, kept at 0 or above), each with its degrees of
+    freedom."""
+    seeds, items = x.shape[-2:]
+    mean = x.mean((-2, -1))
+    by_seed, by_item = x.mean(-1), x.mean(-2)
+    seed_var = by_seed.var(-1, ddof=1) / seeds
+    residual = x - by_seed[..., None] - by_item[..., None, :] + mean[..., None, None]
+    residual_var = (residual ** 2).sum((-2, -1)) / ((seeds - 1) * (items - 1))
+    item_var = np.maximum(0.0, by_item.var(-1, ddof=1) / items
+                          - residual_var / (seeds * items))
+    var = seed_var + item_var
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = var ** 2 / (seed_var ** 2 / (seeds - 1) + item_var ** 2 / (items - 1))
+    # Satterthwaite lies between the components' degrees of freedom; with no
+    # variance at all, count the seeds alone.
+    df = np.where(var > 0, np.clip(df, seeds - 1, seeds + items - 2), seeds - 1)
+    return mean, var, df
+
+
+def _accuracy_bounds(x: np.ndarray, y: np.ndarray | None, confidence: float):
+    """``(mean, low, high, se, df)`` of :func:`accuracy_interval`, for arrays
+    ``(..., seeds, items)`` (vectorised: the coverage test draws thousands)."""
+    from scipy import special, stats
+
+    seeds, items = x.shape[-2:]
+    n = seeds * items
+    if y is None:
+        p, var, df = _crossed(x)
+        q = stats.t.ppf(0.5 + confidence / 2, df)
+        binomial = p * (1 - p) / n
+        # Wilson's score interval on the effective sample size n / deff,
+        # deff = var / binomial (at least 1: never narrower than n
+        # independent answers; with p at 0 or 1 there is nothing to estimate
+        # deff from, and n is used).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            n_eff = np.where(var > binomial, binomial * n / var, n)
+        centre = (p + q ** 2 / (2 * n_eff)) / (1 + q ** 2 / n_eff)
+        half = q / (1 + q ** 2 / n_eff) * np.sqrt(p * (1 - p) / n_eff
+                                                  + q ** 2 / (4 * n_eff ** 2))
+        # (Wilson's interval holds p; say so against rounding at p = 0 or 1)
+        low, high = np.minimum(centre - half, p), np.maximum(centre + half, p)
+        # Near 0 or 1 the mean of a few seeds' accuracies is skewed; the
+        # interval on the logit scale (delta method, the proportion moved
+        # towards 1/2 as Wilson's centre is) is wider on the open side, and
+        # the union of the two is kept.
+        adjusted = (p * n + q ** 2 / 2) / (n + q ** 2)
+        spread = adjusted * (1 - adjusted)
+        logit_se = np.sqrt(np.maximum(var, spread / n)) / spread
+        low = np.minimum(low, special.expit(special.logit(adjusted) - q * logit_se))
+        high = np.maximum(high, special.expit(special.logit(adjusted) + q * logit_se))
+        se = np.sqrt(np.maximum(var, binomial))
+        return p, np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0), se, df
+    d, var, df = _crossed(x - y)
+    # Never below the variance of two independent proportions, each moved
+    # towards 1/2 by one success and one failure (Agresti and Caffo 2000):
+    # without it, outcomes that agree on every seed give a zero width.
+    px = (x.sum((-2, -1)) + 1) / (n + 2)
+    py = (y.sum((-2, -1)) + 1) / (n + 2)
+    floor = (px * (1 - px) + py * (1 - py)) / (n + 2)
+    se = np.sqrt(np.maximum(var, floor))
+    df = np.where(var >= floor, df, np.minimum(df, seeds + items - 2))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+    # Near the ceiling the difference is as skewed as the accuracies: join
+    # the interval that the two accuracies' own intervals give for their
+    # difference, as if independent (MOVER, Newcombe 1998, Zou and Donner
+    # 2008), which inherits their skew.
+    px, lx, ux = _accuracy_bounds(x, None, confidence)[:3]
+    py, ly, uy = _accuracy_bounds(y, None, confidence)[:3]
+    low = np.minimum(d - half, d - np.hypot(px - lx, uy - py))
+    high = np.maximum(d + half, d + np.hypot(ux - px, py - ly))
+    return d, np.clip(low, -1.0, 1.0), np.clip(high, -1.0, 1.0), se, df
+
+
+def accuracy_interval(correct, other=None, *, confidence: float = 0.95) -> Interval:
+    """Accuracy (or a paired difference of accuracies) with a confidence
+    interval made for 0/1 outcomes.
+
+    Args:
+        correct: ``(seeds, items)`` 0/1 outcomes (1: a right answer) of
+            training seeds on test items, at least 2 of each.
+        other: ``None``, or the outcomes of another model (or band) on the
+            same seeds, ``(seeds, items)``: the interval is then that of the
+            difference ``correct - other``, paired by seed (and by item where
+            the items are the same).
+        confidence: nominal coverage, in (0, 1).
+
+    The target is the expected accuracy over training seeds *and* items
+    drawn as the test items were: the variance of the mean is that of a
+    crossed seeds x items design (Owen 2007). A single accuracy gets
+    Wilson's score interval on the effective sample size that this variance
+    implies, with a t quantile (Satterthwaite's degrees of freedom, at least
+    ``seeds - 1``), joined with the logit-scale interval; a difference gets
+    a t interval whose variance is at least that of two independent
+    proportions. Either stays inside [0, 1] ([-1, 1] for a difference), is
+    never of zero width (a perfect score is not certainty), and its coverage
+    under a logistic model with seed and item effects is simulated in
+    ``tests/test_experiment.py``: at least 0.93 at nominal 0.95 with 3 and 5
+    seeds for effects up to 1 on the logit scale; seed effects of 2 (seeds
+    whose accuracies range from about 1/2 to 1) take it to 0.85-0.90, which
+    no interval from so few seeds avoids without being far wider.
+
+    Returns:
+        ``Interval(mean, low, high)``.
+    """
+    confidence = _confidence(confidence)
+    x = _outcomes("correct", correct)
+    if x.ndim != 2:
+        raise ValueError(f"correct must be (seeds, items), got shape {x.shape}")
+    y = None
+    if other is not None:
+        y = _outcomes("other", other)
+        if y.shape != x.shape:
+            raise ValueError(f"other has shape {y.shape}, correct {x.shape}: a paired "
+                             "difference needs the same seeds and as many items")
+    mean, low, high, _, _ = _accuracy_bounds(x, y, confidence)
+    return Interval(float(mean), float(low), float(high))
+
+
+def accuracy_p_value(correct, other) -> float:
+    """Two-sided p-value of "the accuracies of ``correct`` and ``other`` are
+    equal": the smallest ``1 - confidence`` at which
+    :func:`accuracy_interval` of the difference excludes 0 (found by
+    bisection), so ``p < 1 - confidence`` exactly when that interval
+    excludes 0."""
+    x, y = _outcomes("correct", correct), _outcomes("other", other)
+    if y.shape != x.shape or x.ndim != 2:
+        raise ValueError(f"correct {x.shape} and other {y.shape} must be the same "
+                         "(seeds, items) shape")
+
+    def excludes(alpha):
+        _, low, high, _, _ = _accuracy_bounds(x, y, 1 - alpha)
+        return not low <= 0.0 <= high
+
+    if x.mean() == y.mean():
+        return 1.0
+    lo, hi = 1e-15, 1.0   # at confidence 0 the interval is the point mean
+    if excludes(lo):
+        return lo
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
+    return float(hi)
+
+
+def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
+    """The confidence level at which Holm's method (:func:`holm`) tests each
+    hypothesis: ``1 - alpha / (m - k)`` at step ``k`` for those it rejects,
+    and the level of the first step that stopped it for the rest. An interval
+    at that level excludes 0 exactly when Holm rejects, so printed intervals
+    and verdicts cannot disagree. They are not simultaneous confidence
+    intervals."""
+    alpha = _validate.finite_float("alpha", alpha, greater_than=0.0)
+    reject = holm(p_values, alpha)
+    p, m = [float(v) for v in p_values], len(p_values)
+    levels = [math.nan] * m
+    stop = None
+    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        if reject[i]:
+            levels[i] = 1 - alpha / (m - k)
+        else:
+            stop = 1 - alpha / (m - k) if stop is None else stop
+            levels[i] = stop
+    return levels
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:

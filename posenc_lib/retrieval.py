@@ -4,22 +4,31 @@ Every sequence is random filler with two *passkeys* planted in it: each of
 two fixed marker tokens is followed by a random value. The last input is one
 of the two markers again (the query); the model must answer with the value
 that followed that marker. Only the answer is scored, in training and in
-evaluation, so the task measures retrieval alone: to answer, a model must
-find the earlier copy of the query marker and read the token after it (an
-induction head), whatever lies between.
+evaluation. A model can answer by finding the earlier copy of the query
+marker and reading the token after it (an induction head, which uses
+positions), but it need not: fillers, values and markers are disjoint sets of
+tokens, and a test item holds one pair per marker, so a reader that sees, for
+each value, only the *set* of markers before it (no order, no distance)
+answers every item. Chapter 7 runs such a reader; the task measures whether
+a model learned it and keeps it on longer inputs, not whether it can find a
+key by its position.
 
 The models are those of :data:`posenc_lib.experiment.MODELS`, built by
 :func:`posenc_lib.experiment.build_model` (same architecture, same shared
 initial weights per seed), trained from scratch on this task alone with
-sequences of ``train_length`` positions (:func:`train_batch`: several pairs
-per sequence, each repeat of a marker scored). They are evaluated on fixed test
-items, identical for every model and seed, in four bands of the *distance*
-``D`` between the queried value and the query: ``0-L``, ``L-2L``, ``2L-4L``
-and ``4L-8L``. An item of band ``[lo, hi)`` is ``hi`` positions long (the
-query is its last position), so band ``0-L`` is exactly the training
-distribution. The trained RoPE model is also read, without fine-tuning, with
-the inference-time extensions of :data:`posenc_lib.experiment.EXTENSIONS`,
-each set up for the item's length.
+sequences of ``train_length`` positions (:func:`train_batch`: 2 to
+``max_pairs`` pairs per sequence, each repeat of a marker scored). They are
+evaluated on fixed test items, identical for every model and seed, in four
+bands of the *distance* ``D`` between the queried value and the query:
+``0-L``, ``L-2L``, ``2L-4L`` and ``4L-8L``. An item of band ``[lo, hi)`` is
+``hi`` positions long with the query last, so the distance and the item's
+length grow together; band ``0-L`` has the training length but not the
+training distribution (one pair per marker, where training sequences hold 2
+to ``max_pairs`` pairs). The trained RoPE model is also read, without
+fine-tuning, with the inference-time extensions of
+:data:`posenc_lib.experiment.EXTENSIONS`, each set up for the item's length
+(only the last position is scored, so ``"dynamic"`` reads an item in one
+pass with the NTK scale ``hi / L``: exactly ``"ntk"`` set up for ``hi``).
 
 Run the study with::
 
@@ -49,7 +58,8 @@ from . import _validate, experiment, lm
 
 __all__ = ["Config", "BANDS", "RESULTS_PATH", "CACHE_DIR", "SCHEMA_VERSION", "bands",
            "band_names", "make_items", "train_batch", "eval_items", "train_model",
-           "accuracy_on", "run", "load_results", "outcomes", "main"]
+           "accuracy_on", "run", "load_results", "outcomes", "main", "PositionTask",
+           "make_position_items", "order_free_accuracy", "position_grid"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 1
@@ -292,15 +302,199 @@ def eval_items(config: Config, band: int, bos: bool = True):
     return inputs, answers, distances
 
 
+# -- a task that needs positions ------------------------------------------------------
+
+@dataclass(frozen=True)
+class PositionTask:
+    """A retrieval task that an order-free reader cannot solve (not yet trained
+    on: the stored results are of :func:`make_items`' task).
+
+    A sequence holds ``pairs`` (key, value) pairs among filler; the keys come
+    from ``keys``, a few similar tokens, and *every* key occurs in the first
+    ``len(keys)`` pairs (a preamble), so the query key also occurs earlier,
+    bound to another value: the strongest distractor, the key itself. The
+    query is a key; the answer is the value that followed its *last*
+    occurrence before the query (the most recent binding). The values of a
+    sequence are distinct. The distance ``D`` (query position minus the
+    answer's) and the sequence length ``n`` are chosen separately.
+
+    An order-free reader fails: from the bag of tokens no value can be told
+    from another (each key occurs at least once, each value once), and from
+    the *set* of keys before each value (what :func:`order_free_accuracy`
+    calls ``"prefix_sets"``) every value from the end of the preamble on looks
+    alike, since all keys occurred before it.
+    """
+
+    keys: tuple = (128, 129, 130, 131)
+    value_symbols: tuple = tuple(range(64, 96))
+    filler_symbols: tuple = tuple(range(0, 32))
+    pairs: int = 10
+
+    def __post_init__(self):
+        groups = (self.filler_symbols, self.value_symbols, self.keys)
+        tokens = [t for g in groups for t in g]
+        if len(set(tokens)) != len(tokens) or not all(0 <= t < lm.BOS for t in tokens):
+            raise ValueError("filler_symbols, value_symbols and keys must be distinct "
+                             f"token ids in [0, {lm.BOS})")
+        if len(self.keys) < 2:
+            raise ValueError(f"keys must hold at least 2 tokens, got {self.keys}")
+        _validate.positive_int("pairs", self.pairs, minimum=len(self.keys) + 1)
+        if self.pairs > len(self.value_symbols):
+            raise ValueError(f"pairs ({self.pairs}) must be at most the number of "
+                             f"value_symbols ({len(self.value_symbols)}): values are distinct")
+
+    def after(self, distance: int) -> int:
+        """How many pairs lie between the answer and the query at ``distance``:
+        as many of the ``pairs - len(keys) - 1`` non-preamble pairs as fit."""
+        return min(self.pairs - len(self.keys) - 1, (int(distance) - 1) // 2)
+
+    def shortest(self, distance: int) -> int:
+        """The fewest positions an item at ``distance`` needs: ``BOS``, the
+        pairs before the answer's, the answer's pair, ``distance - 1``
+        positions (holding :meth:`after` pairs) and the query."""
+        before = self.pairs - 1 - self.after(distance)
+        return 3 + int(distance) + 2 * before
+
+
+def make_position_items(task: PositionTask, n: int, distances, generator: torch.Generator,
+                        *, bos: bool = True):
+    """Items of :class:`PositionTask`, ``n`` positions each, the query last.
+
+    Args:
+        n: positions per item.
+        distances: ``(count,)`` distances ``D`` (query position minus the
+            answer's), each ``>= 1`` with ``task.shortest(D) <= n``.
+        bos: position 0 holds :data:`posenc_lib.lm.BOS` (else filler).
+
+    Returns:
+        ``inputs (count, n)`` int64, ``answers (count,)`` int64 and
+        ``distances (count,)`` int64.
+    """
+    n = _validate.positive_int("n", n, minimum=task.shortest(1))
+    distances = torch.as_tensor(distances, dtype=torch.long).reshape(-1)
+    if distances.numel() == 0 or distances.min() < 1 or any(
+            task.shortest(int(d)) > n for d in distances):
+        raise ValueError(f"distances must be >= 1 with task.shortest(D) <= n ({n})")
+    g, k = generator, len(task.keys)
+    filler = torch.tensor(task.filler_symbols)
+    count = distances.numel()
+    inputs = filler[torch.randint(0, len(filler), (count, n), generator=g)]
+    if bos:
+        inputs[:, 0] = lm.BOS
+    answers = torch.empty(count, dtype=torch.long)
+    for i, d in enumerate(distances.tolist()):
+        q = int(torch.randint(0, k, (1,), generator=g))
+        values = torch.tensor(task.value_symbols)[
+            torch.randperm(len(task.value_symbols), generator=g)[:task.pairs]]
+        a = n - 1 - d                       # the answer's position; its key at a - 1
+        after = task.after(d)
+        # the pairs before the answer's: the first k (in position order) are
+        # the preamble, every key once in random order; the others any key
+        before = _pair_starts(1, a - 1, task.pairs - 1 - after, g)
+        order = torch.randperm(k, generator=g).tolist()
+        placed = [(p, order[j] if j < k else int(torch.randint(0, k, (1,), generator=g)))
+                  for j, p in enumerate(before)]
+        # between the answer and the query: any key but the query's, so the
+        # answer stays the query's last binding
+        others = [j for j in range(k) if j != q]
+        placed += [(p, others[int(torch.randint(0, k - 1, (1,), generator=g))])
+                   for p in _pair_starts(a + 1, n - 1, after, g)]
+        placed.append((a - 1, q))
+        for (p, key), value in zip(sorted(placed), values.tolist()):
+            inputs[i, p], inputs[i, p + 1] = task.keys[key], value
+        inputs[i, n - 1] = task.keys[q]
+        answers[i] = inputs[i, a]
+    return inputs, answers, distances
+
+
+def _pair_starts(lo: int, hi: int, count: int, g: torch.Generator) -> list[int]:
+    """``count`` starts ``p`` of non-overlapping pairs ``(p, p + 1)`` inside
+    ``[lo, hi)``, uniform over all such placements: ``count`` sorted draws
+    ``c_j`` from ``[0, hi - lo - count)``, shifted to ``lo + c_j + j``."""
+    if count == 0:
+        return []
+    if 2 * count > hi - lo:
+        raise ValueError(f"no room for {count} pairs in [{lo}, {hi})")
+    c = torch.randperm(hi - lo - count, generator=g)[:count].sort().values
+    return (lo + c + torch.arange(count)).tolist()
+
+
+def position_grid(task: PositionTask, train_length: int, max_multiplier: int,
+                  count: int, *, seed: int = 8_000) -> dict:
+    """Fixed test items of :class:`PositionTask` on a grid of item lengths by
+    distance bands, so that each is varied with the other held: lengths
+    ``L, 2L, ..., max_multiplier L`` and the bands of :func:`bands`
+    (distances ``[max(lo, 1), hi)``, less those too long for the length).
+
+    Returns:
+        ``{(length, band_name): (inputs, answers, distances)}`` for every
+        cell where some distance of the band fits the length.
+    """
+    config = Config(train_length=train_length, max_multiplier=max_multiplier,
+                    max_pairs=2, extensions=())
+    out, lengths = {}, []
+    n = train_length
+    while n <= train_length * max_multiplier:
+        lengths.append(n)
+        n *= 2
+    for i, n in enumerate(lengths):
+        for b, ((lo, hi), name) in enumerate(zip(bands(config), band_names(config))):
+            top = max((d for d in range(max(lo, 1), hi) if task.shortest(d) <= n),
+                      default=None)
+            if top is None:
+                continue
+            g = torch.Generator().manual_seed(seed + 100 * i + b)
+            distances = torch.randint(max(lo, 1), top + 1, (count,), generator=g)
+            out[n, name] = make_position_items(task, n, distances, g)
+    return out
+
+
+def order_free_accuracy(task: PositionTask, inputs: torch.Tensor,
+                        answers: torch.Tensor) -> dict:
+    """Expected accuracy of guessing and of readers that ignore order, on
+    items ``inputs (count, n)`` with ``answers (count,)``.
+
+    * ``"chance"``: one of the item's values picked at random;
+    * ``"bag_of_tokens"``: the best reader of the item's bag of tokens. Each
+      value occurs once and the bag holds no link between a key and a value,
+      so the values are exchangeable given the bag: every reader scores
+      ``1 / values``, chance;
+    * ``"prefix_sets"``: a bound on every reader that sees each value with
+      the *set* of keys before it (chapter 7's ``by_sets`` is one). Values
+      with the same set are exchangeable given what it sees, so a reader
+      that picks ``v`` is right with probability ``P(answer in G_v) / |G_v|``
+      (``G_v``: the values with ``v``'s set); an oracle told the answer's
+      set, guessing within it, scores ``E[1 / |G_answer|]``, at least as much.
+
+    Each is an expectation over the readers' random choice (no draw).
+    """
+    keys, values = set(task.keys), set(task.value_symbols)
+    bag, sets = [], []
+    for row, answer in zip(inputs.tolist(), answers.tolist()):
+        seen, prefix = set(), {}
+        for t in row[:-1]:
+            if t in keys:
+                seen = seen | {t}
+            elif t in values:
+                prefix[t] = frozenset(seen)
+        if answer not in prefix:
+            raise ValueError("answers: an answer is not a value of its item")
+        bag.append(1 / len(prefix))
+        sets.append(1 / sum(s == prefix[answer] for s in prefix.values()))
+    return {"chance": float(np.mean(bag)), "bag_of_tokens": float(np.mean(bag)),
+            "prefix_sets": float(np.mean(sets))}
+
+
 # -- training -------------------------------------------------------------------------
 
 def train_model(config: Config, name: str, seed: int, *,
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` of :data:`posenc_lib.experiment.MODELS` on the task.
+    """Train model ``name`` of :data:`posenc_lib.experiment.MODELS` on the task,
+    with the perplexity study's training loop (:func:`posenc_lib.experiment.fit`).
 
     Batches of sequences of ``train_length`` positions depend on ``seed``
     only, so every model sees the same ones; the loss is the cross-entropy
-    on the answer.
+    on the answers.
 
     Returns:
         ``(model, log)``; ``log`` holds the training loss and the batch
@@ -310,33 +504,16 @@ def train_model(config: Config, name: str, seed: int, *,
     model = experiment.build_model(config, name, seed).to(device)
     bos = experiment.MODELS[name].bos
     generator = torch.Generator().manual_seed(30_000 + seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: experiment.lr_factor(config, s))
-    steps = range(config.steps)
-    if progress:
-        from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"train {name} seed {seed}", leave=False, file=sys.stderr)
-    curve, start = [], time.perf_counter()
-    model.train()
-    for step in steps:
-        inputs, targets = (t.to(device) for t in train_batch(config, generator, bos=bos))
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
-                                                 targets.reshape(-1), ignore_index=-100)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % config.log_every == 0 or step == config.steps - 1:
-            # accuracy on the last position's query, the test items' format
-            acc = float((logits[:, -1].argmax(-1) == targets[:, -1]).float().mean())
-            curve.append([step, round(loss.item(), 4), round(acc, 4)])
-    model.eval()
-    return model, {"seconds": round(time.perf_counter() - start, 2), "curve": curve}
+    def log_row(step, loss, logits, targets):
+        # accuracy on the last position's query, the test items' format
+        acc = float((logits[:, -1].argmax(-1) == targets[:, -1]).float().mean())
+        return [step, round(loss.item(), 4), round(acc, 4)]
+
+    curve, seconds = experiment.fit(
+        config, model, lambda: train_batch(config, generator, bos=bos), device=device,
+        desc=f"train {name} seed {seed}", progress=progress, log_row=log_row)
+    return model, {"seconds": seconds, "curve": curve}
 
 
 # -- evaluation -----------------------------------------------------------------------
@@ -536,8 +713,8 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
 
 def outcomes(results: Mapping, name: str, band: str) -> np.ndarray:
     """``(seeds, test_items)`` 0/1 array: which test items of ``band`` model
-    (or reading) ``name`` answered correctly, per seed; the units of
-    :func:`posenc_lib.experiment.interval`."""
+    (or reading) ``name`` answered correctly, per seed; the outcomes that
+    :func:`posenc_lib.experiment.accuracy_interval` reads."""
     if name not in results["outcomes"]:
         raise ValueError(f"name: {name!r} is not in the results; have "
                          f"{list(results['outcomes'])}")

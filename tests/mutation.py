@@ -456,6 +456,35 @@ MUTANTS: tuple[Mutant, ...] = (
        "        cos, sin = cos * attention_factor**0.5, sin * attention_factor**0.5",
        ["recipes/extend_and_serve"],
        "YaRN's factor applied once to the logits (sqrt on cos and sin), not squared"),
+    # ---- intervals for chapter 7 (accuracies, clusters, Holm) ----------------------------
+    _m("accuracy-seeds-pooled", "experiment.py",
+       "    var = seed_var + item_var\n", "    var = item_var\n",
+       ["07_experiment"], "0/1 outcomes of several seeds pooled as if independent: the "
+       "seed-to-seed variation left out of the accuracy's interval"),
+    _m("accuracy-wilson-only", "experiment.py",
+       "        low = np.minimum(low, special.expit(special.logit(adjusted) - q * logit_se))\n",
+       "", ["07_experiment"], "Wilson's interval alone near the ceiling: the skew of a "
+       "few seeds' accuracies ignored"),
+    _m("clustered-df-uncapped", "experiment.py",
+       "    df = min(df, float(max(seeds - 1, n_groups - 1)))\n", "",
+       ["07_experiment"], "Satterthwaite's degrees of freedom above what 25 clusters allow"),
+    _m("clustered-narrower-than-seeds", "experiment.py",
+       "        half = max(half, seed_half)\n", "",
+       ["07_experiment"], "a clustered interval narrower than its own seed component"),
+    _m("holm-levels-nominal", "experiment.py",
+       "            levels[i] = 1 - alpha / (m - k)\n", "            levels[i] = 1 - alpha\n",
+       ["07_experiment"], "intervals beside Holm's verdicts printed at the unadjusted "
+       "level, so an interval can exclude 0 beside 'not distinguishable'"),
+    _m("xpos-scale-base-default", "experiment.py",
+       "                   xpos_scale_base=config.xpos_scale_base)",
+       "                   xpos_scale_base=512.0)",
+       ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
+       "configured one"),
+    _m("position-task-query-rebound", "retrieval.py",
+       "        others = [j for j in range(k) if j != q]\n",
+       "        others = list(range(k))\n",
+       [], "a pair between the answer and the query may rebind the query key, so the "
+       "stored answer is no longer its last binding"),
 )
 
 

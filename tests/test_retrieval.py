@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from posenc_lib import experiment, lm, retrieval
 
@@ -181,3 +183,94 @@ def test_stored_results_are_current_and_complete():
             hits = retrieval.outcomes(results, name, band)
             assert hits.shape == (len(config.seeds), config.test_items)
             assert np.allclose(hits.mean(1), results["accuracy"][name][band], atol=1e-4)
+
+
+# -- the task that needs positions ------------------------------------------------------
+
+def _last_binding(row, keys):
+    """Brute force: the token after the last occurrence of the query key."""
+    query = row[-1]
+    last = max(i for i, t in enumerate(row[:-1]) if t == query)
+    return row[last + 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([64, 128, 512]), st.data())
+def test_position_items_answer_the_last_binding_of_the_query(seed, n, data):
+    task = retrieval.PositionTask()
+    top = max(d for d in range(1, n) if task.shortest(d) <= n)
+    d = data.draw(st.integers(1, top))
+    g = torch.Generator().manual_seed(seed)
+    inputs, answers, distances = retrieval.make_position_items(task, n, [d, d], g)
+    assert inputs.shape == (2, n) and distances.tolist() == [d, d]
+    keys, values = set(task.keys), set(task.value_symbols)
+    for row, answer in zip(inputs.tolist(), answers.tolist()):
+        assert row[0] == lm.BOS and row[-1] in keys
+        assert _last_binding(row, keys) == answer == row[n - 1 - d]
+        # every key once in the first len(keys) pairs: the query key occurs
+        # earlier, bound to another value (the distractor that is the key)
+        pair_keys = [t for t in row[:-1] if t in keys]
+        assert set(pair_keys[:len(task.keys)]) == keys
+        assert pair_keys.count(row[-1]) >= 2
+        present = [t for t in row if t in values]
+        assert len(present) == len(set(present)) == task.pairs
+        # each key is followed by a value, each value preceded by a key
+        for i, t in enumerate(row[:-1]):
+            assert (t in keys) == (row[i + 1] in values)
+
+
+def _by_sets(row, task):
+    # chapter 7's order-free reader: the value whose set of earlier keys holds
+    # the query and is smallest (first such, to be deterministic)
+    seen, best = set(), None
+    for t in row[:-1]:
+        if t in task.keys:
+            seen = seen | {t}
+        elif t in task.value_symbols and row[-1] in seen:
+            if best is None or len(seen) < best[0]:
+                best = (len(seen), t)
+    return best[1]
+
+
+def test_order_free_readers_score_near_chance_on_every_cell_of_the_grid():
+    task = retrieval.PositionTask()
+    grid = retrieval.position_grid(task, 64, 8, 64)
+    # length and distance vary separately: the band 0-L at every length, and
+    # at the longest length every band
+    assert {n for n, band in grid if band == "0-L"} == {64, 128, 256, 512}
+    assert {band for n, band in grid if n == 512} == set(retrieval.BANDS)
+    for (n, band), (inputs, answers, distances) in grid.items():
+        control = retrieval.order_free_accuracy(task, inputs, answers)
+        # a mean of len(answers) equal terms: that many roundings at most
+        exact = pytest.approx(1 / task.pairs, rel=len(answers) * 2.0**-52)
+        assert control["bag_of_tokens"] == control["chance"] == exact
+        assert control["prefix_sets"] <= control["chance"] + 0.1
+        # the bound holds the chapter's reader, measured
+        right = np.mean([_by_sets(r, task) == a
+                         for r, a in zip(inputs.tolist(), answers.tolist())])
+        assert right <= control["prefix_sets"]
+        lo, hi = retrieval.bands(retrieval.Config())[retrieval.BANDS.index(band)]
+        assert distances.min() >= max(lo, 1) and distances.max() < hi
+
+
+def test_order_free_bound_against_a_brute_force_count():
+    # E[1 / |G_answer|], counted by hand on one item: keys 128-131 then
+    # values 64-73; the preamble's last value and every later one share the
+    # full set of keys: 10 - 4 + 1 = 7 values
+    task = retrieval.PositionTask()
+    g = torch.Generator().manual_seed(3)
+    inputs, answers, _ = retrieval.make_position_items(task, 64, [20], g)
+    assert retrieval.order_free_accuracy(task, inputs, answers)["prefix_sets"] == 1 / 7
+
+
+def test_position_task_validates_its_parameters():
+    with pytest.raises(ValueError, match="distinct"):
+        retrieval.PositionTask(keys=(0, 129))
+    with pytest.raises(ValueError, match="pairs"):
+        retrieval.PositionTask(pairs=4)
+    task = retrieval.PositionTask()
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="distances"):
+        retrieval.make_position_items(task, 64, [60], g)
+    with pytest.raises(ValueError, match="distances"):
+        retrieval.make_position_items(task, 64, [0], g)
