@@ -155,18 +155,21 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     return fig
 
 
-def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 16,
+def rotation_clocks(shift: int = 2, distance: int = 3, dim: int = 16,
                     base: float = 100.0) -> BookFigure:
     """Every pair as a clock: the query's hand at ``m·θ_i``, the key's at ``n·θ_i``.
 
-    Query and key hold the same content, the unit vector ``(1, 0)`` in every
-    pair, so pair ``i`` contributes ``cos((n - m)·θ_i)`` to the score: only
-    the angle between the two hands (the arc) counts, and it depends on
-    ``n - m`` alone. The lower panel draws those contributions.
+    The key sits at ``n = shift`` and the query ``distance`` positions after
+    it, at ``m = shift + distance`` (a causal query looks back), so moving
+    ``shift`` alone moves both positions by the same step. Query and key hold
+    the same content, the unit vector ``(1, 0)`` in every pair, so pair ``i``
+    contributes ``cos((n - m)·θ_i)`` to the score: only the angle between the
+    two hands (the arc) counts, and it depends on ``n - m`` alone. The lower
+    panel draws those contributions.
     """
     dim = _validate.even_int("dim", dim)
-    m = _validate.finite_float("query_position", query_position)
-    n = _validate.finite_float("key_position", key_position)
+    n = _validate.finite_float("shift", shift)
+    m = n + _validate.finite_float("distance", distance)
     f = rope.inv_freq(dim, base, dtype=torch.float64)
     pairs = dim // 2
     query_angle = rope.rope_angles(torch.tensor([m]), f)[0].numpy()
@@ -223,9 +226,13 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     bars.legend(fontsize=9, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
                 frameon=False)
     bars.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"query at m = {m:g}, key at n = {n:g}: n − m = {n - m:g}, score "
-                 f"Σ cos((n − m)θ_i) = {contribution.sum():.3f} (dim = {dim}, "
-                 f"base = {base:g})", fontsize=9)
+    def signed(x: float, spec: str = "g") -> str:  # a true minus sign, not a hyphen
+        return format(x, spec).replace("-", "−")
+
+    fig.suptitle(f"query at m = {signed(m)}, key at n = {signed(n)}: "
+                 f"n − m = {signed(n - m)}\nscore "
+                 f"Σ cos((n − m)θ_i) = {signed(contribution.sum(), '.3f')} "
+                 f"(dim = {dim}, base = {base:g})", fontsize=9)
     return fig
 
 
