@@ -149,17 +149,81 @@ def test_what_git_would_commit_is_checked(tmp_path):
     assert stored_outputs(committed_text("book/new.ipynb", tmp_path)) == []
 
 
+def _lab_clean_args() -> list[str]:
+    """The arguments after the Python of ``make lab``'s clean filter, as make expands them."""
+    try:
+        printed = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=ROOT,
+                                 check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        pytest.skip(f"make is not available: {error}")
+    (command,) = re.findall(r"git config filter\.nbstripout\.clean '\"[^\"]*\" ([^']*)'",
+                            printed)
+    return shlex.split(command)
+
+
+def _lab_clean(data: bytes) -> bytes:
+    pytest.importorskip("nbstripout", reason="nbstripout is installed by `make lab`")
+    return subprocess.run([sys.executable, *_lab_clean_args()], check=True,
+                          capture_output=True, input=data).stdout
+
+
 def test_the_filter_make_lab_installs_strips_outputs_and_keeps_ids():
     """The clean command of ``make lab`` (read from the Makefile), run on a saved notebook."""
-    pytest.importorskip("nbstripout", reason="nbstripout is installed by `make lab`")
-    makefile = (ROOT / "Makefile").read_text()
-    (command,) = re.findall(r"git config filter\.nbstripout\.clean '[^']*? (-m nbstripout[^']*)'",
-                            makefile)
-    stripped = subprocess.run([sys.executable, *shlex.split(command)], check=True,
-                              capture_output=True, input=_notebook(executed=True).encode(),
-                              ).stdout.decode()
+    stripped = _lab_clean(_notebook(executed=True).encode()).decode()
     assert stored_outputs(stripped) == []
     assert json.loads(stripped)["cells"][0]["id"] == "a1"
+
+
+#: Committed notebooks whose JSON keys are not in nbformat's sorted order, so
+#: that the filter, which writes them sorted, changes their bytes (not their
+#: content). Storing them sorted (one ``json.dump(..., sort_keys=True)``) fixes it.
+KEY_ORDER_PENDING = {"book/09_models.ipynb"}
+
+
+@pytest.mark.parametrize("path", TRACKED, ids=lambda p: Path(p).name)
+def test_the_filter_leaves_every_committed_notebook_unchanged(path):
+    """Staging a committed notebook through ``make lab``'s filter changes nothing,
+    so ``git status`` stays clean once the filter is installed."""
+    committed = committed_text(path).encode("utf-8")
+    filtered = _lab_clean(committed)
+    assert json.loads(filtered) == json.loads(committed), path
+    if filtered != committed and path in KEY_ORDER_PENDING:
+        pytest.xfail(f"{path}: keys stored in another order (same content)")
+    assert filtered == committed, path
+
+
+def _kernel_display_name() -> str:
+    install = re.findall(r'ipykernel install .*--display-name "([^"]+)"',
+                         (ROOT / "Makefile").read_text())
+    assert len(install) == 1, install
+    return install[0]
+
+
+def test_make_lab_installs_the_kernel_name_the_notebooks_carry():
+    """JupyterLab writes the running kernel's display name into a saved notebook;
+    ``make lab`` installs the kernelspec under the name the notebooks hold."""
+    name = _kernel_display_name()
+    for path in TRACKED:
+        assert json.loads(committed_text(path))["metadata"]["kernelspec"] == {
+            "display_name": name, "language": "python", "name": "python3"}, path
+
+
+@pytest.mark.parametrize("path", [p for p in TRACKED if p not in KEY_ORDER_PENDING][:2],
+                         ids=lambda p: Path(p).name)
+def test_a_notebook_run_and_saved_in_jupyterlab_comes_back_as_committed(path):
+    """What a save writes (outputs, counts, the kernel's full language_info, nbformat's
+    sorted keys) goes through the filter back to the committed bytes."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    nb = json.loads(committed_text(path))
+    for count, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["1\n"]}]
+        cell["execution_count"] = count + 1
+    nb["metadata"]["language_info"] = dict(IPythonKernel.language_info)
+    nb["metadata"]["kernelspec"]["display_name"] = _kernel_display_name()
+    saved = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    assert saved.encode() != committed_text(path).encode()
+    assert _lab_clean(saved.encode()) == committed_text(path).encode("utf-8")
 
 
 def _toc_files(node):
