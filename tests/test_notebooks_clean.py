@@ -298,3 +298,32 @@ def test_code_cells_fit_without_horizontal_scrolling():
                                       f"({len(line)} characters)")
     assert not long_lines, "code lines over 88 characters:\n" + "\n".join(long_lines)
 
+
+
+# -- theorems readable in JupyterLab ---------------------------------------------
+
+#: Chapters whose theorems are written as colon fences. JupyterLab has no MyST
+#: renderer (jupyterlab-myst does not support its version, requirements-lab.txt),
+#: and shows a backtick fence as a code block that hides the info string, that
+#: is the theorem's title; a colon fence shows as text, title and math included.
+COLON_FENCE_CHAPTERS = ("01_why_positions", "02_absolute", "03_relative", "04_rope")
+
+
+@pytest.mark.parametrize("name", COLON_FENCE_CHAPTERS)
+def test_theorem_titles_stay_visible_in_jupyterlab(name):
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+
+    md = create_md_parser(MdParserConfig(enable_extensions={"colon_fence", "dollarmath"}),
+                          RendererHTML)
+    nb = json.loads((ROOT / "book" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    colon = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for token in md.parse("".join(cell["source"])):
+            if token.info.strip().startswith("{prf:"):
+                assert token.type == "colon_fence", (name, cell["id"], token.info)
+                colon += 1
+    assert colon, name

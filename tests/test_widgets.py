@@ -726,3 +726,36 @@ def test_clocks_shift_one_slider_and_title_fits():
     score = re.compile(r"= (\S+) \(dim")
     assert score.search(first).group(1) == score.search(moved).group(1)
     assert "n − m = −3" in first
+
+
+def test_rope_decay_curves_stay_inside_the_axes():
+    """Chapter 4's decay figure: every curve inside the y-limits, for every head size
+    and base the sliders offer (small heads dip to -0.65 of the start)."""
+    from posenc_lib.figures import rope as rope_figures
+    from posenc_lib.widgets import rope as rope_widgets
+
+    dims, bases = (s.values for s in rope_widgets.DECAY_BOUND.sliders)
+    for dim in dims[:4] + dims[-1:]:
+        for base in (bases[0], bases[-1]):
+            ax = rope_figures.decay_bound(dim, base).axes[0]
+            low, high = ax.get_ylim()
+            for line in ax.get_lines():
+                y = np.asarray(line.get_ydata(), dtype=float)
+                assert low <= y.min() and y.max() <= high, (dim, base, line.get_label())
+
+
+def test_rope_angles_mask_exactly_the_aliased_cells():
+    """The angles panel leaves blank the cells where a pair turns by more than half
+    a turn across the cell's width, and only those."""
+    import math
+
+    from posenc_lib import rope
+    from posenc_lib.figures import rope as rope_figures
+
+    fig = rope_figures.rotation_angles(10000.0, 64, 4096)
+    mesh = fig.axes[0].collections[0]
+    mask = np.ma.getmaskarray(mesh.get_array()).reshape(32, -1)
+    edges = np.logspace(0, math.log10(4096), 257)
+    turn = rope.inv_freq(64, 10000.0).numpy()[:, None] * np.diff(edges)[None, :]
+    assert np.array_equal(mask, turn > math.pi)
+    assert mask.any() and not mask.all()

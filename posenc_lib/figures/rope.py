@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import torch
+from matplotlib import colormaps
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from .. import _validate, rope, scaling
@@ -89,12 +91,15 @@ def decay_bound(dim: int = 128, base: float = 10000.0,
                       r"$\sqrt{\mathrm{tr}\,AA^\top/d}$)")
     ax.axhline(0, color="grey", lw=0.6, label="zero")
     plain_log_axis(ax.xaxis)
-    ax.set_ylim(-0.35, 1.25)
-    ax.set_xlabel("relative distance n - m (positions)")
+    # Small heads dip further: the q = k = 1 score reaches -0.65 of its start at
+    # d = 16. The axis reaches below the lowest curve, on a 0.05 grid.
+    lowest = min(float(constant.min()), float(rms.min()), float(bound.min()))
+    ax.set_ylim(min(-0.35, math.floor((lowest - 0.05) / 0.05) * 0.05), 2.0)
+    ax.set_xlabel("relative distance n − m (positions)")
     ax.set_ylabel("value / value at distance 0")
     ax.set_title(f"The bound decays, the typical score does not "
                  f"(dim = {dim}, base = {base:g})", fontsize=10)
-    ax.legend(fontsize=7.5, loc="lower left")
+    ax.legend(fontsize=7.5, loc="upper right")  # above the curves, which start at 1
     ax.grid(alpha=0.3, which="both")
     return fig
 
@@ -117,10 +122,19 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     edges = np.logspace(0, math.log10(context_length), 257)
     centres = np.sqrt(edges[:-1] * edges[1:])
     angles = np.mod(rope.rope_angles(torch.from_numpy(centres), f).numpy().T, 2 * math.pi)
+    # Where a pair turns by more than half a turn across one column of cells, the
+    # colour at the column's centre says nothing about the column (aliasing):
+    # those cells are left blank instead of drawn as noise.
+    aliased = f.numpy()[:, None] * np.diff(edges)[None, :] > math.pi
+    angles = np.ma.masked_where(aliased, angles)
 
     fig, (left, right) = new_subplots(6.4, 3.8, 1, 2, sharey=True, width_ratios=[1.35, 1])
-    mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap="twilight",
+    twilight = colormaps["twilight"].with_extremes(bad="0.9")
+    mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap=twilight,
                            vmin=0, vmax=2 * math.pi, shading="flat", rasterized=True)
+    if aliased.any():
+        left.add_patch(Rectangle((0, 0), 0, 0, fc="0.9", ec="none",
+                                 label="> half a turn per column: not drawable"))
     left.plot(wavelength[full], pairs[full], color="white", lw=1.2, marker=".", ms=3,
               label=r"first full turn, $m = 2\pi/\theta_i$")
     left.set_xscale("log")
