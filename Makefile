@@ -123,18 +123,29 @@ portable-notebooks: $(INSTALLED)
 LAB_INSTALLED := $(VENV)/.lab-installed
 $(LAB_INSTALLED): requirements-lab.txt constraints.txt $(INSTALLED)
 	$(PY) -m pip install -q -r requirements-lab.txt -c constraints.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3"
 	touch $@
 
 # JupyterLab writes outputs into a notebook whenever it saves it. nbstripout,
 # set up here as a git filter, strips them (keeping cell ids) as git stages
 # the file, so commits stay clean; see README.md. As root (a container),
 # JupyterLab needs --allow-root.
+# What a save in JupyterLab adds and the committed notebooks do not hold:
+# outputs and counts (nbstripout's default), and the kernel's language_info
+# beyond its name. The kernel's display name is kept stable instead, by the
+# kernelspec installed above ("Python 3", as committed), because nbformat
+# requires one. tests/test_notebooks_clean.py checks that this filter leaves
+# every committed notebook as it is, and that a run-and-saved one comes back
+# to it.
+LANGUAGE_INFO := codemirror_mode file_extension mimetype nbconvert_exporter pygments_lexer version
+NBSTRIPOUT_FLAGS := --keep-id --extra-keys "$(foreach k,$(LANGUAGE_INFO),metadata.language_info.$(k))"
+
 lab: $(LAB_INSTALLED)
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
-	  git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout --keep-id' && \
+	  git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout $(NBSTRIPOUT_FLAGS)' && \
 	  git config filter.nbstripout.smudge cat && \
 	  git config filter.nbstripout.required true && \
-	  git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t' && \
+	  git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout $(NBSTRIPOUT_FLAGS) -t' && \
 	  attributes="$$(git rev-parse --git-path info/attributes)" && \
 	  mkdir -p "$$(dirname "$$attributes")" && \
 	  { grep -qxF '*.ipynb filter=nbstripout diff=ipynb' "$$attributes" 2>/dev/null || \

@@ -485,6 +485,18 @@ MUTANTS: tuple[Mutant, ...] = (
        "        others = list(range(k))\n",
        [], "a pair between the answer and the query may rebind the query key, so the "
        "stored answer is no longer its last binding"),
+    # ---- chapters 1-4: checks that could not fail before ------------------------------
+    _m("rope-additive-not-rotation", "rope.py",
+       "    return _rotate_pairs(x, cos.to(x.dtype), sin.to(x.dtype), layout, rotary_dim)\n",
+       "    return x + torch.as_tensor(positions, dtype=x.dtype)[..., None]\n",
+       ["04_rope"], "a position added to q and k (q + m·1) instead of a rotation"),
+    _m("xl-embedding-bfloat16-offsets", "relative.py",
+       "rows = absolute.sinusoidal_rows(distances, d_model, base, dtype=dtype)",
+       "rows = absolute.sinusoidal_rows(\n        torch.as_tensor(distances).to(torch.bfloat16), d_model, base, dtype=dtype)",
+       ["03_relative"], "Transformer-XL's offsets stored in bfloat16 before the sinusoid"),
+    _m("overview-drops-cope", "figures/overview.py",
+       '("KERPLE, FIRE, CoPE", "ch-relative")', '("KERPLE, FIRE", "ch-relative")',
+       [], "the introduction's map leaves out an encoding its table lists"),
 )
 
 

@@ -149,17 +149,81 @@ def test_what_git_would_commit_is_checked(tmp_path):
     assert stored_outputs(committed_text("book/new.ipynb", tmp_path)) == []
 
 
+def _lab_clean_args() -> list[str]:
+    """The arguments after the Python of ``make lab``'s clean filter, as make expands them."""
+    try:
+        printed = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=ROOT,
+                                 check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        pytest.skip(f"make is not available: {error}")
+    (command,) = re.findall(r"git config filter\.nbstripout\.clean '\"[^\"]*\" ([^']*)'",
+                            printed)
+    return shlex.split(command)
+
+
+def _lab_clean(data: bytes) -> bytes:
+    pytest.importorskip("nbstripout", reason="nbstripout is installed by `make lab`")
+    return subprocess.run([sys.executable, *_lab_clean_args()], check=True,
+                          capture_output=True, input=data).stdout
+
+
 def test_the_filter_make_lab_installs_strips_outputs_and_keeps_ids():
     """The clean command of ``make lab`` (read from the Makefile), run on a saved notebook."""
-    pytest.importorskip("nbstripout", reason="nbstripout is installed by `make lab`")
-    makefile = (ROOT / "Makefile").read_text()
-    (command,) = re.findall(r"git config filter\.nbstripout\.clean '[^']*? (-m nbstripout[^']*)'",
-                            makefile)
-    stripped = subprocess.run([sys.executable, *shlex.split(command)], check=True,
-                              capture_output=True, input=_notebook(executed=True).encode(),
-                              ).stdout.decode()
+    stripped = _lab_clean(_notebook(executed=True).encode()).decode()
     assert stored_outputs(stripped) == []
     assert json.loads(stripped)["cells"][0]["id"] == "a1"
+
+
+#: Committed notebooks whose JSON keys are not in nbformat's sorted order, so
+#: that the filter, which writes them sorted, changes their bytes (not their
+#: content). Storing them sorted (one ``json.dump(..., sort_keys=True)``) fixes it.
+KEY_ORDER_PENDING = {"book/09_models.ipynb"}
+
+
+@pytest.mark.parametrize("path", TRACKED, ids=lambda p: Path(p).name)
+def test_the_filter_leaves_every_committed_notebook_unchanged(path):
+    """Staging a committed notebook through ``make lab``'s filter changes nothing,
+    so ``git status`` stays clean once the filter is installed."""
+    committed = committed_text(path).encode("utf-8")
+    filtered = _lab_clean(committed)
+    assert json.loads(filtered) == json.loads(committed), path
+    if filtered != committed and path in KEY_ORDER_PENDING:
+        pytest.xfail(f"{path}: keys stored in another order (same content)")
+    assert filtered == committed, path
+
+
+def _kernel_display_name() -> str:
+    install = re.findall(r'ipykernel install .*--display-name "([^"]+)"',
+                         (ROOT / "Makefile").read_text())
+    assert len(install) == 1, install
+    return install[0]
+
+
+def test_make_lab_installs_the_kernel_name_the_notebooks_carry():
+    """JupyterLab writes the running kernel's display name into a saved notebook;
+    ``make lab`` installs the kernelspec under the name the notebooks hold."""
+    name = _kernel_display_name()
+    for path in TRACKED:
+        assert json.loads(committed_text(path))["metadata"]["kernelspec"] == {
+            "display_name": name, "language": "python", "name": "python3"}, path
+
+
+@pytest.mark.parametrize("path", [p for p in TRACKED if p not in KEY_ORDER_PENDING][:2],
+                         ids=lambda p: Path(p).name)
+def test_a_notebook_run_and_saved_in_jupyterlab_comes_back_as_committed(path):
+    """What a save writes (outputs, counts, the kernel's full language_info, nbformat's
+    sorted keys) goes through the filter back to the committed bytes."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    nb = json.loads(committed_text(path))
+    for count, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["1\n"]}]
+        cell["execution_count"] = count + 1
+    nb["metadata"]["language_info"] = dict(IPythonKernel.language_info)
+    nb["metadata"]["kernelspec"]["display_name"] = _kernel_display_name()
+    saved = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    assert saved.encode() != committed_text(path).encode()
+    assert _lab_clean(saved.encode()) == committed_text(path).encode("utf-8")
 
 
 def _toc_files(node):
@@ -234,3 +298,39 @@ def test_code_cells_fit_without_horizontal_scrolling():
                                       f"({len(line)} characters)")
     assert not long_lines, "code lines over 88 characters:\n" + "\n".join(long_lines)
 
+
+
+# -- theorems readable in JupyterLab ---------------------------------------------
+
+#: Chapters whose theorems, dropdowns and admonitions are written as colon
+#: fences. JupyterLab has no MyST renderer (jupyterlab-myst does not support its
+#: version, requirements-lab.txt), and shows a backtick fence as a code block
+#: that hides the info string, that is the title; a colon fence shows as text,
+#: title and math included. (The exercise cells, ``ex-*``, are left as they are.)
+COLON_FENCE_CHAPTERS = ("01_why_positions", "02_absolute", "03_relative", "04_rope")
+
+
+@pytest.mark.parametrize("name", COLON_FENCE_CHAPTERS)
+def test_theorem_titles_stay_visible_in_jupyterlab(name):
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+
+    md = create_md_parser(MdParserConfig(enable_extensions={"colon_fence", "dollarmath"}),
+                          RendererHTML)
+    directives = ("{prf:", "{dropdown}", "{admonition}")
+
+    def colon_fences(text: str, where: str) -> int:
+        """Directive blocks in ``text`` (nested ones too); each must be a colon fence."""
+        count = 0
+        for token in md.parse(text):
+            if token.info.strip().startswith(directives):
+                assert token.type == "colon_fence", (where, token.info)
+                count += 1 + colon_fences(token.content, where)
+        return count
+
+    nb = json.loads((ROOT / "book" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    colon = sum(colon_fences("".join(cell["source"]), f"{name} {cell['id']}")
+                for cell in nb["cells"]
+                if cell["cell_type"] == "markdown" and not cell["id"].startswith("ex-"))
+    assert colon, name

@@ -85,3 +85,23 @@ def test_every_notation_row_links_to_a_chapter_that_uses_the_symbol():
     # d_r and kappa are used where the table says.
     for symbol, label in (("d_r", "ch-rope"), (r"\\kappa", "ch-relative")):
         assert symbol in labels[label].read_text(encoding="utf-8"), (symbol, label)
+
+
+def test_every_table_row_is_in_the_figure():
+    """Each encoding named in the table's first column is drawn in the figure.
+
+    Names compare by their first word, and a figure word may abbreviate a table
+    word ("NTK" for "NTK-aware").
+    """
+    drawn = [part.split()[0].lower() for _place, _formula, encodings in overview.ENTRY_POINTS
+             for name, _label in encodings for part in name.split(", ")]
+    for row in ROWS:
+        for part in row[0].split(", "):
+            word = part.split()[0].lower()
+            assert any(word == d or word.startswith(d + "-") for d in drawn), (part, drawn)
+
+
+def test_shaw_value_term_is_drawn():
+    """Shaw et al. add to the values too; the figure says so."""
+    names = [name for _p, _f, encodings in overview.ENTRY_POINTS for name, _l in encodings]
+    assert any(name.startswith("Shaw") and "values" in name for name in names)

@@ -698,3 +698,64 @@ def test_frequency_allocation_axis_top_is_fixed_or_fitted():
     assert tops(base=5e6, top=10.0) == {1e8}        # the data need more than 10
     with pytest.raises(ValueError, match="top must be > 1.0"):
         multidim_figures.frequency_allocation(top=0.5)
+
+
+def test_clocks_shift_one_slider_and_title_fits():
+    """Chapter 4's clocks: one slider moves both positions (the score stays), the
+    title stays inside the figure at every slider extreme, and n − m is written
+    with a minus sign, not a hyphen."""
+    from posenc_lib.figures import rope as rope_figures
+    from posenc_lib.widgets import rope as rope_widgets
+
+    clocks = rope_widgets.ROTATION_CLOCKS
+    assert [s.name for s in clocks.sliders] == ["shift", "distance"]
+
+    def title(**kwargs):
+        fig = rope_figures.rotation_clocks(**kwargs)
+        fig.canvas.draw()
+        text = fig._suptitle
+        box = text.get_window_extent(fig.canvas.get_renderer())
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (
+            kwargs, box, fig.bbox)
+        return text.get_text()
+
+    for values in _extremes(clocks):
+        kwargs = {s.name: s.default for s in clocks.sliders} | values
+        assert "-" not in title(**kwargs).replace("_i", ""), kwargs
+    first, moved = title(shift=2, distance=3), title(shift=150, distance=3)
+    score = re.compile(r"= (\S+) \(dim")
+    assert score.search(first).group(1) == score.search(moved).group(1)
+    assert "n − m = −3" in first
+
+
+def test_rope_decay_curves_stay_inside_the_axes():
+    """Chapter 4's decay figure: every curve inside the y-limits, for every head size
+    and base the sliders offer (small heads dip to -0.65 of the start)."""
+    from posenc_lib.figures import rope as rope_figures
+    from posenc_lib.widgets import rope as rope_widgets
+
+    dims, bases = (s.values for s in rope_widgets.DECAY_BOUND.sliders)
+    for dim in dims[:4] + dims[-1:]:
+        for base in (bases[0], bases[-1]):
+            ax = rope_figures.decay_bound(dim, base).axes[0]
+            low, high = ax.get_ylim()
+            for line in ax.get_lines():
+                y = np.asarray(line.get_ydata(), dtype=float)
+                assert low <= y.min() and y.max() <= high, (dim, base, line.get_label())
+
+
+def test_rope_angles_mask_exactly_the_aliased_cells():
+    """The angles panel leaves blank the cells where a pair turns by more than half
+    a turn across the cell's width, and only those."""
+    import math
+
+    from posenc_lib import rope
+    from posenc_lib.figures import rope as rope_figures
+
+    fig = rope_figures.rotation_angles(10000.0, 64, 4096)
+    mesh = fig.axes[0].collections[0]
+    mask = np.ma.getmaskarray(mesh.get_array()).reshape(32, -1)
+    edges = np.logspace(0, math.log10(4096), 257)
+    turn = rope.inv_freq(64, 10000.0).numpy()[:, None] * np.diff(edges)[None, :]
+    assert np.array_equal(mask, turn > math.pi)
+    assert mask.any() and not mask.all()

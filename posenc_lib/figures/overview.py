@@ -17,10 +17,10 @@ ENTRY_POINTS = (
     ("rotating q and k", "R(m) q, R(n) k", (
         ("RoPE", "ch-rope"), ("M-RoPE, 2D/3D", "ch-multidim"),
         ("PI, NTK, YaRN, Llama 3", "ch-extension"), ("xPos", "ch-extension"))),
-    ("biasing the scores", "q·k + b(j − i)", (
-        ("Shaw et al.", "ch-relative"), ("T5 buckets", "ch-relative"),
-        ("Transformer-XL", "ch-relative"), ("KERPLE, FIRE", "ch-relative"),
-        ("ALiBi", "ch-extension"))),
+    ("biasing the scores", "q·k + bias(i, j)", (
+        ("Shaw et al. (+ values)", "ch-relative"), ("T5 buckets", "ch-relative"),
+        ("Transformer-XL", "ch-relative"), ("DeBERTa, TUPE", "ch-relative"),
+        ("KERPLE, FIRE, CoPE", "ch-relative"), ("ALiBi", "ch-extension"))),
     ("nothing", "causal mask only", (
         ("NoPE", "ch-why-positions"),)),
 )
@@ -38,10 +38,12 @@ def field_map() -> BookFigure:
     Below each place, the encodings of this book that enter there
     (:data:`ENTRY_POINTS`); the colours match the introduction's table.
     """
-    fig = new_figure(7.2, 3.8, layout=None)
+    tallest = max(len(encodings) for _where, _formula, encodings in ENTRY_POINTS)
+    bottom = min(1.0, 30 - (6 + 4.2 * tallest) - 1.5)  # room for the longest column
+    fig = new_figure(7.2, 3.8 * (55.5 - bottom) / 54.5, layout=None)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 100)
-    ax.set_ylim(1, 55.5)
+    ax.set_ylim(bottom, 55.5)
     ax.axis("off")
 
     step = 100 / len(_PIPELINE)

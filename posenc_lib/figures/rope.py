@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import torch
+from matplotlib import colormaps
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator
 
 from .. import _validate, rope, scaling
@@ -89,12 +91,15 @@ def decay_bound(dim: int = 128, base: float = 10000.0,
                       r"$\sqrt{\mathrm{tr}\,AA^\top/d}$)")
     ax.axhline(0, color="grey", lw=0.6, label="zero")
     plain_log_axis(ax.xaxis)
-    ax.set_ylim(-0.35, 1.25)
-    ax.set_xlabel("relative distance n - m (positions)")
+    # Small heads dip further: the q = k = 1 score reaches -0.65 of its start at
+    # d = 16. The axis reaches below the lowest curve, on a 0.05 grid.
+    lowest = min(float(constant.min()), float(rms.min()), float(bound.min()))
+    ax.set_ylim(min(-0.35, math.floor((lowest - 0.05) / 0.05) * 0.05), 2.0)
+    ax.set_xlabel("relative distance n − m (positions)")
     ax.set_ylabel("value / value at distance 0")
     ax.set_title(f"The bound decays, the typical score does not "
                  f"(dim = {dim}, base = {base:g})", fontsize=10)
-    ax.legend(fontsize=7.5, loc="lower left")
+    ax.legend(fontsize=7.5, loc="upper right")  # above the curves, which start at 1
     ax.grid(alpha=0.3, which="both")
     return fig
 
@@ -117,10 +122,19 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     edges = np.logspace(0, math.log10(context_length), 257)
     centres = np.sqrt(edges[:-1] * edges[1:])
     angles = np.mod(rope.rope_angles(torch.from_numpy(centres), f).numpy().T, 2 * math.pi)
+    # Where a pair turns by more than half a turn across one column of cells, the
+    # colour at the column's centre says nothing about the column (aliasing):
+    # those cells are left blank instead of drawn as noise.
+    aliased = f.numpy()[:, None] * np.diff(edges)[None, :] > math.pi
+    angles = np.ma.masked_where(aliased, angles)
 
     fig, (left, right) = new_subplots(6.4, 3.8, 1, 2, sharey=True, width_ratios=[1.35, 1])
-    mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap="twilight",
+    twilight = colormaps["twilight"].with_extremes(bad="0.9")
+    mesh = left.pcolormesh(edges, np.arange(dim // 2 + 1) - 0.5, angles, cmap=twilight,
                            vmin=0, vmax=2 * math.pi, shading="flat", rasterized=True)
+    if aliased.any():
+        left.add_patch(Rectangle((0, 0), 0, 0, fc="0.9", ec="none",
+                                 label="> half a turn per column: not drawable"))
     left.plot(wavelength[full], pairs[full], color="white", lw=1.2, marker=".", ms=3,
               label=r"first full turn, $m = 2\pi/\theta_i$")
     left.set_xscale("log")
@@ -155,18 +169,21 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     return fig
 
 
-def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 16,
+def rotation_clocks(shift: int = 2, distance: int = 3, dim: int = 16,
                     base: float = 100.0) -> BookFigure:
     """Every pair as a clock: the query's hand at ``m·θ_i``, the key's at ``n·θ_i``.
 
-    Query and key hold the same content, the unit vector ``(1, 0)`` in every
-    pair, so pair ``i`` contributes ``cos((n - m)·θ_i)`` to the score: only
-    the angle between the two hands (the arc) counts, and it depends on
-    ``n - m`` alone. The lower panel draws those contributions.
+    The key sits at ``n = shift`` and the query ``distance`` positions after
+    it, at ``m = shift + distance`` (a causal query looks back), so moving
+    ``shift`` alone moves both positions by the same step. Query and key hold
+    the same content, the unit vector ``(1, 0)`` in every pair, so pair ``i``
+    contributes ``cos((n - m)·θ_i)`` to the score: only the angle between the
+    two hands (the arc) counts, and it depends on ``n - m`` alone. The lower
+    panel draws those contributions.
     """
     dim = _validate.even_int("dim", dim)
-    m = _validate.finite_float("query_position", query_position)
-    n = _validate.finite_float("key_position", key_position)
+    n = _validate.finite_float("shift", shift)
+    m = n + _validate.finite_float("distance", distance)
     f = rope.inv_freq(dim, base, dtype=torch.float64)
     pairs = dim // 2
     query_angle = rope.rope_angles(torch.tensor([m]), f)[0].numpy()
@@ -223,9 +240,13 @@ def rotation_clocks(query_position: int = 2, key_position: int = 5, dim: int = 1
     bars.legend(fontsize=9, loc="lower right", ncols=2, bbox_to_anchor=(1.0, 1.0),
                 frameon=False)
     bars.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"query at m = {m:g}, key at n = {n:g}: n − m = {n - m:g}, score "
-                 f"Σ cos((n − m)θ_i) = {contribution.sum():.3f} (dim = {dim}, "
-                 f"base = {base:g})", fontsize=9)
+    def signed(x: float, spec: str = "g") -> str:  # a true minus sign, not a hyphen
+        return format(x, spec).replace("-", "−")
+
+    fig.suptitle(f"query at m = {signed(m)}, key at n = {signed(n)}: "
+                 f"n − m = {signed(n - m)}\nscore "
+                 f"Σ cos((n − m)θ_i) = {signed(contribution.sum(), '.3f')} "
+                 f"(dim = {dim}, base = {base:g})", fontsize=9)
     return fig
 
 

@@ -37,13 +37,13 @@ ROTATION_ANGLES = InteractiveFigure(
 # the same step shows the same arcs.
 ROTATION_CLOCKS = InteractiveFigure(
     figures.rotation_clocks,
-    # Static positions in three groups, n - m = 3 in each (2, 5; 50, 53;
-    # 150, 153): both sliders move by the same step, and by position 150 the
-    # slowest pair (θ = 0.018) has turned by about 2.7 rad.
-    [Slider.integers("query_position", 0, 200, default=2, label="query position m",
-                     static=(0, 2, 5, 50, 53, 150, 153)),
-     Slider.integers("key_position", 0, 200, default=5, label="key position n",
-                     static=(0, 2, 5, 50, 53, 150, 153))],
+    # One slider moves both positions by the same step (the key at n, the query
+    # `distance` after it), so the invariance takes one move; by position 150
+    # the slowest pair (θ = 0.018) has turned by about 2.7 rad.
+    [Slider.integers("shift", 0, 200, default=2, label="shift both: key at n",
+                     static=(0, 2, 50, 150)),
+     Slider.integers("distance", 0, 60, default=3, label="distance m − n",
+                     static=(0, 3, 30))],
     fixed={"dim": 16, "base": 100.0},
     alt="Every RoPE pair drawn as a clock with a query hand at angle m times theta and a "
         "key hand at angle n times theta; the bars show each pair's contribution "
