@@ -397,6 +397,26 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("steady-limit-coarse", "figures/_base.py",
        "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
        [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
+    # ---- the designs of 2025-26 (chapter 6) -------------------------------------------
+    _m("designs-proportional-extra-pair", "designs.py",
+       "    theta[turning:] = 0.0\n", "    theta[turning + 1:] = 0.0\n",
+       ["06_extension"], "p-RoPE keeps one slow pair more than int(p·head_dim // 2)"),
+    _m("designs-trailing-frequencies-first", "designs.py",
+       "    return RotationPlan(first, first + 1, torch.cat([still, theta]))\n",
+       "    return RotationPlan(first, first + 1, torch.cat([theta, still]))\n",
+       ["06_extension"], "trailing slice: the frequencies put on the first pairs, as a "
+       "kernel that assumes the first slice rotates"),
+    _m("designs-rnope-full-first", "designs.py",
+       "    return [\"full_attention\" if (i + 1) % full_every == 0",
+       "    return [\"full_attention\" if i % full_every == 0",
+       ["06_extension"], "RNoPE-SWA: the full (NoPE) layer first in each period, not last"),
+    _m("designs-window-one-wider", "designs.py",
+       "    return (j <= i) & (j > i - window)\n", "    return (j <= i) & (j >= i - window)\n",
+       [], "sliding window one key wider than window (window + 1 keys with itself)"),
+    _m("designs-drope-norm-sum", "designs.py",
+       "    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n",
+       "    x = x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)\n",
+       [], "DroPE's QK-norm divides by the root of the sum, not the mean, of squares"),
 )
 
 
