@@ -24,6 +24,11 @@
 * **RNoPE-SWA** (Yang et al., arXiv 2501.18795): sliding-window layers with
   RoPE interleaved with full-attention layers without positions
   (:func:`rnope_swa_layer_types`, :func:`rnope_swa_attention`).
+* **FoPE** (Hua et al., arXiv 2412.17739), as vLLM serves it
+  (``vllm/model_executor/layers/rotary_embedding/fope.py``): only the
+  frequencies that turn at least once within the training length are kept, and
+  each pair's cos and sin become learned mixtures of the cosines and sines of all
+  kept frequencies (:func:`fope_inv_freq`, :func:`fope_cos_sin`, :func:`apply_fope`).
 * **DroPE** (Gelberg et al., arXiv 2512.12167): RoPE removed from a
   pretrained model (the rotation set to the identity, ``cos = 1, sin = 0``),
   optionally with an RMS norm on the queries and keys, then recalibrated
@@ -320,3 +325,85 @@ def drope_attention(q: Tensor, k: Tensor, v: Tensor, *, scaling: float | None = 
         k = norm(k, k_weight)
     return scaled_dot_product_attention(q, k, v, causal=True, scale=scaling,
                                         return_weights=return_weights)
+
+
+def fope_inv_freq(rotary_dim: int, base: float, max_position_embeddings: int, *,
+                  num_inv_freq: int | None = None,
+                  dtype: torch.dtype | None = None) -> Tensor:
+    """FoPE's basis frequencies: RoPE's that close the circle within ``L``.
+
+    ``θ_i = base**(-2i/rotary_dim)`` for the pairs with ``θ_i > 2π/L``
+    (``L = max_position_embeddings``), or the first ``num_inv_freq`` if given.
+    The under-trained slower frequencies are left out of the basis.
+
+    Returns:
+        ``(D,)`` frequencies, fastest first, ``D <= rotary_dim/2``.
+    """
+    rotary_dim = _validate.even_int("rotary_dim", rotary_dim)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    length = _validate.positive_int("max_position_embeddings", max_position_embeddings)
+    dtype = _validate.floating_dtype("dtype", dtype)
+    theta = rope.inv_freq(rotary_dim, base, dtype=torch.float64)
+    if num_inv_freq is None:
+        keep = theta > 2 * math.pi / length
+    else:
+        count = _validate.positive_int("num_inv_freq", num_inv_freq)
+        keep = torch.arange(theta.shape[0]) < count
+    return theta[keep].to(dtype)
+
+
+def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor,
+                 head_dim: int) -> tuple[Tensor, Tensor]:
+    """FoPE's cos and sin for the half layout (pairs ``(j, j + head_dim/2)``).
+
+    Pair ``j`` gets ``Σ_D cos(p·θ_D)·cos_coef[D, j]`` and
+    ``Σ_D sin(p·θ_D)·sin_coef[D, j]``: a Fourier series in the position instead
+    of one frequency. The ``head_dim/2 - d`` pairs beyond the coefficients get
+    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)``: a fixed,
+    position-free map ``x + rotate(x)`` (``√2`` times a 45° turn), so those
+    pairs contribute ``2·q·k`` whatever the positions.
+
+    Args:
+        positions: ``(seq,)`` positions.
+        inv_freq: ``(D,)`` from :func:`fope_inv_freq`.
+        cos_coef, sin_coef: ``(D, d)`` shared by the heads, or ``(heads, D, d)``
+            (vLLM's ``fope_sep_head``), ``d <= head_dim/2``.
+        head_dim: features per head (even).
+
+    Returns:
+        ``(cos, sin)``, each ``(seq, head_dim)`` or ``(heads, seq, head_dim)``.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    inv_freq = rope._check_inv_freq(inv_freq)
+    for name, coef in (("cos_coef", cos_coef), ("sin_coef", sin_coef)):
+        _validate.tensor(name, coef, min_dim=2, floating=True)
+        if coef.dim() > 3 or coef.shape[-2] != inv_freq.shape[0] \
+                or coef.shape[-1] > head_dim // 2:
+            raise ValueError(f"{name} must be (D, d) or (heads, D, d) with D = "
+                             f"{inv_freq.shape[0]} and d <= head_dim/2 = {head_dim // 2}, "
+                             f"got shape {tuple(coef.shape)}")
+    angles = rope.rope_angles(positions, inv_freq)  # (seq, D)
+    cos = angles.cos() @ cos_coef.to(angles.dtype)
+    sin = angles.sin() @ sin_coef.to(angles.dtype)
+    pad = head_dim // 2 - cos.shape[-1]
+    cos = torch.nn.functional.pad(cos, (0, pad), value=1.0)
+    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+
+def apply_fope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``x·cos + rotate_half(x)·sin`` with FoPE's ``cos, sin`` from :func:`fope_cos_sin`.
+
+    Args:
+        x: ``(..., seq, head_dim)`` (``(heads, seq, head_dim)`` for per-head
+            coefficients).
+        cos, sin: broadcastable to ``x``.
+
+    Returns:
+        Tensor shaped like ``x``.
+    """
+    _validate.tensor("x", x, min_dim=2, floating=True)
+    _validate.broadcastable("cos", cos.shape, x.shape)
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)

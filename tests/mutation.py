@@ -417,6 +417,14 @@ MUTANTS: tuple[Mutant, ...] = (
        "    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n",
        "    x = x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)\n",
        [], "DroPE's QK-norm divides by the root of the sum, not the mean, of squares"),
+    _m("designs-fope-half-turn", "designs.py",
+       "        keep = theta > 2 * math.pi / length\n",
+       "        keep = theta > math.pi / length\n",
+       [], "FoPE keeps frequencies that turn only half a circle within L"),
+    _m("designs-fope-pad-identity", "designs.py",
+       "    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)\n",
+       "    sin = torch.nn.functional.pad(sin, (0, pad), value=0.0)\n",
+       [], "FoPE's padded pairs given the identity (sin = 0), not vLLM's cos = sin = 1"),
 )
 
 

@@ -15,6 +15,9 @@ References, each independent of :mod:`posenc_lib.designs`:
   Mistral 4 (``mistral4`` in 5.24.0) copies; the script checks Mistral 4 itself.
 * RNoPE-SWA: transformers 4.57.6's ``Cohere2Attention`` (Command A), which rotates
   only in its sliding-window layers.
+* FoPE: a transcription of vLLM's ``FourierRotaryEmbedding``
+  (vllm-project/vllm at c215d1e62d7394f965f92676143fc9c5b4913ad2,
+  ``vllm/model_executor/layers/rotary_embedding/fope.py``), cited line by line below.
 * DroPE: transformers 4.57.6's ``LlamaAttention`` given ``cos = 1, sin = 0``, as the
   authors' ``custom_models/attention.py`` does (SakanaAI/DroPE at
   260a8bb9f4fda0673266ddfee7668915aade8b33, lines 57–62), and their QK-norm (lines
@@ -322,6 +325,95 @@ def test_drope_norm_spans_heads_not_one_head():
     assert (w - w_head).abs().max() > 1e-3
 
 
+class VllmFope:
+    """vLLM's FourierRotaryEmbedding (fope.py at c215d1e6), transcribed.
+
+    _compute_inv_freq: ``inv_freq = 1 / base ** (arange(0, rotary_dim, 2) / rotary_dim)``;
+    kept: the first ``num_inv_freq`` if given, else ``inv_freq > 2π / max_position``.
+    _compute_cos_sin_cache: ``freqs = einsum("j,i -> ji", t, inv_freq)``;
+    ``sin = einsum("tD, Dd -> td", freqs.sin(), sin_coef)`` (``"htD, hDd -> thd"``
+    per head), the same for cos; both ``F.pad(..., value=1)`` to ``head_size // 2``;
+    then ``cat((sin, sin))`` and ``cat((cos, cos))``.
+    forward_native: ``query * cos + rotate_neox(query) * sin``.
+    """
+
+    def __init__(self, head_size, rotary_dim, max_position, base, num_inv_freq,
+                 cos_coef, sin_coef):
+        self.head_size, self.max_position = head_size, max_position
+        inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64)
+                                   / rotary_dim))
+        selected = torch.ones_like(inv_freq, dtype=torch.bool)
+        if num_inv_freq is not None:
+            selected[num_inv_freq:] = False
+        else:
+            selected = inv_freq > (2.0 * torch.pi / max_position)
+        self.inv_freq = inv_freq[selected]
+        self.cos_coef, self.sin_coef = cos_coef, sin_coef
+
+    def cache(self):
+        t = torch.arange(self.max_position, dtype=torch.float64)
+        freqs = torch.einsum("j,i -> ji", t, self.inv_freq)
+        if self.cos_coef.dim() == 3:
+            heads = self.cos_coef.shape[0]
+            pos_cos = freqs.cos().unsqueeze(0).expand(heads, -1, -1)
+            pos_sin = freqs.sin().unsqueeze(0).expand(heads, -1, -1)
+            sin = torch.einsum("htD, hDd -> thd", pos_sin, self.sin_coef)
+            cos = torch.einsum("htD, hDd -> thd", pos_cos, self.cos_coef)
+        else:
+            sin = torch.einsum("tD, Dd -> td", freqs.sin(), self.sin_coef)
+            cos = torch.einsum("tD, Dd -> td", freqs.cos(), self.cos_coef)
+        pad = (0, self.head_size // 2 - sin.size(-1))
+        sin = torch.nn.functional.pad(sin, pad, mode="constant", value=1)
+        cos = torch.nn.functional.pad(cos, pad, mode="constant", value=1)
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+    def forward(self, positions, query):  # query: (seq, heads, head_size)
+        cos, sin = (c.index_select(0, positions) for c in self.cache())
+        if cos.dim() == 2:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        x1, x2 = query[..., : self.head_size // 2], query[..., self.head_size // 2:]
+        return query * cos + torch.cat((-x2, x1), dim=-1) * sin  # rotate_neox
+
+
+@pytest.mark.parametrize("head_dim, rotary_dim, length, num_inv_freq, per_head", [
+    (64, 64, 512, None, False), (64, 64, 2048, None, True), (128, 96, 4096, None, False),
+    (32, 32, 64, 5, True)])
+def test_fope_matches_vllm(head_dim, rotary_dim, length, num_inv_freq, per_head):
+    heads, n = 2, 40
+    inv_freq = designs.fope_inv_freq(rotary_dim, 1e4, length, num_inv_freq=num_inv_freq,
+                                     dtype=torch.float64)
+    theta = rope.inv_freq(rotary_dim, 1e4, dtype=torch.float64)
+    expected = (num_inv_freq if num_inv_freq is not None
+                else int((theta > 2 * math.pi / length).sum()))
+    assert inv_freq.shape == (expected,) and expected < rotary_dim // 2
+    g = torch.Generator().manual_seed(head_dim + length)
+    shape = (heads, expected, expected) if per_head else (expected, expected)
+    cos_coef = torch.eye(expected) + 0.1 * _random(g, *shape)
+    sin_coef = torch.eye(expected) + 0.1 * _random(g, *shape)
+    reference = VllmFope(head_dim, rotary_dim, length, 1e4, num_inv_freq, cos_coef,
+                         sin_coef)
+    assert torch.allclose(reference.inv_freq, inv_freq, rtol=4 * EPS64 * (1 + math.log(1e4)),
+                          atol=0)
+    positions = torch.randint(0, length, (n,), generator=g)
+    q = _random(g, n, heads, head_dim)
+    ref = reference.forward(positions, q)
+    cos, sin = designs.fope_cos_sin(positions, inv_freq, cos_coef, sin_coef, head_dim)
+    ours = designs.apply_fope(q.transpose(0, 1), cos, sin).transpose(0, 1)
+    # angles up to length rad, each off by <= length·eps64, in sums of `expected` terms
+    tol = 4 * length * expected * EPS64 * float(q.abs().max()) * 2
+    assert (ours - ref).abs().max() <= tol
+    # the padded pairs are position-free: their part of q·k is the same at any offset
+    still = torch.zeros(head_dim, dtype=torch.bool)
+    still[expected:head_dim // 2] = True
+    still[head_dim // 2 + expected:] = True
+    k = _random(g, 1, heads, head_dim).expand(n, -1, -1)
+    k_rot = designs.apply_fope(k.transpose(0, 1), cos, sin).transpose(0, 1)
+    part = (ours[..., still] * k_rot[..., still]).sum(-1)
+    plain = 2 * (q[..., still] * k[..., still]).sum(-1)  # x + rotate(x): twice q·k
+    assert torch.allclose(part, plain, rtol=0, atol=64 * EPS64 * float(
+        q.abs().max() * k.abs().max()) * head_dim)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: designs.proportional_inv_freq(63, 0.5), "head_dim"),
     (lambda: designs.proportional_inv_freq(64, 1.5), "partial_rotary_factor"),
@@ -341,6 +433,12 @@ def test_drope_norm_spans_heads_not_one_head():
                                      torch.zeros(1, 3, 8), qk_norm="v"), "qk_norm"),
     (lambda: designs.drope_attention(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8),
                                      torch.zeros(1, 3, 8), scaling=-1.0), "scaling"),
+    (lambda: designs.fope_inv_freq(64, 1e4, 0), "max_position_embeddings"),
+    (lambda: designs.fope_inv_freq(64, 1e4, 512, num_inv_freq=0), "num_inv_freq"),
+    (lambda: designs.fope_cos_sin(torch.arange(3), torch.ones(4), torch.ones(3, 4),
+                                  torch.ones(4, 4), 16), "cos_coef"),
+    (lambda: designs.fope_cos_sin(torch.arange(3), torch.ones(4), torch.ones(4, 4),
+                                  torch.ones(4, 9), 16), "sin_coef"),
 ])
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):
