@@ -10,11 +10,11 @@ import numpy as np
 import torch
 from matplotlib.ticker import FixedLocator, FuncFormatter
 
-from .. import _validate, alibi, rope, scaling, xpos
+from .. import _validate, alibi, designs, rope, scaling, xpos
 from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, steady_limit
 
 __all__ = ["METHOD_LABELS", "out_of_range", "wavelengths", "ramps", "alibi_bias",
-           "pi_fit", "xpos_decay", "llama4_nope"]
+           "pi_fit", "xpos_decay", "llama4_nope", "p_rope_removed", "partial_conventions"]
 
 #: Display names of the methods of :func:`posenc_lib.scaling.extension_inv_freqs`.
 METHOD_LABELS = {"default": "RoPE, no scaling", "linear": "PI (linear)",
@@ -339,4 +339,96 @@ def llama4_nope(num_hidden_layers: int = 48, no_rope_layer_interval: int = 4, *,
     right.legend(fontsize=7, loc="upper left")
     right.set_title(f"1 + {attn_scale:g}·ln(1 + ⌊(p + 1)/{floor_scale:g}⌋)", fontsize=10)
     right.grid(alpha=0.3, which="both")
+    return fig
+
+
+def p_rope_removed(partial_rotary_factor: float = 0.25, train_length: int = 8192, *,
+                   head_dim: int = 512, base: float = 1e6) -> BookFigure:
+    """The wavelengths p-RoPE keeps and removes, against the training length ``L``.
+
+    Every pair's wavelength ``2π/θ_i`` with ``θ_i = base**(-2i/head_dim)``; the
+    pairs past ``int(p·head_dim // 2)`` are removed (``θ_i = 0``). Defaults:
+    Gemma 4's full-attention layers (``head_dim = 512``, base ``10^6``, ``p = 0.25``).
+    """
+    info = designs.removed_pairs(head_dim, partial_rotary_factor, base, train_length)
+    theta = rope.inv_freq(head_dim, base, dtype=torch.float64)
+    wavelength = (2 * math.pi / theta).numpy()
+    pairs = np.arange(head_dim // 2)
+    kept = info["kept"]
+    fig, ax = new_subplots(6.4, 3.4)
+    ax.semilogy(pairs[:kept], wavelength[:kept], color="C0", lw=1.6,
+                label=f"kept: {kept} pairs turn")
+    ax.semilogy(pairs[kept:], wavelength[kept:], color="0.6", lw=1.6, ls=":",
+                label=f"removed: {info['removed']} pairs, θ = 0")
+    ax.axhline(train_length, color="k", lw=0.8, ls="--",
+               label=f"training length L = {train_length:,}")
+    ax.axvspan(kept - 0.5, head_dim // 2 - 0.5, color="0.9", lw=0)
+    plain_log_axis(ax.yaxis)
+    ax.set_ylim(3, 2e7)
+    ax.set_xlim(-0.5, head_dim // 2 - 0.5)
+    ax.set_xlabel("pair index i (frequency falls to the right)")
+    ax.set_ylabel("wavelength 2π/θ_i (tokens)")
+    ax.set_title(f"p = {partial_rotary_factor:g}: {info['unclosed_removed']} of the "
+                 f"{info['unclosed']} pairs that never close the circle in L are removed",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+@functools.lru_cache(maxsize=32)
+def _conventions_data(head_dim: int, partial_rotary_factor: float, base: float,
+                      max_offset: int):
+    """Per convention: the frequency of every feature, and one head's score by offset."""
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, head_dim, generator=generator, dtype=torch.float64)
+    offsets = torch.arange(max_offset + 1)
+    freqs, scores = {}, {}
+    for convention in designs.CONVENTIONS:
+        plan = designs.rotation_plan(head_dim, partial_rotary_factor, convention, base)
+        freqs[convention] = designs.feature_frequencies(plan).numpy()
+        keys = designs.apply_plan(k.expand(len(offsets), head_dim), offsets, plan)
+        query = designs.apply_plan(q, torch.zeros(1), plan)
+        scores[convention] = (keys @ query[0]).numpy()
+    return offsets.numpy(), freqs, scores
+
+
+_CONVENTION_LABELS = {"partial": "partial (first slice)",
+                      "proportional": "proportional (p-RoPE, whole head)",
+                      "trailing": "trailing slice (Mistral 4)"}
+
+
+def partial_conventions(partial_rotary_factor: float = 0.25, *, head_dim: int = 64,
+                        base: float = 1e4, max_offset: int = 64) -> BookFigure:
+    """Which features turn at which frequency under each partial-RoPE convention.
+
+    Left: one row per convention, one column per feature of a ``head_dim`` head,
+    coloured by ``log10 θ`` (white: the feature never turns). Right: the score
+    ``q·R(Δ)k`` of one random ``q, k`` against the offset ``Δ`` (key before the
+    query), as each convention computes it: a kernel that assumes another
+    convention computes another curve.
+    """
+    offsets, freqs, scores = _conventions_data(head_dim, partial_rotary_factor, base,
+                                               max_offset)
+    fig, (left, right) = new_subplots(8.4, 3.0, 1, 2, width_ratios=[1.5, 1])
+    grid = np.full((3, head_dim), np.nan)
+    for row, convention in enumerate(designs.CONVENTIONS):
+        f = freqs[convention]
+        grid[row, f > 0] = np.log10(f[f > 0])
+    image = left.imshow(grid, aspect="auto", cmap=SEQUENTIAL, interpolation="nearest",
+                        vmin=-math.log10(base), vmax=0,
+                        extent=(-0.5, head_dim - 0.5, 2.5, -0.5))
+    fig.colorbar(image, ax=left, label="log10 θ (rad per token)")
+    left.set_yticks([0, 1, 2], [_CONVENTION_LABELS[c] for c in designs.CONVENTIONS],
+                    fontsize=7)
+    left.set_xlabel("feature of the head (white: never turns)")
+    left.set_title(f"head_dim = {head_dim}, p = {partial_rotary_factor:g}", fontsize=10)
+    for convention, style in zip(designs.CONVENTIONS, ("-", "--", ":")):
+        right.plot(offsets, scores[convention], ls=style, lw=1.3,
+                   label=convention)
+    right.set_xlabel("offset Δ (tokens)")
+    right.set_ylabel("score q·R(Δ)k")
+    right.set_title("One head's score, same q and k", fontsize=10)
+    right.legend(fontsize=7, loc="lower left")
+    right.grid(alpha=0.3)
     return fig

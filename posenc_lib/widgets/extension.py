@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..figures import extension as figures
 from .core import InteractiveFigure, Slider
 
-__all__ = ["OUT_OF_RANGE", "WAVELENGTHS", "RAMPS", "ALIBI_BIAS", "PI_FIT", "XPOS_DECAY"]
+__all__ = ["OUT_OF_RANGE", "WAVELENGTHS", "RAMPS", "ALIBI_BIAS", "PI_FIT", "XPOS_DECAY",
+           "P_ROPE_REMOVED", "PARTIAL_CONVENTIONS"]
 
 _FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
@@ -57,3 +58,20 @@ XPOS_DECAY = InteractiveFigure(
      Slider.geometric("scale_base", (128.0, 512.0, 2048.0), default=512.0,
                       label="scale_base")],
     alt="The factor xPos puts on each pair's logit against the distance, for a few pairs.")
+
+P_ROPE_REMOVED = InteractiveFigure(
+    figures.p_rope_removed,
+    [Slider.geometric("partial_rotary_factor", (0.0625, 0.125, 0.25, 0.5, 0.75, 1.0),
+                      default=0.25, label="fraction p"),
+     Slider.geometric("train_length", (1024, 4096, 8192, 32768, 131072, 1048576),
+                      default=8192, label="training length L",
+                      static=(1024, 8192, 131072, 1048576))],
+    alt="Wavelength of every rotary pair of a 512-feature head, the pairs p-RoPE keeps "
+        "and the slow pairs it removes, against the training length.")
+
+PARTIAL_CONVENTIONS = InteractiveFigure(
+    figures.partial_conventions,
+    [Slider.geometric("partial_rotary_factor", (0.125, 0.25, 0.5, 0.75, 1.0), default=0.25,
+                      label="fraction p")],
+    alt="For one head, which features rotate at which frequency under the partial, "
+        "proportional and trailing-slice conventions, and the score each computes.")

@@ -1,0 +1,409 @@
+"""Designs of 2025–26: p-RoPE, the partial-RoPE conventions, RNoPE-SWA and DroPE.
+
+* **p-RoPE** (Barbero et al., arXiv 2410.06205), transformers 5.x's
+  ``"proportional"`` rope type: the frequencies of the whole head,
+  ``θ_i = base**(-2i/head_dim)``, keep only the fastest ``int(p·head_dim//2)``
+  pairs; the slowest pairs get ``θ_i = 0`` and never turn
+  (:func:`proportional_inv_freq`).
+* **Three partial-RoPE conventions**, as a :class:`RotationPlan` that says
+  which two features of a head turn together and at which frequency
+  (:func:`rotation_plan`, :func:`apply_plan`):
+
+  ``"partial"``
+      transformers' ``partial_rotary_factor`` (``_compute_default_rope_parameters``
+      with ``dim = int(head_dim·p)``): the *first* ``rotary_dim`` features
+      rotate, frequencies spaced over that slice, pairs ``(j, j + rotary_dim/2)``.
+  ``"proportional"``
+      p-RoPE: frequencies spaced over the whole head, pairs
+      ``(j, j + head_dim/2)`` over the whole head, the slow ones at ``θ = 0``.
+  ``"trailing"``
+      Mistral 4 (``mistral4`` in transformers 5.x, an MLA head): the *last*
+      ``qk_rope_head_dim`` features rotate (``query = cat(q_pass, q_rot)``),
+      frequencies spaced over that slice, adjacent pairs ``(2j, 2j+1)``
+      (``rope_interleave=True``, its default).
+* **RNoPE-SWA** (Yang et al., arXiv 2501.18795): sliding-window layers with
+  RoPE interleaved with full-attention layers without positions
+  (:func:`rnope_swa_layer_types`, :func:`rnope_swa_attention`).
+* **FoPE** (Hua et al., arXiv 2412.17739), as vLLM serves it
+  (``vllm/model_executor/layers/rotary_embedding/fope.py``): only the
+  frequencies that turn at least once within the training length are kept, and
+  each pair's cos and sin become learned mixtures of the cosines and sines of all
+  kept frequencies (:func:`fope_inv_freq`, :func:`fope_cos_sin`, :func:`apply_fope`).
+* **DroPE** (Gelberg et al., arXiv 2512.12167): RoPE removed from a
+  pretrained model (the rotation set to the identity, ``cos = 1, sin = 0``),
+  optionally with an RMS norm on the queries and keys, then recalibrated
+  (:func:`drope_attention`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from . import _validate, rope
+from .attention import scaled_dot_product_attention
+
+__all__ = [
+    "CONVENTIONS",
+    "RotationPlan",
+    "apply_plan",
+    "drope_attention",
+    "feature_frequencies",
+    "proportional_inv_freq",
+    "removed_pairs",
+    "rnope_swa_attention",
+    "rnope_swa_layer_types",
+    "rotation_plan",
+    "sliding_window_mask",
+]
+
+#: The partial-RoPE conventions of :func:`rotation_plan`.
+CONVENTIONS = ("partial", "proportional", "trailing")
+
+
+def _fraction(value) -> float:
+    p = _validate.finite_float("partial_rotary_factor", value, greater_than=0.0)
+    if p > 1.0:
+        raise ValueError(f"partial_rotary_factor must be <= 1 (a share of the head), got {p}")
+    return p
+
+
+def proportional_inv_freq(head_dim: int, partial_rotary_factor: float = 1.0,
+                          base: float = 10000.0, *, factor: float = 1.0,
+                          dtype: torch.dtype | None = None) -> Tensor:
+    """p-RoPE's frequencies, as transformers 5.x's ``"proportional"`` rope type.
+
+    ``k = int(p·head_dim // 2)`` pairs turn at ``base**(-2i/head_dim) / factor``,
+    ``i < k``; the other ``head_dim/2 - k`` pairs get 0.
+
+    Args:
+        head_dim: features per head (even).
+        partial_rotary_factor: the share ``p`` of pairs that turn, ``0 < p <= 1``.
+        base: ``rope_theta`` (> 1).
+        factor: divides every frequency (5.x's ``factor``, default 1), ``>= 1``.
+        dtype: computed in float64 and rounded once (torch's default if ``None``).
+
+    Returns:
+        ``(head_dim/2,)`` frequencies, fastest first, zeros at the end.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    p = _fraction(partial_rotary_factor)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    factor = _validate.finite_float("factor", factor, at_least=1.0)
+    dtype = _validate.floating_dtype("dtype", dtype)
+    turning = int(p * head_dim // 2)
+    theta = rope.inv_freq(head_dim, base, dtype=torch.float64)
+    theta[turning:] = 0.0
+    return (theta / factor).to(dtype)
+
+
+def removed_pairs(head_dim: int, partial_rotary_factor: float, base: float,
+                  train_length: int) -> dict:
+    """What p-RoPE removes, measured against the training length ``L``.
+
+    Returns a dict with ``kept`` and ``removed`` (pair counts), ``unclosed``
+    (pairs of plain RoPE with wavelength ``2π/θ_i > L``: they never close the
+    circle in training) and ``unclosed_removed`` (how many of those p-RoPE
+    removes). Plain RoPE's wavelengths grow with ``i``, so p-RoPE removes the
+    unclosed pairs first.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    p = _fraction(partial_rotary_factor)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    train_length = _validate.positive_int("train_length", train_length)
+    kept = int(p * head_dim // 2)
+    theta = rope.inv_freq(head_dim, base, dtype=torch.float64)
+    unclosed = (2 * math.pi / theta > train_length)
+    return {"kept": kept, "removed": head_dim // 2 - kept,
+            "unclosed": int(unclosed.sum()), "unclosed_removed": int(unclosed[kept:].sum())}
+
+
+class RotationPlan(NamedTuple):
+    """Which features of a head turn together, and how fast.
+
+    ``first[j]`` and ``second[j]`` are turned by ``position · theta[j]``
+    (``theta[j] = 0``: the pair passes through). Every feature index
+    ``0 .. head_dim-1`` appears exactly once in ``first`` or ``second``.
+    Each is a ``(head_dim/2,)`` tensor.
+    """
+
+    first: Tensor
+    second: Tensor
+    theta: Tensor
+
+
+def rotation_plan(head_dim: int, partial_rotary_factor: float,
+                  convention: str = "partial", base: float = 10000.0) -> RotationPlan:
+    """The rotation of one head under a partial-RoPE ``convention``.
+
+    Args:
+        head_dim: features per head (even).
+        partial_rotary_factor: the share ``p`` of the head that turns
+            (``"partial"``, ``"trailing"``: ``rotary_dim = int(head_dim·p)``
+            features, which must be even and >= 2; ``"proportional"``:
+            ``int(p·head_dim//2)`` pairs).
+        convention: one of :data:`CONVENTIONS` (see the module docstring).
+        base: ``rope_theta``.
+
+    Returns:
+        A :class:`RotationPlan` of ``(head_dim/2,)`` float64 tensors (``theta``)
+        and int64 feature indices.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    p = _fraction(partial_rotary_factor)
+    _validate.one_of("convention", convention, CONVENTIONS)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    half = head_dim // 2
+    if convention == "proportional":
+        j = torch.arange(half)
+        return RotationPlan(j, j + half, proportional_inv_freq(head_dim, p, base,
+                                                               dtype=torch.float64))
+    rotary = int(head_dim * p)
+    if rotary < 2 or rotary % 2:
+        raise ValueError(f"partial_rotary_factor={p} gives rotary_dim = int({head_dim} * "
+                         f"{p}) = {rotary}, which must be even and >= 2 for convention "
+                         f"{convention!r}")
+    theta = rope.inv_freq(rotary, base, dtype=torch.float64)
+    still = torch.zeros((head_dim - rotary) // 2, dtype=torch.float64)
+    if convention == "partial":  # first slice, rotate_half pairs within it
+        j, rest = torch.arange(rotary // 2), torch.arange((head_dim - rotary) // 2)
+        first = torch.cat([j, rotary + rest])
+        second = torch.cat([j + rotary // 2, rotary + rest + (head_dim - rotary) // 2])
+        return RotationPlan(first, second, torch.cat([theta, still]))
+    passed = head_dim - rotary  # trailing slice, adjacent pairs (rope_interleave)
+    first = torch.cat([torch.arange(0, passed, 2), passed + torch.arange(0, rotary, 2)])
+    return RotationPlan(first, first + 1, torch.cat([still, theta]))
+
+
+def feature_frequencies(plan: RotationPlan) -> Tensor:
+    """``(head_dim,)``: the frequency at which each feature of the head turns (0: still)."""
+    head_dim = 2 * plan.theta.shape[0]
+    out = torch.zeros(head_dim, dtype=plan.theta.dtype)
+    out[plan.first] = plan.theta
+    out[plan.second] = plan.theta
+    return out
+
+
+def apply_plan(x: Tensor, positions, plan: RotationPlan) -> Tensor:
+    """Rotate ``x`` by a :class:`RotationPlan`.
+
+    Args:
+        x: ``(..., seq, head_dim)`` queries or keys, ``head_dim = 2·len(plan.theta)``.
+        positions: ``(seq,)`` or anything broadcasting to ``(..., seq)``.
+        plan: from :func:`rotation_plan`.
+
+    Returns:
+        Tensor shaped like ``x``: ``x[a]cos − x[b]sin`` in feature ``a``,
+        ``x[b]cos + x[a]sin`` in feature ``b``, angle ``position·theta``
+        (computed in float64, then cast to ``x``'s dtype).
+    """
+    _validate.tensor("x", x, min_dim=1, floating=True)
+    if x.shape[-1] != 2 * plan.theta.shape[0]:
+        raise ValueError(f"x.shape[-1] must be the plan's head_dim "
+                         f"{2 * plan.theta.shape[0]}, got {x.shape[-1]}")
+    angles = rope.rope_angles(positions, plan.theta)  # (..., seq, head_dim/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., plan.first], x[..., plan.second]
+    out = torch.empty_like(x)
+    out[..., plan.first] = a * cos - b * sin
+    out[..., plan.second] = b * cos + a * sin
+    return out
+
+
+def rnope_swa_layer_types(num_layers: int, full_every: int = 4) -> list[str]:
+    """RNoPE-SWA's layer layout: every ``full_every``-th layer full attention.
+
+    ``"sliding_attention"`` layers use RoPE within a window;
+    ``"full_attention"`` layers see every earlier token with no positional
+    encoding. Layer ``i`` is full when ``(i + 1) % full_every == 0``, the rule
+    of Command A's ``sliding_window_pattern`` (3 sliding : 1 full at 4).
+
+    Returns:
+        A list of ``num_layers`` strings.
+    """
+    num_layers = _validate.positive_int("num_layers", num_layers)
+    full_every = _validate.positive_int("full_every", full_every)
+    return ["full_attention" if (i + 1) % full_every == 0 else "sliding_attention"
+            for i in range(num_layers)]
+
+
+def sliding_window_mask(n: int, window: int) -> Tensor:
+    """``(n, n)`` bool: query ``i`` sees key ``j`` when ``i - window < j <= i``
+    (itself and the ``window - 1`` tokens before it)."""
+    n = _validate.positive_int("n", n)
+    window = _validate.positive_int("window", window)
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    return (j <= i) & (j > i - window)
+
+
+def rnope_swa_attention(q: Tensor, k: Tensor, v: Tensor, layer_type: str, *,
+                        inv_freq: Tensor, window: int, layout: str = "interleaved",
+                        positions=None, return_weights: bool = False):
+    """One RNoPE-SWA layer: RoPE within a window, or full attention without positions.
+
+    Args:
+        q, k, v: ``(..., seq, head_dim)``.
+        layer_type: ``"sliding_attention"`` (RoPE with ``inv_freq``, causal
+            window of ``window`` keys) or ``"full_attention"`` (no rotation,
+            causal over every earlier key).
+        inv_freq: ``(head_dim/2,)`` frequencies for the sliding layers.
+        window: keys each query sees in a sliding layer (itself included).
+        layout: RoPE pair layout (``"interleaved"`` as in Command A's code).
+        positions: ``(seq,)``; ``arange(seq)`` if ``None``.
+        return_weights: also return the ``(..., seq, seq)`` attention weights.
+
+    Returns:
+        ``(..., seq, head_dim)``: softmax(q·kᵀ/√head_dim, masked) · v, and the
+        weights if ``return_weights``.
+    """
+    _validate.one_of("layer_type", layer_type, ("sliding_attention", "full_attention"))
+    _validate.tensor("q", q, min_dim=2, floating=True)
+    n = q.shape[-2]
+    if layer_type == "full_attention":
+        return scaled_dot_product_attention(q, k, v, causal=True,
+                                            return_weights=return_weights)
+    if positions is None:
+        positions = torch.arange(n)
+    q = rope.apply_rope(q, positions, inv_freq, layout=layout)
+    k = rope.apply_rope(k, positions, inv_freq, layout=layout)
+    window = _validate.positive_int("window", window)
+    blocked = torch.zeros(n, n, dtype=q.dtype).masked_fill(~sliding_window_mask(n, window),
+                                                             float("-inf"))
+    return scaled_dot_product_attention(q, k, v, score_bias=blocked,
+                                        return_weights=return_weights)
+
+
+def _rms_norm(x: Tensor, weight: Tensor | None, eps: float) -> Tensor:
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x if weight is None else x * weight
+
+
+def drope_attention(q: Tensor, k: Tensor, v: Tensor, *, scaling: float | None = None,
+                    qk_norm: str | None = None, q_weight: Tensor | None = None,
+                    k_weight: Tensor | None = None, eps: float = 1e-6,
+                    return_weights: bool = False):
+    """Causal attention of a DroPE model: RoPE removed, optional RMS norm on q and k.
+
+    The authors' code removes RoPE by passing ``cos = 1, sin = 0`` (the identity
+    rotation) to the model's own attention, optionally replaces the ``scaling``
+    (their ``softmax_scale``), and with ``attention_type="qk_norm_nope"`` applies
+    ``nn.RMSNorm`` to the *concatenated heads* of the projected queries and keys,
+    before they are split into heads.
+
+    Args:
+        q, k, v: ``(heads, seq, head_dim)`` (or with leading batch dimensions).
+        scaling: multiplies ``q·k``; ``1/√head_dim`` if ``None``.
+        qk_norm: ``None``, ``"q"``, ``"k"`` or ``"qk"``: which of q and k get the norm.
+        q_weight, k_weight: ``(heads·head_dim,)`` norm weights (ones if ``None``).
+        eps: the norm's epsilon (the model's ``rms_norm_eps``).
+        return_weights: also return the ``(heads, seq, seq)`` attention weights.
+
+    Returns:
+        ``(heads, seq, head_dim)`` attention output, and the weights if
+        ``return_weights``.
+    """
+    _validate.tensor("q", q, min_dim=3, floating=True)
+    _validate.one_of("qk_norm", qk_norm, (None, "q", "k", "qk"))
+    eps = _validate.finite_float("eps", eps, greater_than=0.0)
+    head_dim = q.shape[-1]
+    if scaling is None:
+        scaling = head_dim ** -0.5
+    scaling = _validate.finite_float("scaling", scaling, greater_than=0.0)
+
+    def norm(x: Tensor, weight: Tensor | None) -> Tensor:
+        heads = x.shape[-3]
+        flat = x.transpose(-3, -2).reshape(*x.shape[:-3], x.shape[-2], heads * head_dim)
+        flat = _rms_norm(flat, weight, eps)
+        return flat.reshape(*x.shape[:-3], x.shape[-2], heads, head_dim).transpose(-3, -2)
+
+    if qk_norm and "q" in qk_norm:
+        q = norm(q, q_weight)
+    if qk_norm and "k" in qk_norm:
+        k = norm(k, k_weight)
+    return scaled_dot_product_attention(q, k, v, causal=True, scale=scaling,
+                                        return_weights=return_weights)
+
+
+def fope_inv_freq(rotary_dim: int, base: float, max_position_embeddings: int, *,
+                  num_inv_freq: int | None = None,
+                  dtype: torch.dtype | None = None) -> Tensor:
+    """FoPE's basis frequencies: RoPE's that close the circle within ``L``.
+
+    ``θ_i = base**(-2i/rotary_dim)`` for the pairs with ``θ_i > 2π/L``
+    (``L = max_position_embeddings``), or the first ``num_inv_freq`` if given.
+    The under-trained slower frequencies are left out of the basis.
+
+    Returns:
+        ``(D,)`` frequencies, fastest first, ``D <= rotary_dim/2``.
+    """
+    rotary_dim = _validate.even_int("rotary_dim", rotary_dim)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    length = _validate.positive_int("max_position_embeddings", max_position_embeddings)
+    dtype = _validate.floating_dtype("dtype", dtype)
+    theta = rope.inv_freq(rotary_dim, base, dtype=torch.float64)
+    if num_inv_freq is None:
+        keep = theta > 2 * math.pi / length
+    else:
+        count = _validate.positive_int("num_inv_freq", num_inv_freq)
+        keep = torch.arange(theta.shape[0]) < count
+    return theta[keep].to(dtype)
+
+
+def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor,
+                 head_dim: int) -> tuple[Tensor, Tensor]:
+    """FoPE's cos and sin for the half layout (pairs ``(j, j + head_dim/2)``).
+
+    Pair ``j`` gets ``Σ_D cos(p·θ_D)·cos_coef[D, j]`` and
+    ``Σ_D sin(p·θ_D)·sin_coef[D, j]``: a Fourier series in the position instead
+    of one frequency. The ``head_dim/2 - d`` pairs beyond the coefficients get
+    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)``: a fixed,
+    position-free map ``x + rotate(x)`` (``√2`` times a 45° turn), so those
+    pairs contribute ``2·q·k`` whatever the positions.
+
+    Args:
+        positions: ``(seq,)`` positions.
+        inv_freq: ``(D,)`` from :func:`fope_inv_freq`.
+        cos_coef, sin_coef: ``(D, d)`` shared by the heads, or ``(heads, D, d)``
+            (vLLM's ``fope_sep_head``), ``d <= head_dim/2``.
+        head_dim: features per head (even).
+
+    Returns:
+        ``(cos, sin)``, each ``(seq, head_dim)`` or ``(heads, seq, head_dim)``.
+    """
+    head_dim = _validate.even_int("head_dim", head_dim)
+    inv_freq = rope._check_inv_freq(inv_freq)
+    for name, coef in (("cos_coef", cos_coef), ("sin_coef", sin_coef)):
+        _validate.tensor(name, coef, min_dim=2, floating=True)
+        if coef.dim() > 3 or coef.shape[-2] != inv_freq.shape[0] \
+                or coef.shape[-1] > head_dim // 2:
+            raise ValueError(f"{name} must be (D, d) or (heads, D, d) with D = "
+                             f"{inv_freq.shape[0]} and d <= head_dim/2 = {head_dim // 2}, "
+                             f"got shape {tuple(coef.shape)}")
+    angles = rope.rope_angles(positions, inv_freq)  # (seq, D)
+    cos = angles.cos() @ cos_coef.to(angles.dtype)
+    sin = angles.sin() @ sin_coef.to(angles.dtype)
+    pad = head_dim // 2 - cos.shape[-1]
+    cos = torch.nn.functional.pad(cos, (0, pad), value=1.0)
+    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+
+def apply_fope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``x·cos + rotate_half(x)·sin`` with FoPE's ``cos, sin`` from :func:`fope_cos_sin`.
+
+    Args:
+        x: ``(..., seq, head_dim)`` (``(heads, seq, head_dim)`` for per-head
+            coefficients).
+        cos, sin: broadcastable to ``x``.
+
+    Returns:
+        Tensor shaped like ``x``.
+    """
+    _validate.tensor("x", x, min_dim=2, floating=True)
+    _validate.broadcastable("cos", cos.shape, x.shape)
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)

@@ -1,0 +1,445 @@
+"""p-RoPE, the partial-RoPE conventions, RNoPE-SWA and DroPE against their references.
+
+References, each independent of :mod:`posenc_lib.designs`:
+
+* ``proportional``: a transcription of transformers 5.24.0's
+  ``_compute_proportional_rope_parameters`` (``src/transformers/modeling_rope_utils.py``,
+  lines 240–267 of the v5.24.0 release), in Python floats; ``scripts/check_designs_v5.py``
+  checks the transcription against the real function in a separate venv.
+* the ``partial`` convention: transformers 4.57.6's GLM-4.5 (``glm4_moe``) rotary
+  embedding and ``apply_rotary_pos_emb``, which split off the first ``rotary_dim``
+  features themselves.
+* the ``trailing`` convention: transformers 4.57.6's DeepSeek-V3 attention
+  (``modeling_deepseek_v3.py``: ``q_pass, q_rot = split([nope, rope])``, then
+  ``apply_rotary_pos_emb_interleave``, then ``cat((q_pass, q_rot))``), the layout that
+  Mistral 4 (``mistral4`` in 5.24.0) copies; the script checks Mistral 4 itself.
+* RNoPE-SWA: transformers 4.57.6's ``Cohere2Attention`` (Command A), which rotates
+  only in its sliding-window layers.
+* FoPE: a transcription of vLLM's ``FourierRotaryEmbedding``
+  (vllm-project/vllm at c215d1e62d7394f965f92676143fc9c5b4913ad2,
+  ``vllm/model_executor/layers/rotary_embedding/fope.py``), cited line by line below.
+* DroPE: transformers 4.57.6's ``LlamaAttention`` given ``cos = 1, sin = 0``, as the
+  authors' ``custom_models/attention.py`` does (SakanaAI/DroPE at
+  260a8bb9f4fda0673266ddfee7668915aade8b33, lines 57–62), and their QK-norm (lines
+  128–133 and 166–175: ``nn.RMSNorm`` over ``heads · head_dim``, before the split
+  into heads).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc_lib import designs, rope
+
+transformers = pytest.importorskip("transformers")
+
+EPS64 = torch.finfo(torch.float64).eps
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def proportional_524(head_dim: int, base: float, p: float, factor: float) -> list:
+    """transformers 5.24.0, modeling_rope_utils.py, _compute_proportional_rope_parameters.
+
+    L247 ``rope_angles = int(rope_proportion * head_dim // 2)``
+    L249-252 ``inv_freq_rotated = 1 / base ** (arange(0, 2 * rope_angles, 2) / head_dim)``
+    L254-262 ``nope_angles = head_dim // 2 - rope_angles``; zeros appended if > 0
+    L266 ``inv_freq /= factor``
+    """
+    rope_angles = int(p * head_dim // 2)
+    rotated = [1.0 / base ** (i / head_dim) for i in range(0, 2 * rope_angles, 2)]
+    nope_angles = head_dim // 2 - rope_angles
+    return [f / factor for f in rotated + [0.0] * max(nope_angles, 0)]
+
+
+@pytest.mark.parametrize("head_dim, p, base, factor", [
+    (512, 0.25, 1e6, 1.0),   # Gemma 4's full-attention layers
+    (256, 0.25, 1e6, 1.0), (128, 0.5, 1e4, 4.0), (64, 1.0, 5e5, 2.0), (128, 0.1, 1e4, 1.0),
+    (96, 0.3, 1e4, 1.0), (128, 0.01, 1e4, 1.0)])
+def test_proportional_matches_transformers_5(head_dim, p, base, factor):
+    ours = designs.proportional_inv_freq(head_dim, p, base, factor=factor,
+                                         dtype=torch.float64)
+    reference = torch.tensor(proportional_524(head_dim, base, p, factor),
+                             dtype=torch.float64)
+    assert ours.shape == (head_dim // 2,)
+    # one rounding of base**(-2i/d) in each: a few ulps of the exponent's size
+    tol = 4 * EPS64 * (1 + math.log(base))
+    assert torch.allclose(ours, reference, rtol=tol, atol=0)
+    assert int((ours > 0).sum()) == int(p * head_dim // 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(half=st.integers(1, 256), p=st.floats(1e-3, 1.0), length=st.integers(1, 10**6))
+def test_removed_pairs_are_the_slowest(half, p, length):
+    head_dim, base = 2 * half, 1e4
+    info = designs.removed_pairs(head_dim, p, base, length)
+    theta = rope.inv_freq(head_dim, base, dtype=torch.float64)
+    brute = [i for i in range(half) if 2 * math.pi / theta[i].item() > length]
+    assert info["kept"] + info["removed"] == half
+    assert info["unclosed"] == len(brute)
+    assert info["unclosed_removed"] == sum(1 for i in brute if i >= info["kept"])
+    # p-RoPE removes unclosed pairs first: every removed pair that closed the circle
+    # comes after every unclosed pair has been removed
+    assert info["unclosed_removed"] == min(info["removed"], info["unclosed"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(half=st.integers(1, 64), p=st.floats(0.01, 1.0),
+       convention=st.sampled_from(designs.CONVENTIONS))
+def test_every_plan_pairs_each_feature_once(half, p, convention):
+    head_dim = 2 * half
+    try:
+        plan = designs.rotation_plan(head_dim, p, convention)
+    except ValueError:
+        assert convention != "proportional" and (int(head_dim * p) < 2
+                                                 or int(head_dim * p) % 2)
+        return
+    features = torch.cat([plan.first, plan.second]).sort().values
+    assert torch.equal(features, torch.arange(head_dim))
+    turning = int((plan.theta > 0).sum())
+    expected = (int(p * head_dim // 2) if convention == "proportional"
+                else int(head_dim * p) // 2)
+    assert turning == expected
+
+
+def softmax_tol(largest_score: float, n: int) -> float:
+    """transformers' eager attention takes the softmax in float32: scores rounded to
+    float32 (|s|·eps32/2 each), exp (one rounding), a sum of n terms and a division."""
+    return (largest_score + n + 4) * EPS32
+
+
+def _random(generator, *shape):
+    return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("head_dim, p", [(64, 0.5), (128, 0.25), (32, 1.0), (48, 0.5)])
+def test_partial_convention_matches_glm4_moe(head_dim, p):
+    from transformers import Glm4MoeConfig
+    from transformers.models.glm4_moe import modeling_glm4_moe as glm
+
+    config = Glm4MoeConfig(hidden_size=head_dim * 2, num_attention_heads=2,
+                           head_dim=head_dim, partial_rotary_factor=p, rope_theta=1e4)
+    n = 24
+    positions = torch.arange(n)[None]
+    g = torch.Generator().manual_seed(head_dim)
+    q, k = _random(g, 1, 2, n, head_dim), _random(g, 1, 2, n, head_dim)
+    cos, sin = glm.Glm4MoeRotaryEmbedding(config)(q, positions)
+    q_ref, k_ref = glm.apply_rotary_pos_emb(q, k, cos, sin)
+    plan = designs.rotation_plan(head_dim, p, "partial", 1e4)
+    q_ours, k_ours = designs.apply_plan(q, positions[0], plan), designs.apply_plan(
+        k, positions[0], plan)
+    # transformers computes the angles in float32: each is off by <= (n-1)·eps32
+    tol = 2 * n * EPS32 * float(q.abs().max())
+    assert (q_ours - q_ref).abs().max() <= tol and (k_ours - k_ref).abs().max() <= tol
+    # the planted wrong convention is far off
+    wrong = designs.apply_plan(q, positions[0], designs.rotation_plan(
+        head_dim, p, "trailing", 1e4))
+    assert (wrong - q_ref).abs().max() > 100 * tol
+
+
+@pytest.mark.parametrize("nope, rope_dim", [(64, 32), (128, 64), (16, 16)])
+def test_trailing_convention_matches_deepseek_v3_attention(nope, rope_dim):
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    config = DeepseekV3Config(qk_rope_head_dim=rope_dim, qk_nope_head_dim=nope,
+                              rope_theta=1e4, rope_interleave=True)
+    head_dim, n = nope + rope_dim, 20
+    positions = torch.arange(n)[None]
+    g = torch.Generator().manual_seed(nope)
+    q, k = _random(g, 1, 1, n, head_dim), _random(g, 1, 1, n, head_dim)
+    cos, sin = ds.DeepseekV3RotaryEmbedding(config)(q, positions)
+    # DeepseekV3Attention.forward: split [nope, rope], rotate the rope part, cat back
+    q_pass, q_rot = torch.split(q, [nope, rope_dim], dim=-1)
+    k_pass, k_rot = torch.split(k, [nope, rope_dim], dim=-1)
+    q_rot, k_rot = ds.apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin)
+    scores_ref = torch.cat((q_pass, q_rot), -1) @ torch.cat((k_pass, k_rot), -1).mT
+    plan = designs.rotation_plan(head_dim, rope_dim / head_dim, "trailing", 1e4)
+    scores = (designs.apply_plan(q, positions[0], plan)
+              @ designs.apply_plan(k, positions[0], plan).mT)
+    # the reference reorders the rotated features; scores are what both must agree on
+    norms = float(q.norm(dim=-1).max() * k.norm(dim=-1).max())
+    tol = 4 * n * EPS32 * norms
+    assert (scores - scores_ref).abs().max() <= tol
+    other = designs.rotation_plan(head_dim, rope_dim / head_dim, "partial", 1e4)
+    wrong = (designs.apply_plan(q, positions[0], other)
+             @ designs.apply_plan(k, positions[0], other).mT)
+    assert (wrong - scores_ref).abs().max() > 100 * tol
+
+
+@pytest.mark.parametrize("head_dim, p", [(64, 0.25), (128, 0.5), (32, 1.0)])
+def test_proportional_convention_rotates_half_pairs_over_the_head(head_dim, p):
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    n = 16
+    g = torch.Generator().manual_seed(head_dim)
+    q, k = _random(g, 1, 1, n, head_dim), _random(g, 1, 1, n, head_dim)
+    inv = torch.tensor(proportional_524(head_dim, 1e4, p, 1.0), dtype=torch.float64)
+    freqs = torch.arange(n, dtype=torch.float64)[:, None] * inv  # as a 5.x model: emb =
+    emb = torch.cat((freqs, freqs), dim=-1)[None]                # cat(freqs, freqs)
+    q_ref, _ = apply_rotary_pos_emb(q, k, emb.cos(), emb.sin())
+    ours = designs.apply_plan(q, torch.arange(n), designs.rotation_plan(
+        head_dim, p, "proportional", 1e4))
+    assert (ours - q_ref).abs().max() <= 4 * n * EPS64 * float(q.abs().max())
+
+
+def test_conventions_disagree_where_a_kernel_would_err():
+    """A kernel that assumes another convention rotates other features."""
+    plans = {c: designs.rotation_plan(128, 0.25, c, 1e4) for c in designs.CONVENTIONS}
+    freq = {c: designs.feature_frequencies(p) for c, p in plans.items()}
+    assert torch.equal(freq["partial"][32:], torch.zeros(96))
+    assert torch.equal(freq["trailing"][:96], torch.zeros(96))
+    moving = freq["proportional"] > 0
+    assert moving[:16].all() and moving[64:80].all() and int(moving.sum()) == 32
+    # partial and trailing share the 16 frequencies, proportional keeps the whole
+    # head's fastest 16 (spaced 4x more coarsely)
+    assert torch.allclose(plans["partial"].theta[:16], plans["trailing"].theta[-16:],
+                          rtol=0, atol=0)
+    assert torch.allclose(plans["proportional"].theta[:16],
+                          rope.inv_freq(128, 1e4, dtype=torch.float64)[:16])
+
+
+@pytest.mark.parametrize("n_layers, every", [(8, 4), (12, 3), (5, 1), (3, 4)])
+def test_rnope_swa_layout_matches_cohere2(n_layers, every):
+    from transformers import Cohere2Config
+
+    config = Cohere2Config(num_hidden_layers=n_layers, sliding_window_pattern=every)
+    assert designs.rnope_swa_layer_types(n_layers, every) == config.layer_types
+
+
+def _cohere2(layer_type):
+    from transformers import Cohere2Config
+    from transformers.models.cohere2 import modeling_cohere2 as c2
+
+    config = Cohere2Config(hidden_size=64, num_attention_heads=2, num_key_value_heads=2,
+                           head_dim=32, intermediate_size=32, vocab_size=16,
+                           num_hidden_layers=2, sliding_window=5,
+                           layer_types=[layer_type, layer_type], rope_theta=1e4)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    attention = c2.Cohere2Attention(config, layer_idx=0).double().eval()
+    return config, attention, c2.Cohere2RotaryEmbedding(config)
+
+
+@pytest.mark.parametrize("layer_type", ["sliding_attention", "full_attention"])
+def test_rnope_swa_attention_matches_cohere2(layer_type):
+    from transformers.masking_utils import (
+        causal_mask_function,
+        sliding_window_causal_mask_function,
+    )
+
+    config, attention, rotary = _cohere2(layer_type)
+    n, heads, d = 14, 2, 32
+    g = torch.Generator().manual_seed(1)
+    hidden = _random(g, 1, n, 64)
+    positions = torch.arange(n)[None]
+    allow = (sliding_window_causal_mask_function(config.sliding_window)
+             if layer_type == "sliding_attention" else causal_mask_function)
+    allowed = torch.tensor([[bool(allow(0, 0, torch.tensor(i), torch.tensor(j)))
+                             for j in range(n)] for i in range(n)])
+    mask = torch.zeros(1, 1, n, n, dtype=torch.float64).masked_fill(~allowed, -math.inf)
+    with torch.no_grad():
+        cos, sin = rotary(hidden, positions)
+        _, weights_ref = attention(hidden, (cos, sin), mask)
+        q = attention.q_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+        k = attention.k_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+        v = attention.v_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+    _, weights = designs.rnope_swa_attention(
+        q, k, v, layer_type, inv_freq=rope.inv_freq(d, 1e4, dtype=torch.float64),
+        window=config.sliding_window, return_weights=True)
+    # The reference computes the angles in float32 (each <= n·eps32 off) and the
+    # softmax in float32 (SOFTMAX_TOL); softmax is 1-Lipschitz from scores (max norm)
+    # to weights.
+    norms = float(q.norm(dim=-1).max() * k.norm(dim=-1).max()) / math.sqrt(d)
+    angles = 4 * n * EPS32 * norms if layer_type == "sliding_attention" else 0.0
+    assert (weights - weights_ref).abs().max() <= angles + softmax_tol(norms, n)
+
+
+@pytest.mark.parametrize("qk_norm", [None, "qk", "q", "k"])
+def test_drope_matches_llama_attention_with_identity_rotation(qk_norm):
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama as ll
+
+    heads, d, n = 2, 16, 12
+    config = LlamaConfig(hidden_size=heads * d, num_attention_heads=heads,
+                         num_key_value_heads=heads, head_dim=d, intermediate_size=16,
+                         vocab_size=16, rms_norm_eps=1e-6)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    attention = ll.LlamaAttention(config, layer_idx=0).double().eval()
+    g = torch.Generator().manual_seed(2)
+    hidden = _random(g, 1, n, heads * d)
+    q_weight, k_weight = 1 + _random(g, heads * d), 1 + _random(g, heads * d)
+    # SakanaAI/DroPE custom_models/attention.py L128-133: nn.RMSNorm(heads·head_dim)
+    q_norm = torch.nn.RMSNorm(heads * d, 1e-6).double()
+    k_norm = torch.nn.RMSNorm(heads * d, 1e-6).double()
+    with torch.no_grad():
+        q_norm.weight.copy_(q_weight)
+        k_norm.weight.copy_(k_weight)
+        q_flat, k_flat = attention.q_proj(hidden), attention.k_proj(hidden)
+        # L166-175: the norm is applied to the projection, before .view(heads)
+        q_in = q_norm(q_flat) if qk_norm and "q" in qk_norm else q_flat
+        k_in = k_norm(k_flat) if qk_norm and "k" in qk_norm else k_flat
+        q_ref = q_in.view(1, n, heads, d).transpose(1, 2)
+        k_ref = k_in.view(1, n, heads, d).transpose(1, 2)
+        v = attention.v_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+        # L57-62: cos = 1, sin = 0 through the model's own apply_rotary_pos_emb
+        ones, zeros = torch.ones(1, n, d, dtype=torch.float64), torch.zeros(
+            1, n, d, dtype=torch.float64)
+        q_ref, k_ref = ll.apply_rotary_pos_emb(q_ref, k_ref, ones, zeros)
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        mask = torch.zeros(1, 1, n, n, dtype=torch.float64).masked_fill(~causal, -math.inf)
+        out_ref, weights_ref = ll.eager_attention_forward(
+            attention, q_ref, k_ref, v, mask, scaling=attention.scaling)
+        q = attention.q_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+        k = attention.k_proj(hidden).view(1, n, heads, d).transpose(1, 2)
+    out, weights = designs.drope_attention(q, k, v, qk_norm=qk_norm, q_weight=q_weight,
+                                           k_weight=k_weight, eps=1e-6,
+                                           return_weights=True)
+    norms = float(q_ref.norm(dim=-1).max() * k_ref.norm(dim=-1).max()) / math.sqrt(d)
+    tol = softmax_tol(norms, n)
+    assert (weights - weights_ref).abs().max() <= tol
+    # out = weights @ v: each row's error is at most n·tol·max|v| (plus float64 sums)
+    assert (out - out_ref.transpose(1, 2)).abs().max() <= 2 * n * tol * float(v.abs().max())
+    # and it is not RoPE: the rotated model's weights differ
+    theta = rope.inv_freq(d, 1e4, dtype=torch.float64)
+    _, rotated = designs.rnope_swa_attention(q_ref, k_ref, v, "sliding_attention",
+                                             inv_freq=theta, window=n, layout="half",
+                                             return_weights=True)
+    assert (rotated - weights_ref).abs().max() > 100 * tol
+
+
+def test_drope_norm_spans_heads_not_one_head():
+    """The authors' norm divides by the RMS over all heads: a per-head norm differs."""
+    g = torch.Generator().manual_seed(3)
+    q = _random(g, 2, 5, 8)
+    q[1] *= 10  # heads of different size
+    k, v = _random(g, 2, 5, 8), _random(g, 2, 5, 8)
+    _, w = designs.drope_attention(q, k, v, qk_norm="q", return_weights=True)
+    per_head = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6)
+    _, w_head = designs.drope_attention(per_head, k, v, return_weights=True)
+    assert (w - w_head).abs().max() > 1e-3
+
+
+class VllmFope:
+    """vLLM's FourierRotaryEmbedding (fope.py at c215d1e6), transcribed.
+
+    _compute_inv_freq: ``inv_freq = 1 / base ** (arange(0, rotary_dim, 2) / rotary_dim)``;
+    kept: the first ``num_inv_freq`` if given, else ``inv_freq > 2π / max_position``.
+    _compute_cos_sin_cache: ``freqs = einsum("j,i -> ji", t, inv_freq)``;
+    ``sin = einsum("tD, Dd -> td", freqs.sin(), sin_coef)`` (``"htD, hDd -> thd"``
+    per head), the same for cos; both ``F.pad(..., value=1)`` to ``head_size // 2``;
+    then ``cat((sin, sin))`` and ``cat((cos, cos))``.
+    forward_native: ``query * cos + rotate_neox(query) * sin``.
+    """
+
+    def __init__(self, head_size, rotary_dim, max_position, base, num_inv_freq,
+                 cos_coef, sin_coef):
+        self.head_size, self.max_position = head_size, max_position
+        inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64)
+                                   / rotary_dim))
+        selected = torch.ones_like(inv_freq, dtype=torch.bool)
+        if num_inv_freq is not None:
+            selected[num_inv_freq:] = False
+        else:
+            selected = inv_freq > (2.0 * torch.pi / max_position)
+        self.inv_freq = inv_freq[selected]
+        self.cos_coef, self.sin_coef = cos_coef, sin_coef
+
+    def cache(self):
+        t = torch.arange(self.max_position, dtype=torch.float64)
+        freqs = torch.einsum("j,i -> ji", t, self.inv_freq)
+        if self.cos_coef.dim() == 3:
+            heads = self.cos_coef.shape[0]
+            pos_cos = freqs.cos().unsqueeze(0).expand(heads, -1, -1)
+            pos_sin = freqs.sin().unsqueeze(0).expand(heads, -1, -1)
+            sin = torch.einsum("htD, hDd -> thd", pos_sin, self.sin_coef)
+            cos = torch.einsum("htD, hDd -> thd", pos_cos, self.cos_coef)
+        else:
+            sin = torch.einsum("tD, Dd -> td", freqs.sin(), self.sin_coef)
+            cos = torch.einsum("tD, Dd -> td", freqs.cos(), self.cos_coef)
+        pad = (0, self.head_size // 2 - sin.size(-1))
+        sin = torch.nn.functional.pad(sin, pad, mode="constant", value=1)
+        cos = torch.nn.functional.pad(cos, pad, mode="constant", value=1)
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+    def forward(self, positions, query):  # query: (seq, heads, head_size)
+        cos, sin = (c.index_select(0, positions) for c in self.cache())
+        if cos.dim() == 2:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        x1, x2 = query[..., : self.head_size // 2], query[..., self.head_size // 2:]
+        return query * cos + torch.cat((-x2, x1), dim=-1) * sin  # rotate_neox
+
+
+@pytest.mark.parametrize("head_dim, rotary_dim, length, num_inv_freq, per_head", [
+    (64, 64, 512, None, False), (64, 64, 2048, None, True), (128, 96, 4096, None, False),
+    (32, 32, 64, 5, True)])
+def test_fope_matches_vllm(head_dim, rotary_dim, length, num_inv_freq, per_head):
+    heads, n = 2, 40
+    inv_freq = designs.fope_inv_freq(rotary_dim, 1e4, length, num_inv_freq=num_inv_freq,
+                                     dtype=torch.float64)
+    theta = rope.inv_freq(rotary_dim, 1e4, dtype=torch.float64)
+    expected = (num_inv_freq if num_inv_freq is not None
+                else int((theta > 2 * math.pi / length).sum()))
+    assert inv_freq.shape == (expected,) and expected < rotary_dim // 2
+    g = torch.Generator().manual_seed(head_dim + length)
+    shape = (heads, expected, expected) if per_head else (expected, expected)
+    cos_coef = torch.eye(expected) + 0.1 * _random(g, *shape)
+    sin_coef = torch.eye(expected) + 0.1 * _random(g, *shape)
+    reference = VllmFope(head_dim, rotary_dim, length, 1e4, num_inv_freq, cos_coef,
+                         sin_coef)
+    assert torch.allclose(reference.inv_freq, inv_freq, rtol=4 * EPS64 * (1 + math.log(1e4)),
+                          atol=0)
+    positions = torch.randint(0, length, (n,), generator=g)
+    q = _random(g, n, heads, head_dim)
+    ref = reference.forward(positions, q)
+    cos, sin = designs.fope_cos_sin(positions, inv_freq, cos_coef, sin_coef, head_dim)
+    ours = designs.apply_fope(q.transpose(0, 1), cos, sin).transpose(0, 1)
+    # angles up to length rad, each off by <= length·eps64, in sums of `expected` terms
+    tol = 4 * length * expected * EPS64 * float(q.abs().max()) * 2
+    assert (ours - ref).abs().max() <= tol
+    # the padded pairs are position-free: their part of q·k is the same at any offset
+    still = torch.zeros(head_dim, dtype=torch.bool)
+    still[expected:head_dim // 2] = True
+    still[head_dim // 2 + expected:] = True
+    k = _random(g, 1, heads, head_dim).expand(n, -1, -1)
+    k_rot = designs.apply_fope(k.transpose(0, 1), cos, sin).transpose(0, 1)
+    part = (ours[..., still] * k_rot[..., still]).sum(-1)
+    plain = 2 * (q[..., still] * k[..., still]).sum(-1)  # x + rotate(x): twice q·k
+    assert torch.allclose(part, plain, rtol=0, atol=64 * EPS64 * float(
+        q.abs().max() * k.abs().max()) * head_dim)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: designs.proportional_inv_freq(63, 0.5), "head_dim"),
+    (lambda: designs.proportional_inv_freq(64, 1.5), "partial_rotary_factor"),
+    (lambda: designs.proportional_inv_freq(64, 0.0), "partial_rotary_factor"),
+    (lambda: designs.proportional_inv_freq(64, 0.5, factor=0.5), "factor"),
+    (lambda: designs.rotation_plan(64, 0.5, "last"), "convention"),
+    (lambda: designs.rotation_plan(64, 0.01, "partial"), "rotary_dim"),
+    (lambda: designs.removed_pairs(64, 0.5, 1e4, 0), "train_length"),
+    (lambda: designs.rnope_swa_layer_types(0), "num_layers"),
+    (lambda: designs.rnope_swa_layer_types(4, 0), "full_every"),
+    (lambda: designs.apply_plan(torch.zeros(3, 8), torch.arange(3),
+                                designs.rotation_plan(16, 0.5)), "head_dim"),
+    (lambda: designs.rnope_swa_attention(torch.zeros(3, 8), torch.zeros(3, 8),
+                                         torch.zeros(3, 8), "global",
+                                         inv_freq=torch.ones(4), window=2), "layer_type"),
+    (lambda: designs.drope_attention(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8),
+                                     torch.zeros(1, 3, 8), qk_norm="v"), "qk_norm"),
+    (lambda: designs.drope_attention(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8),
+                                     torch.zeros(1, 3, 8), scaling=-1.0), "scaling"),
+    (lambda: designs.fope_inv_freq(64, 1e4, 0), "max_position_embeddings"),
+    (lambda: designs.fope_inv_freq(64, 1e4, 512, num_inv_freq=0), "num_inv_freq"),
+    (lambda: designs.fope_cos_sin(torch.arange(3), torch.ones(4), torch.ones(3, 4),
+                                  torch.ones(4, 4), 16), "cos_coef"),
+    (lambda: designs.fope_cos_sin(torch.arange(3), torch.ones(4), torch.ones(4, 4),
+                                  torch.ones(4, 9), 16), "sin_coef"),
+])
+def test_validation(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
