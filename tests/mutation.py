@@ -397,6 +397,24 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("steady-limit-coarse", "figures/_base.py",
        "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
        [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
+    # ---- diagnose (recipes) -----------------------------------------------------------
+    _m("diagnose-flat-ladder-unnamed", "diagnose.py",
+       "            torch.ones_like(expected)))", "            expected.flip(0).flip(0)))",
+       [], "the integer-division exponent (every pair at 1 rad per position) "
+           "not tested directly"),
+    _m("diagnose-offset-not-fitted", "diagnose.py",
+       "    if best == 0:\n        return None", "    if True:\n        return None",
+       [], "a rotation at position 0 not explained as a position offset"),
+    _m("diagnose-shift-not-probed", "diagnose.py",
+       "y1 = _call(fn, x, first + shift)", "y1 = _call(fn, x, first)",
+       [], "fn never called with shifted positions: a lost KV-cache offset unseen"),
+    _m("diagnose-swap-unnamed", "diagnose.py",
+       "bool((quarter <= 1e-4).all())", "bool((quarter <= -1.0).all())",
+       [], "a quarter-turn phase with a reversed rotation not named as cos/sin swapped"),
+    _m("diagnose-attention-factor-ignored", "diagnose.py",
+       "        if g is not None:\n            fit.fitted[\"attention_factor\"] = g",
+       "        if g is None:\n            fit.fitted[\"attention_factor\"] = g",
+       [], "the rotated features' length not compared with the attention factor"),
 )
 
 
