@@ -557,7 +557,7 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
     """The attention factor and a constant phase taken out, then the fit."""
     dim = intended["dim"]
     attention = intended["attention"]
-    pairs, why = _structure(m, threshold=1e-4)
+    pairs, _ = _structure(m, threshold=1e-4)
     scale_lines, scale_codes, phase = [], [], None
     if pairs:
         rotated = sorted({f for pair in pairs for f in pair})
@@ -586,6 +586,8 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
     if phase is not None:
         findings, lines = _explain_phase(phase, findings, lines, fitted, positions,
                                          pairs)
+    if intended["scaled"] and "base" in findings and fitted.get("base"):
+        findings, lines = _dynamic_length(findings, lines, fitted, intended)
     if scale_codes and "not-rope" not in findings:
         findings += scale_codes
         lines = [line for line in lines if not line.startswith("fn is RoPE")]
@@ -594,6 +596,26 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
     order = {code: k for k, code in enumerate(CODES)}
     findings = sorted(set(findings), key=order.__getitem__)
     return Diagnosis(findings, "\n".join(lines), fitted)
+
+
+def _dynamic_length(findings, lines, fitted, intended):
+    """A plain ladder with another base, for a dynamic rope_scaling: the length
+    at which dynamic NTK gives that base."""
+    from ._config import parse_rope_config
+    cfg = parse_rope_config(intended["config"])
+    if cfg.rope_type != "dynamic":
+        return findings, lines
+    base, d = intended["base"], intended["rotary"]
+    factor, longest = cfg.params["factor"], cfg.params["max_position_embeddings"]
+    grown = (fitted["base"] / base) ** ((d - 2) / d)
+    length = (grown + factor - 1) * longest / factor
+    lines = [line for line in lines if not line.startswith("Base:")]
+    lines.insert(0, f"Scaling: fn's frequencies are dynamic NTK's at sequence length "
+                    f"about {length:.0f} (base {fitted['base']:.6g}), not at the length "
+                    f"you give. Fix: recompute inv_freq when the sequence grows past "
+                    f"max_position_embeddings = {longest}, at the current length "
+                    f"(scaling.rope_from_config(config, seq_len=...)).")
+    return [c for c in findings if c != "base"] + ["scaling"], lines
 
 
 def _attention_report(g: float, attention: float, scaled: bool):
@@ -691,9 +713,8 @@ def _fit_offset(phase: Tensor, theta: Tensor, span: int = 65536):
 
 
 def _not_rope(fit: _Fit, why: str) -> Diagnosis:
-    fit.lines.append(f"Not RoPE: {why}. None of the known bugs (layout, reversed "
-                     f"rotation, frequency exponent, base, position precision, "
-                     f"partial rotary) explains it.")
+    fit.lines.append(f"Not RoPE: {why}. None of the known bugs ("
+                     + ", ".join(CODES[:-1]) + ") explains it.")
     fit.fitted["not_rope"] = why
     return Diagnosis(["not-rope"], "\n".join(fit.lines), fit.fitted)
 
@@ -931,7 +952,7 @@ def _direct_ladders(angles, positions, intended, n_pairs, theta_fit):
     rising one (``base ** (2i/d)``) and a reversed one. ``(codes, lines,
     theta, sign)`` of the first that reproduces every angle, or ``None``."""
     from ._config import parse_rope_config
-    expected, rotary, base = intended["expected"], intended["rotary"], intended["base"]
+    expected, rotary = intended["expected"], intended["rotary"]
     if n_pairs != len(expected):
         return None
     tol = _tolerance(positions)[:, None]
@@ -980,7 +1001,8 @@ def _direct_ladders(angles, positions, intended, n_pairs, theta_fit):
             f"fastest (1 rad per position); RoPE's pair 0 turns fastest (θ_0 = "
             f"base^0 = 1). Fix: do not flip or reverse inv_freq (inv_freq.flip(0), "
             f"[::-1]); pair i takes base^(-2i/{d})."], expected.flip(0)))
-    for sign in (sign, -sign):      # the first pair's own sign may be aliased
+    for way in (sign, -sign):       # the first pair's own sign may be aliased
+        sign = way
         for codes, lines, theta in candidates:
             if fits(theta):
                 return list(codes), list(lines), theta, sign
@@ -1138,6 +1160,19 @@ def _mixed_tables(m, positions, pairs, got_layout, intended, fit) -> Diagnosis:
     a, b = pairs[0]
     turn = float(m[1, b, a] - m[1, a, b])
     if not tables:
+        block = m[:, rotated][:, :, rotated]
+        for name, dtype in _LOW.items():
+            if torch.equal(block.to(dtype).to(torch.float64), block):
+                return _not_rope(fit, f"every entry of fn's rotations is a {name} "
+                                      f"number: fn rounds its cos and sin tables to "
+                                      f"{name} (largest error about "
+                                      f"{2.0 ** -(8 if name == 'bfloat16' else 11):.2g}"
+                                      f"), so no float32 rotation reproduces it. That "
+                                      f"is expected of a model that runs in {name}: "
+                                      f"check the float32 path (x.float(), tables in "
+                                      f"float32) with this diagnosis, and the {name} "
+                                      f"path against a reference in {name} with a "
+                                      f"tolerance of a few {name} ulps")
         scale = torch.linalg.matrix_norm(m[:, :, rotated[0]:rotated[0] + 1], ord=2)
         return _not_rope(fit, f"the 2x2 blocks of the pairs {_pair_text(pairs)} are not "
                               f"rotations (column norms up to {float(scale.max()):.4g}; "

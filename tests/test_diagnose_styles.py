@@ -297,3 +297,49 @@ def test_config_json_on_the_command_line(tmp_path):
                  str(tmp_path / "config.json")]) == 1
     assert main([f"{tmp_path}/port.py:rope", "--dim", str(DIM), "--rope-scaling",
                  json.dumps(SCALINGS["yarn"])]) == 0
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.bfloat16, "bfloat16"),
+                                         (torch.float16, "float16")])
+def test_tables_rounded_to_a_low_precision_dtype_are_recognised(dtype, name):
+    """A documented limit: tables rounded to bfloat16/float16 are no float32 RoPE
+    (not-rope), but the explanation says what they are."""
+    inv = plain()
+
+    def fn(x, positions):
+        freqs = positions.float()[:, None] * inv
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(dtype).float(), emb.sin().to(dtype).float()
+        x1, x2 = x.chunk(2, -1)
+        return x * cos + torch.cat((-x2, x1), -1) * sin
+
+    result = diagnose_rope(fn, dim=DIM, base=BASE)
+    assert result.findings == ["not-rope"]
+    assert f"rounds its cos and sin tables to {name}" in result.explanation
+
+
+def test_dynamic_at_a_given_length_and_partial_rotary():
+    """Dynamic NTK at a length beyond max_position_embeddings, and a partial head
+    (rotary_dim 32 of 64) with YaRN, from transformers' own frequencies."""
+    config = LlamaConfig(hidden_size=DIM, num_attention_heads=1, head_dim=DIM,
+                         rope_theta=BASE, max_position_embeddings=2048,
+                         rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    inv, _ = ROPE_INIT_FUNCTIONS["dynamic"](config, "cpu", seq_len=6000)
+    kw = dict(dim=DIM, base=BASE, rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+              max_position_embeddings=2048)
+    assert diagnose_rope(hf_rotate_half(inv.float()), seq_len=6000, **kw).ok
+    result = diagnose_rope(hf_rotate_half(inv.float()), seq_len=4000, **kw)
+    assert result.findings == ["scaling"], result.explanation
+    assert "sequence length about 6000" in result.explanation
+    half = dict(SCALINGS["yarn"])
+    config = LlamaConfig(hidden_size=DIM, num_attention_heads=1, head_dim=DIM,
+                         rope_theta=BASE, max_position_embeddings=8192,
+                         partial_rotary_factor=0.5, rope_scaling=half)
+    inv, att = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    inner = hf_rotate_half(inv.float(), att=att)
+
+    def fn(x, positions):
+        return torch.cat((inner(x[..., :32], positions), x[..., 32:]), -1)
+
+    result = diagnose_rope(fn, dim=DIM, base=BASE, rotary_dim=32, rope_scaling=half)
+    assert result.ok, result.explanation
