@@ -593,6 +593,7 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
         lines = [line for line in lines if not line.startswith("fn is RoPE")]
         lines += scale_lines
     fitted.pop("_theta", None)
+    fitted.pop("_flipped", None)
     order = {code: k for k, code in enumerate(CODES)}
     findings = sorted(set(findings), key=order.__getitem__)
     return Diagnosis(findings, "\n".join(lines), fitted)
@@ -667,6 +668,8 @@ def _explain_phase(phase, findings, lines, fitted, positions, pairs):
                         "sin on the rotated half).")
         return findings, lines
     theta = torch.as_tensor(theta, dtype=torch.float64)[:len(phase)]
+    if fitted.get("_flipped"):
+        theta = theta.flip(0)
     c = _fit_offset(phase, sign * theta)
     if c is not None:
         fitted["position_offset"] = c
@@ -796,6 +799,16 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     if direct is not None:
         sign = direct[3]
         fit.fitted["sign"] = sign
+    magnitude = theta.abs()
+    flipped = (direct is None and len(pairs) > 2
+               and bool((magnitude.diff() >= -1e-6).all())
+               and float(magnitude[-1]) > 1.5 * float(magnitude[0]))
+    if flipped:
+        # The ladder rises: fit it the other way round, then name the reversal.
+        pairs, angles, theta, seen = pairs[::-1], angles.flip(1), theta.flip(0), \
+            seen.flip(0)
+        sign = float(torch.sign(theta[0])) or 1.0
+        fit.fitted.update(sign=sign, _flipped=True)
     signs = torch.sign(theta[seen])
     theta = theta.abs()
     theta0 = float(theta[0])
@@ -889,6 +902,15 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
             f"checkpoint). Fix: (a, b) -> (a cos - b sin, b cos + a sin); "
             f"rotate_half must return (-b, a), and x * cos + rotate_half(x) * sin "
             f"adds the sin term.")
+    if flipped:
+        fit.findings.append("frequency-reversed")
+        fit.lines.append(
+            f"Frequency ladder reversed: pair 0 turns slowest "
+            f"({float(theta[-1].abs()):.4g} rad per position) and pair "
+            f"{len(pairs) - 1} fastest ({float(theta[0].abs()):.4g}); RoPE's pair 0 "
+            f"turns fastest (θ_0 = base^0 = 1). Fix: do not flip or reverse inv_freq "
+            f"(inv_freq.flip(0), [::-1]); pair i takes base^(-2i/{rotary}). The rest "
+            f"is fitted on the ladder read the right way round.")
     fit.findings += freq_codes
     fit.lines += freq_lines
     if bits is not None:

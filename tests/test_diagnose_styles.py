@@ -343,3 +343,18 @@ def test_dynamic_at_a_given_length_and_partial_rotary():
 
     result = diagnose_rope(fn, dim=DIM, base=BASE, rotary_dim=32, rope_scaling=half)
     assert result.ok, result.explanation
+
+
+@pytest.mark.parametrize("style", ["hf_rotate_half", "meta_complex", "loop"])
+def test_combined_new_findings(style):
+    """A reversed ladder with another base, and with an offset as well: every
+    cause named (without the reversal read first, the fit saw a 'fastest pair'
+    at 3e-6 rad per position and called it position interpolation)."""
+    make, layout = STYLES[style]
+    result = diagnose_rope(make(plain(base=5e5).flip(0)), dim=DIM, base=BASE,
+                           layout=layout)
+    assert result.findings == ["frequency-reversed", "base"], result.explanation
+    result = diagnose_rope(make(plain(base=5e5).flip(0), "offset"), dim=DIM, base=BASE,
+                           layout=layout)
+    assert result.findings == ["position-offset", "frequency-reversed", "base"], \
+        result.explanation
