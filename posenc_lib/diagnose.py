@@ -829,6 +829,16 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         why = (f"the fastest pair turns {theta0:.6g} rad per position; RoPE's fastest "
                f"pair (θ_0 = base^0) turns exactly 1 (positions scaled by "
                f"{1 / theta0:.4g}, as position interpolation does?)")
+    elif (intended["scaled"] and len(theta) == len(intended["expected"])
+          and float(((theta - intended["expected"]).abs() * p_ref).max())
+          > float(_tolerance(torch.tensor(p_ref))) + 1e-3):
+        expected = intended["expected"]
+        k = int(((theta - expected).abs() / expected).argmax())
+        why = (f"the frequencies match neither the rope_scaling you give "
+               f"({_rope_type(intended['config'])!r}) nor a known bug of it: pair {k} "
+               f"turns {float(theta[k]):.5g} rad per position, the rope_scaling's "
+               f"{float(expected[k]):.5g} ({float(theta[k] / expected[k]):.4g} times); "
+               f"compare your ramp or smoothing with scaling.rope_from_config(config)")
     elif float(ladder_error[worst]) > float(_tolerance(torch.tensor(p_ref))) + 1e-3:
         why = (f"the frequencies do not fall geometrically: pair {worst} turns "
                f"{float(theta[worst]):.4g} rad per position, "

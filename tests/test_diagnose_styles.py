@@ -358,3 +358,12 @@ def test_combined_new_findings(style):
                            layout=layout)
     assert result.findings == ["position-offset", "frequency-reversed", "base"], \
         result.explanation
+
+
+def test_unknown_scaling_bug_names_the_pair():
+    """YaRN with beta_fast 16 instead of 32: no known bug; the pair is named."""
+    inv, att = transformers_rope(dict(SCALINGS["yarn"], beta_fast=16.0))
+    result = diagnose_rope(hf_rotate_half(inv, att=att), dim=DIM, base=BASE,
+                           rope_scaling=SCALINGS["yarn"])
+    assert result.findings == ["not-rope"]
+    assert "match neither the rope_scaling you give" in result.explanation
