@@ -415,6 +415,19 @@ MUTANTS: tuple[Mutant, ...] = (
        "        if g is not None:\n            fit.fitted[\"attention_factor\"] = g",
        "        if g is None:\n            fit.fitted[\"attention_factor\"] = g",
        [], "the rotated features' length not compared with the attention factor"),
+    _m("diagnose-rising-ladder-not-reversed", "diagnose.py",
+       "    flipped = (direct is None and len(pairs) > 2",
+       "    flipped = (direct is None and len(pairs) > 2 ** 20",
+       [], "a rising ladder fitted as it comes: its slowest pair taken for pair 0"),
+    _m("diagnose-scaled-reference-dropped", "diagnose.py",
+       "        candidates.append(([], [], expected))\n", "",
+       [], "a correct scaled RoPE compared with plain RoPE only"),
+    _m("grader-t5-one-setting", "exercises.py",
+       "_T5_CASES = ((32, 128), (16, 64), (64, 256))", "_T5_CASES = ((32, 128),)",
+       [], "a grader that tries only the default bucket setting"),
+    _m("grader-shift-positive-k-only", "exercises.py",
+       "_SHIFT_KS = (1, 5, 17, 0, -1, -3, -12)", "_SHIFT_KS = (1, 5, 17)",
+       [], "a grader that tries only positive offsets, so abs(k) passes"),
 )
 
 
