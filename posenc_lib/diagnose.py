@@ -21,8 +21,19 @@ against a list of known mutants:
    256) and float16 (above 2048) cannot hold: the significand width whose
    rounding reproduces the angles.
 
+Before that, ``fn`` is called with the positions shifted and permuted (a
+``fn`` that rotates by the index in the sequence ignores them), the common
+length of the rotated features is read off (the attention factor of a scaled
+RoPE) and a rotation already applied at position 0 is taken out and
+explained (``M(p) = R(p + c)``: a position offset ``c``; a quarter turn with
+the rotation reversed: cos and sin swapped). Ladders that the geometric fit
+cannot read (flat, rising, reversed, or a scaled RoPE's and its known bugs)
+are tested directly.
+
 The fitted model is simulated and compared with every probed matrix; what it
-does not reproduce is reported as ``"not-rope"``.
+does not reproduce is reported as ``"not-rope"``. ``fn`` is clean only when
+it also reproduces the intended RoPE (``base``, ``layout``, ``rotary_dim``,
+``rope_scaling``) at every probed position.
 
 :func:`diagnose_inv_freq` does the same for the ``inv_freq`` a user's code
 computes for a model's ``config.json``: it names the known variant or known
@@ -32,6 +43,8 @@ Run from a shell::
 
     python -m posenc_lib.diagnose path/to/module.py:function --dim 128 \\
         --base 500000 --layout half
+    python -m posenc_lib.diagnose path/to/module.py:function \\
+        --config path/to/config.json
 """
 
 from __future__ import annotations
@@ -830,8 +843,8 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
                f"pair (θ_0 = base^0) turns exactly 1 (positions scaled by "
                f"{1 / theta0:.4g}, as position interpolation does?)")
     elif (intended["scaled"] and len(theta) == len(intended["expected"])
-          and float(((theta - intended["expected"]).abs() * p_ref).max())
-          > float(_tolerance(torch.tensor(p_ref))) + 1e-3):
+          and float(ladder_error[worst]) > float(_tolerance(torch.tensor(p_ref))) + 1e-3):
+        # not geometric, and not the scaling asked for (nor a known bug of it)
         expected = intended["expected"]
         k = int(((theta - expected).abs() / expected).argmax())
         why = (f"the frequencies match neither the rope_scaling you give "

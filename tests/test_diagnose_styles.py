@@ -367,3 +367,44 @@ def test_unknown_scaling_bug_names_the_pair():
                            rope_scaling=SCALINGS["yarn"])
     assert result.findings == ["not-rope"]
     assert "match neither the rope_scaling you give" in result.explanation
+
+
+def test_bad_scaling_arguments_name_the_parameter(tmp_path):
+    from posenc_lib.diagnose import main
+    fn = hf_rotate_half(plain())
+    for kwargs, name in ((dict(rope_scaling=[1, 2]), "rope_scaling"),
+                         (dict(seq_len=100), "seq_len"),
+                         (dict(max_position_embeddings=100), "max_position_embeddings"),
+                         (dict(rope_scaling={"rope_type": "yarn"}), "rope_scaling"),
+                         (dict(config={"head_dim": 32, "rope_theta": 1e4,
+                                       "hidden_size": 64, "num_attention_heads": 2}),
+                          "dim")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            diagnose_rope(fn, **dict(dict(dim=DIM), **kwargs))
+    module = tmp_path / "port.py"
+    module.write_text("def rope(x, positions):\n    return x\n")
+    assert main([f"{module}:rope", "--dim", "64", "--rope-scaling", "{bad"]) == 2
+    assert main([f"{module}:rope", "--config", str(tmp_path / "missing.json")]) == 2
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=20, deadline=None)
+@given(pair=st.integers(0, DIM // 2 - 1),
+       factor=st.one_of(st.floats(1.05, 4.0), st.floats(0.25, 0.95)),
+       max_position=st.sampled_from([64, 2048, 4096, 8191]),
+       style=st.sampled_from(sorted(STYLES)))
+def test_a_wrong_frequency_is_never_clean(pair, factor, max_position, style):
+    """One pair's frequency off by 5 % or more, in any style, at any probed
+    range: never clean (its angle at the last probed position is off by far
+    more than float32 rounding)."""
+    make, layout = STYLES[style]
+    inv = plain().clone()
+    inv[pair] *= factor
+    if float(abs(factor - 1) * inv[pair] / factor * max_position) < 1e-2:
+        return        # below what the probed range can see
+    result = diagnose_rope(make(inv), dim=DIM, base=BASE, layout=layout,
+                           max_position=max_position)
+    assert not result.ok, result.explanation
