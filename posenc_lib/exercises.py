@@ -25,7 +25,7 @@ from .diagnose import diagnose_inv_freq, diagnose_rope
 __all__ = ["Report", "check_sinusoidal", "check_shift_matrix", "check_t5_bucket",
            "check_shaw_labels", "check_rope_interleaved", "check_layout_conversion",
            "check_mrope_axis_map", "check_axial_inv_freq", "check_ntk_base",
-           "check_yarn_inv_freq"]
+           "check_yarn_inv_freq", "check_prediction", "PREDICTIONS"]
 
 
 @dataclass(frozen=True)
@@ -659,3 +659,72 @@ def _check_yarn_once(fn, dim, base, factor, original_max_position_embeddings) ->
         return Report(True, result.explanation)
     return Report(False, f"diagnose_inv_freq finds {', '.join(result.findings)}. "
                          f"{result.explanation}")
+
+
+# -- predict, then check ----------------------------------------------------------------
+
+def _sinusoid_question():
+    table = absolute.sinusoidal_encoding(64, 64, 10000.0, dtype=torch.float64)
+    at12, at11 = float(table[20] @ table[32]), float(table[20] @ table[31])
+    return at12 > at11, (f"PE(p)·PE(p + 12) = {at12:.4f} and PE(p)·PE(p + 11) = "
+                         f"{at11:.4f} (d = 64, base 10000, any p): the similarity "
+                         f"ripples as k grows, it does not fall steadily.")
+
+
+def _t5_question():
+    r = torch.arange(0, 200)
+    buckets = relative.t5_bucket(r, True, 32, 128)
+
+    def span(b):
+        members = r[buckets == b]
+        return f"+{int(members.min())}..+{int(members.max())}"
+
+    b20, b23 = int(buckets[20]), int(buckets[23])
+    return b20 == b23, (f"+20 is in bucket {b20} ({span(b20)}) and +23 in bucket "
+                        f"{b23} ({span(b23)}), with 32 buckets, max_distance 128, "
+                        f"bidirectional: past distance 8 the buckets widen "
+                        f"logarithmically.")
+
+
+def _rope_question():
+    theta = 10000.0 ** (-126 / 128)
+    turns = theta * 4096 / (2 * math.pi)
+    return turns >= 1, (f"the slowest pair of a 128-feature head with base 10000 turns "
+                        f"θ_63 = 10000^(-126/128) = {theta:.4g} rad per position, "
+                        f"{turns:.3f} of a turn in 4096 positions: its angle never "
+                        f"wraps, so it can tell every such position apart, slowly.")
+
+
+#: The predict-then-check questions: ``(question, truth-and-numbers)``.
+PREDICTIONS = {
+    "2.3": ("Is the similarity PE(p)·PE(p + k) of the sinusoidal table larger at "
+            "k = 12 than at k = 11?", _sinusoid_question),
+    "3.3": ("Do relative positions +20 and +23 share a T5 bucket (32 buckets, "
+            "max_distance 128, bidirectional)?", _t5_question),
+    "4.3": ("Does the slowest pair of a 128-feature RoPE head with base 10000 complete "
+            "a full turn within 4096 positions?", _rope_question),
+}
+
+
+@_graded
+def check_prediction(question: str, fn: Callable) -> Report:
+    """Grade ``fn() -> bool``, a prediction for one of :data:`PREDICTIONS`.
+
+    The truth is computed here (the library's table, buckets or frequency), and
+    the report gives the numbers behind it whether the prediction was right
+    or not.
+
+    Raises:
+        ValueError: for a ``question`` not in :data:`PREDICTIONS`.
+    """
+    if question not in PREDICTIONS:
+        raise ValueError(f"question must be one of {sorted(PREDICTIONS)}, got "
+                         f"{question!r}")
+    answer = _call("predict", fn)
+    if not isinstance(answer, bool):
+        return Report(False, f"predict() must return True or False, got "
+                             f"{type(answer).__name__} {answer!r}.")
+    truth, numbers = PREDICTIONS[question][1]()
+    if answer == truth:
+        return Report(True, f"your prediction ({answer}) is right: {numbers}")
+    return Report(False, f"your prediction ({answer}) is not what happens: {numbers}")

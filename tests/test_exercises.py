@@ -369,3 +369,26 @@ def test_other_graders_vary_their_arguments():
     report = exercises.check_layout_conversion(lambda w, h: w.reshape(2, -1, w.shape[1])[
         :, rope.layout_permutation(w.shape[0] // 2)].reshape(w.shape))
     assert not report.passed
+
+
+def test_predictions_are_graded_against_independent_truths():
+    """The truths, computed here another way: the sinusoidal similarity is
+    sum_i cos(k w_i) (times 1, per pair); T5's buckets from the written
+    bucket function; the slowest RoPE pair's angle at 4096 positions."""
+    w = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    truths = {
+        "2.3": bool(torch.cos(12 * w).sum() > torch.cos(11 * w).sum()),
+        "3.3": bool(t5_written(torch.tensor([20]))[0] == t5_written(torch.tensor([23]))[0]),
+        "4.3": 10000.0 ** (-126 / 128) * 4096 >= 2 * math.pi,
+    }
+    assert set(truths) == set(exercises.PREDICTIONS)
+    for question, truth in truths.items():
+        right = exercises.check_prediction(question, lambda t=truth: t)
+        wrong = exercises.check_prediction(question, lambda t=truth: not t)
+        assert right.passed and not wrong.passed, (right, wrong)
+        assert "not what happens" in wrong.message
+        report = exercises.check_prediction(question, lambda: "yes")
+        assert not report.passed and "True or False" in report.message
+        assert "not written yet" in exercises.check_prediction(question, starter).message
+    with pytest.raises(ValueError, match="^question"):
+        exercises.check_prediction("9.9", lambda: True)
