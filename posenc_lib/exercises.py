@@ -146,9 +146,8 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
                      base: float = 10000.0) -> Report:
     """Grade ``fn(n_positions, dim, base) -> (n_positions, dim)``: the sinusoidal table.
 
-    Run at the given ``(n_positions, dim, base)`` and at
-    :data:`_SINUSOIDAL_CASES` (bases 10000, 500 and 1e6). The reference is the
-    float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
+    Run at the given ``(n_positions, dim, base)`` and at (64, 16, 10000),
+    (40, 12, 500) and (33, 8, 1e6). The reference is the float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
     mistakes are sin and cos swapped, the sines in the first half and the
     cosines in the second (instead of interleaved), the exponent ``i/d``
     instead of ``2i/d``, and the base ignored (10000 used). The messages name
@@ -214,9 +213,9 @@ def check_shift_matrix(fn: Callable, *, dim: int = 16, base: float = 10000.0) ->
     """Grade ``fn(k, dim, base) -> (dim, dim)`` with ``PE[p + k] = M_k @ PE[p]``.
 
     Checked on the property itself, for 64 rows of a float64 table, offsets
-    ``k`` in :data:`_SHIFT_KS` (negative ones too) and ``(dim, base)`` the given
-    one and :data:`_SHIFT_CASES`. Named: a transposed matrix (it shifts by
-    ``-k``), ``|k|`` used for a negative ``k``, and the base ignored. The
+    ``k`` in 1, 5, 17, 0, -1, -3, -12 and ``(dim, base)`` the given one,
+    (16, 10000), (12, 100) and (8, 1e6). Named: a transposed matrix (it shifts
+    by ``-k``), ``|k|`` used for a negative ``k``, and the base ignored. The
     messages name no library call.
     """
     cases = list(dict.fromkeys(((dim, base),) + _SHIFT_CASES))
@@ -268,7 +267,7 @@ def check_t5_bucket(fn: Callable, *, num_buckets: int = 32, max_distance: int = 
 
     The reference is :func:`posenc_lib.relative.t5_bucket` (transformers'
     arithmetic) for relative positions -300..300, both directions, at the given
-    setting and at :data:`_T5_CASES`; named mistakes: past and future on the
+    setting and at (32, 128), (16, 64) and (64, 256); named mistakes: past and future on the
     wrong side, the exact buckets ending at ``N/4`` instead of ``N/2``, query
     minus key instead of key minus query, the far buckets not clamped to the
     last one, and ``num_buckets`` / ``max_distance`` ignored (T5's 32 and 128
@@ -436,7 +435,7 @@ def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0
     ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`.
 
     The findings and their evidence are diagnose's; the fixes are replaced by
-    hints in terms of the reader's own code (:data:`_ROPE_HINTS`), since the
+    hints in terms of the reader's own code (``_ROPE_HINTS``), since the
     exercise is written without the library and fixes ``base``.
     """
     try:
