@@ -694,7 +694,8 @@ def _rope_question():
                         f"wraps, so it can tell every such position apart, slowly.")
 
 
-#: The predict-then-check questions: ``(question, truth-and-numbers)``.
+#: The predict-then-check questions, each ``(question, truth)`` where ``truth()``
+#: returns the answer and the numbers behind it.
 PREDICTIONS = {
     "2.3": ("Is the similarity PE(p)·PE(p + k) of the sinusoidal table larger at "
             "k = 12 than at k = 11?", _sinusoid_question),
