@@ -21,8 +21,19 @@ against a list of known mutants:
    256) and float16 (above 2048) cannot hold: the significand width whose
    rounding reproduces the angles.
 
+Before that, ``fn`` is called with the positions shifted and permuted (a
+``fn`` that rotates by the index in the sequence ignores them), the common
+length of the rotated features is read off (the attention factor of a scaled
+RoPE) and a rotation already applied at position 0 is taken out and
+explained (``M(p) = R(p + c)``: a position offset ``c``; a quarter turn with
+the rotation reversed: cos and sin swapped). Ladders that the geometric fit
+cannot read (flat, rising, reversed, or a scaled RoPE's and its known bugs)
+are tested directly.
+
 The fitted model is simulated and compared with every probed matrix; what it
-does not reproduce is reported as ``"not-rope"``.
+does not reproduce is reported as ``"not-rope"``. ``fn`` is clean only when
+it also reproduces the intended RoPE (``base``, ``layout``, ``rotary_dim``,
+``rope_scaling``) at every probed position.
 
 :func:`diagnose_inv_freq` does the same for the ``inv_freq`` a user's code
 computes for a model's ``config.json``: it names the known variant or known
@@ -32,6 +43,8 @@ Run from a shell::
 
     python -m posenc_lib.diagnose path/to/module.py:function --dim 128 \\
         --base 500000 --layout half
+    python -m posenc_lib.diagnose path/to/module.py:function \\
+        --config path/to/config.json
 """
 
 from __future__ import annotations
@@ -54,8 +67,10 @@ __all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_in
            "round_significand", "main"]
 
 #: The findings :func:`diagnose_rope` can return, in the order it lists them.
-CODES = ("layout", "rotation-reversed", "frequency-exponent", "base",
-         "positions-precision", "partial-rotary", "not-rope")
+CODES = ("positions-ignored", "layout", "cos-sin-swapped", "rotation-reversed",
+         "position-offset", "frequency-reversed", "frequency-exponent", "base",
+         "scaling", "attention-factor", "positions-precision", "partial-rotary",
+         "not-rope")
 
 _EPS32 = torch.finfo(torch.float32).eps
 #: Bases that models ship with (rope_theta); a fitted base near one of these
@@ -330,31 +345,56 @@ class _Fit:
     fitted: dict
 
 
-def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int,
-                  base: float = 10000.0, layout: str = "half",
-                  rotary_dim: int | None = None, max_position: int = 8191,
+def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = None,
+                  base: float | None = None, layout: str | None = None,
+                  rotary_dim: int | None = None, rope_scaling: Mapping | None = None,
+                  max_position_embeddings: int | None = None, seq_len: int | None = None,
+                  config: Mapping | None = None, max_position: int = 8191,
                   seed: int = 0) -> Diagnosis:
     """Find what is wrong with a RoPE implementation, from its outputs alone.
 
-    ``fn`` is called twice: once with the ``dim`` unit vectors as a batch
-    (which reads off the matrix it applies at each position) and once with
-    seeded random ``x``, to check that it is linear, as RoPE is. Positions run
+    ``fn`` is called four times: with the ``dim`` unit vectors as a batch
+    (which reads off the matrix it applies at each position), with seeded
+    random ``x`` (RoPE is linear), with random ``x`` at positions 0..63 and
+    at the same positions shifted (a ``fn`` that ignores its ``positions``
+    gives the same answer), and with the positions permuted (a token's
+    rotation must not depend on where it sits in the sequence). Positions run
     from 0 to ``max_position``: 0..63, the powers of two, and positions that
     bfloat16 and float16 round (257, 2049, 8191, ...).
+
+    The reference is the RoPE you intend: plain RoPE with ``base`` over
+    ``rotary_dim`` features, or, with ``rope_scaling``, the frequencies and
+    attention factor that :func:`posenc_lib.scaling.rope_from_config` computes
+    for that config (transformers 4.57's numbers). ``fn`` is clean only when
+    it reproduces that reference at every probed position.
 
     Args:
         fn: ``fn(x, positions) -> rotated x``, with ``x`` ``(batch, seq, dim)``
             float32 and ``positions`` ``(seq,)`` int64.
-        dim: features per head (even).
-        base: the base the model was trained with (``rope_theta``).
+        dim: features per head (even); read from ``config`` if given.
+        base: the base the model was trained with (``rope_theta``); default
+            10000, or ``config``'s.
         layout: the layout the checkpoint expects, ``"half"`` or
-            ``"interleaved"`` (the two layouts of :mod:`posenc_lib.rope`).
+            ``"interleaved"`` (the two layouts of :mod:`posenc_lib.rope`);
+            default ``"half"``, or the one ``config``'s model type uses.
         rotary_dim: features meant to rotate (the first ``rotary_dim``;
             transformers' ``int(head_dim * partial_rotary_factor)``); ``None``:
-            all ``dim``.
+            all ``dim`` (or ``config``'s).
+        rope_scaling: a config-style scaling block, as in ``config.json``
+            (``{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 4096}``); every ``rope_type``
+            that :func:`~posenc_lib.scaling.rope_from_config` reads.
+        max_position_embeddings: the config's ``max_position_embeddings``,
+            for the rope types that read it (``"dynamic"``, and ``"yarn"``
+            without ``original_max_position_embeddings``).
+        seq_len: the sequence length ``fn`` computed its frequencies for, for
+            ``"dynamic"`` and ``"longrope"``.
+        config: a parsed ``config.json`` instead of the five arguments above
+            (``dim`` is then its ``head_dim``; an argument given as well must
+            agree with it).
         max_position: largest probed position (>= 64; the default 8191 probes
             the rounding of both bfloat16 and float16).
-        seed: seed of the random ``x`` of the linearity check.
+        seed: seed of the random ``x``.
 
     Returns:
         :class:`Diagnosis`: ``findings`` (codes from :data:`CODES`; empty when
@@ -367,37 +407,330 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int,
     """
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    if config is not None:
+        dim, base, layout, rotary_dim, cfg = _from_config(config, dim, base, layout,
+                                                          rotary_dim, rope_scaling,
+                                                          max_position_embeddings)
+    if dim is None:
+        raise ValueError("dim must be given (features per head), or a config")
     dim = _validate.even_int("dim", dim)
-    base = _validate.finite_float("base", base, greater_than=1.0)
+    base = _validate.finite_float("base", 10000.0 if base is None else base,
+                                  greater_than=1.0)
+    layout = "half" if layout is None else layout
     _validate.one_of("layout", layout, rope.LAYOUTS)
     rotary = dim if rotary_dim is None else _validate.even_int("rotary_dim", rotary_dim)
     if rotary > dim:
         raise ValueError(f"rotary_dim must be <= dim = {dim}, got {rotary}")
     max_position = _validate.positive_int("max_position", max_position, minimum=64)
     seed = _validate.positive_int("seed", seed, minimum=0)
+    if config is None:
+        cfg = _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings)
+    expected, attention = _expected(cfg, rotary, base, seq_len)
 
     positions = _probe_positions(max_position)
     n_pos = len(positions)
+    gen = torch.Generator().manual_seed(seed)
+    fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
     basis = torch.eye(dim, dtype=torch.float32)[:, None, :].expand(dim, n_pos, dim)
     m = _call(fn, basis.contiguous(), positions).permute(1, 2, 0)    # M[s, out, in]
-    gen = torch.Generator().manual_seed(seed)
     x = torch.randn(2, n_pos, dim, generator=gen, dtype=torch.float32)
     y = _call(fn, x, positions)
     linear_error = float((y - torch.einsum("soi,bsi->bso", m, x.double())).abs().max())
-    fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
-    intended = dict(dim=dim, base=base, layout=layout, rotary=rotary)
+    intended = dict(dim=dim, base=base, layout=layout, rotary=rotary, expected=expected,
+                    attention=attention, config=cfg,
+                    scaled=cfg is not None and _rope_type(cfg) != "default")
     if linear_error > 1e-3 * max(1.0, float(y.abs().max())):
         return _not_rope(fit, f"fn is not linear in x: fn(x) differs from the sum of "
                               f"its answers for the unit vectors by up to "
                               f"{linear_error:.3g}, and RoPE is a linear map (a "
                               f"rotation) of each x")
-    return _diagnose_matrices(m, positions, intended, fit)
+    ignored = _positions_used(fn, dim, max_position, gen)
+    if ignored is not None:
+        fit.findings.append("positions-ignored")
+        fit.lines.append(ignored)
+        fit.lines.append("The rest was not fitted: fix the positions first and run the "
+                         "diagnosis again.")
+        return _finish(fit)
+    return _diagnose_normalised(m, positions, intended, fit)
+
+
+def _from_config(config, dim, base, layout, rotary_dim, rope_scaling,
+                 max_position_embeddings):
+    """``(dim, base, layout, rotary_dim, config)`` read from a ``config.json``
+    mapping; an argument given as well must agree with it."""
+    from ._config import parse_rope_config
+    from .inspect import _pair_layout
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping (a parsed config.json), got "
+                         f"{type(config).__name__}")
+    if rope_scaling is not None or max_position_embeddings is not None:
+        raise ValueError("rope_scaling and max_position_embeddings are read from "
+                         "config: give either config or them, not both")
+    parsed = parse_rope_config(config)
+    read = dict(dim=parsed.head_dim, base=parsed.base, layout=_pair_layout(config),
+                rotary_dim=parsed.dim)
+    for name, value in (("dim", dim), ("base", base), ("layout", layout),
+                        ("rotary_dim", rotary_dim)):
+        if value is not None and value != read[name]:
+            raise ValueError(f"{name} = {value!r} disagrees with config's "
+                             f"{read[name]!r}: leave it out to use the config's")
+    return read["dim"], read["base"], read["layout"], read["rotary_dim"], dict(config)
+
+
+def _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings):
+    """A config mapping for :func:`~posenc_lib.scaling.rope_from_config`, or
+    ``None`` without ``rope_scaling``."""
+    if rope_scaling is None:
+        if max_position_embeddings is not None:
+            raise ValueError("max_position_embeddings is read only with rope_scaling: "
+                             "leave it out, or give the rope_scaling block too")
+        return None
+    if not isinstance(rope_scaling, Mapping):
+        raise ValueError(f"rope_scaling must be a mapping like config.json's "
+                         f"(rope_type, factor, ...), got {type(rope_scaling).__name__}")
+    config = {"rope_theta": base, "head_dim": dim, "hidden_size": dim,
+              "num_attention_heads": 1, "rope_scaling": dict(rope_scaling)}
+    if rotary != dim:
+        config["partial_rotary_factor"] = rotary / dim
+    if max_position_embeddings is not None:
+        config["max_position_embeddings"] = _validate.positive_int(
+            "max_position_embeddings", max_position_embeddings)
+    return config
+
+
+def _rope_type(config) -> str:
+    from ._config import parse_rope_config
+    return parse_rope_config(config).rope_type
+
+
+def _expected(config, rotary, base, seq_len):
+    """The intended ``(inv_freq (rotary/2,) float64, attention factor)``."""
+    from . import scaling
+    if config is None:
+        if seq_len is not None:
+            raise ValueError("seq_len is read only with rope_scaling (dynamic, "
+                             "longrope): leave it out, or give rope_scaling")
+        return rope.inv_freq(rotary, base, dtype=torch.float64), 1.0
+    try:
+        inv, attention = scaling.rope_from_config(config, seq_len=seq_len,
+                                                  dtype=torch.float64)
+    except ValueError as error:
+        raise ValueError(f"rope_scaling: {error}") from error
+    if inv.shape[0] != rotary // 2:
+        raise ValueError(f"rotary_dim: the config rotates {2 * inv.shape[0]} features, "
+                         f"not {rotary}")
+    return inv, float(attention)
+
+
+def _positions_used(fn, dim, max_position, gen) -> str | None:
+    """A finding when ``fn`` does not rotate by the positions it is given."""
+    x = torch.randn(2, 1, dim, generator=gen, dtype=torch.float32).repeat(1, 64, 1)
+    first = torch.arange(64)
+    shift = min(1000, max_position - 63)
+    y0 = _call(fn, x, first)
+    y1 = _call(fn, x, first + shift)
+    moved = float((y0 - y0[:, :1]).abs().max())       # the same x rotated differently
+    scale = max(1.0, float(y0.abs().max()))
+    if moved > 1e-3 * scale and float((y0 - y1).abs().max()) <= 1e-5 * scale:
+        return (f"Positions ignored: fn gives the same output for positions "
+                f"{shift}..{shift + 63} as for 0..63, so it rotates each token by its "
+                f"index in the sequence (torch.arange(seq_len)) and not by the "
+                f"positions it is given. With a KV cache the new token at position "
+                f"{shift} arrives alone and is rotated as position 0: the cache "
+                f"offset is lost (and so are padding-aware and packed position_ids). "
+                f"Fix: index the cos/sin tables with positions (cos[position_ids]), "
+                f"or compute the angles as positions.float()[:, None] * inv_freq.")
+    x = torch.randn(2, 64, dim, generator=gen, dtype=torch.float32)
+    y0 = _call(fn, x, first)
+    perm = torch.randperm(64, generator=gen)
+    y2 = _call(fn, x[:, perm], first[perm])
+    error = float((y2 - y0[:, perm]).abs().max())
+    if moved > 1e-3 * scale and error > 1e-4 * scale:
+        return (f"Positions ignored: with the same tokens and positions in another "
+                f"order fn's outputs differ by up to {error:.3g}, so a token's "
+                f"rotation depends on where it sits in the sequence, not only on the "
+                f"position it is given (positions mixed with torch.arange(seq_len)?). "
+                f"With a KV cache, padding or packed sequences the position_ids are "
+                f"not 0..seq_len-1. Fix: compute the angles from positions alone, "
+                f"positions.float()[:, None] * inv_freq.")
+    return None
+
+
+def _column_scale(m: Tensor, rotated: list):
+    """The common length of the rotated columns of every ``M(p)``, or ``None``
+    when they differ (then the blocks are not scaled rotations)."""
+    norms = torch.linalg.vector_norm(m[:, :, rotated], dim=1)
+    g = float(norms.mean())
+    if float((norms - g).abs().max()) > 1e-4 * g:
+        return None
+    return g
+
+
+def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
+    """The attention factor and a constant phase taken out, then the fit."""
+    dim = intended["dim"]
+    attention = intended["attention"]
+    pairs, _ = _structure(m, threshold=1e-4)
+    scale_lines, scale_codes, phase = [], [], None
+    if pairs:
+        rotated = sorted({f for pair in pairs for f in pair})
+        g = _column_scale(m, rotated)
+        if g is not None and abs(g - 1) > 1e-4:
+            m = m.clone()
+            m[:, :, rotated] /= g
+        if g is not None:
+            fit.fitted["attention_factor"] = g
+            code_line = _attention_report(g, attention, intended["scaled"])
+            if code_line:
+                scale_codes, scale_lines = [code_line[0]], [code_line[1]]
+        m0 = m[0]
+        eye = torch.eye(dim, dtype=torch.float64)
+        if float((m0 - eye).abs().max()) > 1e-4:
+            phi0, misfit0 = _block_angles(m0[None], pairs)
+            rest = [f for f in range(dim) if f not in set(rotated)]
+            if (float(misfit0.max()) <= 1e-4
+                    and float((m0[rest][:, rest] - eye[rest][:, rest]).abs().max()
+                              if rest else 0.0) <= 1e-4):
+                phase = phi0[0]
+                m = m @ _simulate(dim, pairs, -phase[None])
+    result = _diagnose_matrices(m, positions, intended, fit)
+    findings, lines = list(result.findings), result.explanation.split("\n")
+    fitted = dict(result.fitted)
+    if phase is not None:
+        findings, lines = _explain_phase(phase, findings, lines, fitted, positions,
+                                         pairs)
+    if intended["scaled"] and "base" in findings and fitted.get("base"):
+        findings, lines = _dynamic_length(findings, lines, fitted, intended)
+    if scale_codes and "not-rope" not in findings:
+        findings += scale_codes
+        lines = [line for line in lines if not line.startswith("fn is RoPE")]
+        lines += scale_lines
+    fitted.pop("_theta", None)
+    fitted.pop("_flipped", None)
+    order = {code: k for k, code in enumerate(CODES)}
+    findings = sorted(set(findings), key=order.__getitem__)
+    return Diagnosis(findings, "\n".join(lines), fitted)
+
+
+def _dynamic_length(findings, lines, fitted, intended):
+    """A plain ladder with another base, for a dynamic rope_scaling: the length
+    at which dynamic NTK gives that base."""
+    from ._config import parse_rope_config
+    cfg = parse_rope_config(intended["config"])
+    if cfg.rope_type != "dynamic":
+        return findings, lines
+    base, d = intended["base"], intended["rotary"]
+    factor, longest = cfg.params["factor"], cfg.params["max_position_embeddings"]
+    grown = (fitted["base"] / base) ** ((d - 2) / d)
+    length = (grown + factor - 1) * longest / factor
+    lines = [line for line in lines if not line.startswith("Base:")]
+    lines.insert(0, f"Scaling: fn's frequencies are dynamic NTK's at sequence length "
+                    f"about {length:.0f} (base {fitted['base']:.6g}), not at the length "
+                    f"you give. Fix: recompute inv_freq when the sequence grows past "
+                    f"max_position_embeddings = {longest}, at the current length "
+                    f"(scaling.rope_from_config(config, seq_len=...)).")
+    return [c for c in findings if c != "base"] + ["scaling"], lines
+
+
+def _attention_report(g: float, attention: float, scaled: bool):
+    """``(code, sentence)`` when the rotated features are scaled by ``g`` and the
+    intended attention factor is ``attention``; ``None`` when they agree."""
+    if abs(g / attention - 1) <= 1e-4:
+        return None
+    if abs(g - 1) <= 1e-4:
+        return ("attention-factor",
+                f"Attention factor missing: fn's rotation keeps lengths (factor 1), "
+                f"but the rope_scaling you give multiplies cos and sin by "
+                f"{attention:.6g} (so every q·k by {attention ** 2:.6g}). Fix: "
+                f"multiply cos and sin by the attention factor that "
+                f"scaling.rope_from_config(config) returns (transformers' "
+                f"attention_scaling), once.")
+    if abs(g / attention ** 2 - 1) <= 1e-4:
+        return ("attention-factor",
+                f"Attention factor applied twice: fn scales the rotated features by "
+                f"{g:.6g} = {attention:.6g}², so q·k grows by {g ** 2:.6g} instead of "
+                f"{attention ** 2:.6g}. Fix: multiply cos and sin by {attention:.6g} "
+                f"once (not again on q, k or the scores).")
+    what = ("the rope_scaling you give asks for " + f"{attention:.6g}" if scaled
+            else "plain RoPE keeps lengths (factor 1)")
+    return ("attention-factor",
+            f"Attention factor: fn scales the rotated features by {g:.6g}; {what}. "
+            f"Fix: multiply cos and sin by the attention factor of your config "
+            f"(scaling.rope_from_config(config)[1]) and nothing else.")
+
+
+def _explain_phase(phase, findings, lines, fitted, positions, pairs):
+    """Name a rotation ``fn`` already applies at position 0: cos and sin
+    swapped, or positions shifted by a constant ``c``."""
+    sign = fitted.get("sign", 1.0)
+    theta = fitted.get("_theta")
+    phase_text = ", ".join(f"{float(v):.4g}" for v in phase[:3])
+    if "not-rope" in findings or theta is None:
+        lines.insert(0, f"At position 0 fn already turns the pairs (by {phase_text} "
+                        f"rad, ...); taking that out did not leave a RoPE either.")
+        return findings, lines
+    quarter = _wrap(phase + sign * math.pi / 2).abs()
+    if bool((quarter <= 1e-4).all()):
+        findings = [c for c in findings if c != "rotation-reversed"] + ["cos-sin-swapped"]
+        lines = [line for line in lines if not line.startswith(("Rotation reversed",
+                                                                "fn is RoPE"))]
+        lines.insert(0, "cos and sin swapped: at position 0 fn turns every pair by a "
+                        "quarter turn, and then backwards as the position grows: its "
+                        "block is [[sin, -cos], [cos, sin]], which is the rotation by "
+                        "π/2 - m·θ. Fix: x * cos + rotate_half(x) * sin (cos on x, "
+                        "sin on the rotated half).")
+        return findings, lines
+    theta = torch.as_tensor(theta, dtype=torch.float64)[:len(phase)]
+    if fitted.get("_flipped"):
+        theta = theta.flip(0)
+    c = _fit_offset(phase, sign * theta)
+    if c is not None:
+        fitted["position_offset"] = c
+        lines = [line for line in lines if not line.startswith("fn is RoPE")]
+        findings = findings + ["position-offset"]
+        lines.insert(0, f"Position offset: fn rotates position p as position "
+                        f"p {'+' if c > 0 else '-'} {abs(c)} "
+                        f"(at position 0 pair 0 already turns {float(phase[0]):.4g} "
+                        f"rad, pair 1 {float(phase[1]) if len(phase) > 1 else 0:.4g}; "
+                        f"M(p) = R(p + c) with c = {c} fits every probed position). Scores q·k "
+                        f"only see m - n, so the offset cancels when q and k both carry "
+                        f"it; it does not when they come from different code paths (the "
+                        f"cached keys and a new query) or when outputs are compared "
+                        f"with the checkpoint's. Fix: look up cos and sin at the "
+                        f"positions themselves (cos[positions], not "
+                        f"cos[positions {'+' if c > 0 else '-'} {abs(c)}]); position 0 "
+                        f"must be the identity.")
+        return findings, lines
+    lines = [line for line in lines if not line.startswith("fn is RoPE")]
+    lines.insert(0, f"Not RoPE: at position 0 fn turns the pairs by {phase_text} rad "
+                    f"...; RoPE's rotation at position 0 is the identity, and no "
+                    f"position offset or cos/sin swap explains these angles.")
+    return findings + ["not-rope"], lines
+
+
+def _fit_offset(phase: Tensor, theta: Tensor, span: int = 65536):
+    """The integer ``c`` (smallest ``|c|``) with ``phase ≡ c·θ`` for every pair, or ``None``."""
+    c = torch.arange(-span, span + 1, dtype=torch.float64)
+    order = torch.argsort(c.abs(), stable=True)
+    c = c[order]
+    best = None
+    chunk = 8192
+    for start in range(0, len(c), chunk):
+        cc = c[start:start + chunk]
+        error = _wrap(phase[None, :] - cc[:, None] * theta[None, :]).abs()
+        tol = 2e-4 + 64 * _EPS32 * cc.abs()
+        ok = (error <= tol[:, None]).all(1)
+        if bool(ok.any()):
+            best = int(cc[int(torch.nonzero(ok)[0])])
+            break
+    if best == 0:
+        return None
+    return best
 
 
 def _not_rope(fit: _Fit, why: str) -> Diagnosis:
-    fit.lines.append(f"Not RoPE: {why}. None of the known bugs (layout, reversed "
-                     f"rotation, frequency exponent, base, position precision, "
-                     f"partial rotary) explains it.")
+    fit.lines.append(f"Not RoPE: {why}. None of the known bugs ("
+                     + ", ".join(CODES[:-1]) + ") explains it.")
     fit.fitted["not_rope"] = why
     return Diagnosis(["not-rope"], "\n".join(fit.lines), fit.fitted)
 
@@ -475,6 +808,20 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
                                              _LOW[name], mode)
         return (codes, lines, angle), None
 
+    direct = _direct_ladders(angles, positions, intended, len(pairs), theta)
+    if direct is not None:
+        sign = direct[3]
+        fit.fitted["sign"] = sign
+    magnitude = theta.abs()
+    flipped = (direct is None and len(pairs) > 2
+               and bool((magnitude.diff() >= -1e-6).all())
+               and float(magnitude[-1]) > 1.5 * float(magnitude[0]))
+    if flipped:
+        # The ladder rises: fit it the other way round, then name the reversal.
+        pairs, angles, theta, seen = pairs[::-1], angles.flip(1), theta.flip(0), \
+            seen.flip(0)
+        sign = float(torch.sign(theta[0])) or 1.0
+        fit.fitted.update(sign=sign, _flipped=True)
     signs = torch.sign(theta[seen])
     theta = theta.abs()
     theta0 = float(theta[0])
@@ -487,12 +834,24 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     ladder_error = ((ladder - theta).abs() * p_ref)
     worst = int(ladder_error.argmax())
     why = None
-    if not bool((signs == signs[0]).all()):
+    if direct is not None:
+        pass
+    elif not bool((signs == signs[0]).all()):
         why = "some pairs turn forwards and others backwards"
     elif abs(theta0 - 1.0) * p_ref > float(_tolerance(torch.tensor(p_ref))):
         why = (f"the fastest pair turns {theta0:.6g} rad per position; RoPE's fastest "
                f"pair (θ_0 = base^0) turns exactly 1 (positions scaled by "
                f"{1 / theta0:.4g}, as position interpolation does?)")
+    elif (intended["scaled"] and len(theta) == len(intended["expected"])
+          and float(ladder_error[worst]) > float(_tolerance(torch.tensor(p_ref))) + 1e-3):
+        # not geometric, and not the scaling asked for (nor a known bug of it)
+        expected = intended["expected"]
+        k = int(((theta - expected).abs() / expected).argmax())
+        why = (f"the frequencies match neither the rope_scaling you give "
+               f"({_rope_type(intended['config'])!r}) nor a known bug of it: pair {k} "
+               f"turns {float(theta[k]):.5g} rad per position, the rope_scaling's "
+               f"{float(expected[k]):.5g} ({float(theta[k] / expected[k]):.4g} times); "
+               f"compare your ramp or smoothing with scaling.rope_from_config(config)")
     elif float(ladder_error[worst]) > float(_tolerance(torch.tensor(p_ref))) + 1e-3:
         why = (f"the frequencies do not fall geometrically: pair {worst} turns "
                f"{float(theta[worst]):.4g} rad per position, "
@@ -508,11 +867,18 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     fit.fitted["rotated_features"] = len(rotated)
 
     low = None
-    if why is None:
+    if direct is not None:
+        freq_codes, freq_lines, theta_model = direct[:3]
+        bits = None
+        model_angle = _model_angles(positions, theta_model, sign, None)
+        residual = (m - _simulate(dim, pairs, model_angle)).abs().amax(dim=(1, 2))
+        fit.fitted.update(_theta=theta_model)
+    elif why is None:
         # -- the exponent and the base -------------------------------------------------
         freq_codes, freq_lines, theta_model = _explain_slope(
             slope, base, dim, rotary, len(rotated), n_block, fit.fitted,
             hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
+        fit.fitted.update(_theta=theta_model[:len(pairs)])
         bits = _position_bits(angles, positions, theta_model[:len(pairs)], sign)
         fit.fitted["position_bits"] = bits
         model_angle = _model_angles(positions, theta_model[:len(pairs)], sign, bits)
@@ -528,6 +894,7 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         if low is None:
             return _not_rope(fit, why)
         freq_codes, freq_lines, model_angle = low
+        fit.fitted.update(_theta=theta)
         bits = None
         residual = (m - _simulate(dim, pairs, model_angle)).abs().amax(dim=(1, 2))
     spacing = fit.fitted.get("spacing") or 0
@@ -558,6 +925,15 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
             f"checkpoint). Fix: (a, b) -> (a cos - b sin, b cos + a sin); "
             f"rotate_half must return (-b, a), and x * cos + rotate_half(x) * sin "
             f"adds the sin term.")
+    if flipped:
+        fit.findings.append("frequency-reversed")
+        fit.lines.append(
+            f"Frequency ladder reversed: pair 0 turns slowest "
+            f"({float(theta[-1].abs()):.4g} rad per position) and pair "
+            f"{len(pairs) - 1} fastest ({float(theta[0].abs()):.4g}); RoPE's pair 0 "
+            f"turns fastest (θ_0 = base^0 = 1). Fix: do not flip or reverse inv_freq "
+            f"(inv_freq.flip(0), [::-1]); pair i takes base^(-2i/{rotary}). The rest "
+            f"is fitted on the ladder read the right way round.")
     fit.findings += freq_codes
     fit.lines += freq_lines
     if bits is not None:
@@ -587,13 +963,95 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
               f"over them (rope.partial_inv_freq; rope.apply_rope(..., "
               f"rotary_dim={rotary})).")
     if not fit.findings:
+        # Clean only if fn reproduces the intended RoPE itself, not just a RoPE.
+        want = _simulate(dim, intended_pairs,
+                         positions.to(torch.float64)[:, None] * intended["expected"])
+        miss = (m - want).abs().amax(dim=(1, 2))
+        worst_pos = int((miss - tol).argmax())
+        if float(miss[worst_pos]) > float(tol[worst_pos]):
+            return _not_rope(fit, f"fn is a RoPE, but not the one you intend: at "
+                                  f"position {int(positions[worst_pos])} it differs "
+                                  f"from it by {float(miss[worst_pos]):.3g}")
+        got_pairs = _pairs_of(got_layout, start, n_block)
+        if intended["scaled"]:
+            ladder = (f"the frequencies of rope_type {_rope_type(intended['config'])!r} "
+                      f"as scaling.rope_from_config computes them (fitted pair 0 "
+                      f"{float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad "
+                      f"per position)")
+        else:
+            ladder = (f"fitted base {fit.fitted.get('base') or base:g} with exponent "
+                      f"{fit.fitted.get('exponent') or f'2i/{rotary}'}")
         fit.lines.append(
-            f"fn is RoPE as intended: {layout} layout ({_pair_text(intended_pairs)} "
-            f"rotate together), {rotary} rotated features, base {base:g}, pairs "
-            f"turning forwards, exact positions up to {int(positions.max())}; largest "
-            f"difference from the exact rotation {fit.fitted['max_error']:.2g} "
-            f"(float32 rounding).")
+            f"fn is RoPE as intended: fitted {got_layout} layout "
+            f"({_pair_text(got_pairs)} rotate together), {len(rotated)} rotated "
+            f"features, {ladder}, pairs turning forwards, exact positions up to "
+            f"{int(positions.max())}; largest difference from the exact rotation "
+            f"{float(miss.max()):.2g} (float32 rounding).")
     return _finish(fit)
+
+
+def _direct_ladders(angles, positions, intended, n_pairs, theta_fit):
+    """Ladders that the geometric fit cannot see, tested directly against the
+    angles ``(n_pos, n_pairs)``: the intended (scaled) frequencies and the known
+    bugs of a scaling, a flat ladder (integer division in the exponent), a
+    rising one (``base ** (2i/d)``) and a reversed one. ``(codes, lines,
+    theta, sign)`` of the first that reproduces every angle, or ``None``."""
+    from ._config import parse_rope_config
+    expected, rotary = intended["expected"], intended["rotary"]
+    if n_pairs != len(expected):
+        return None
+    tol = _tolerance(positions)[:, None]
+    p = positions.to(torch.float64)[:, None]
+    big = theta_fit.abs() * 64 > 1e-3
+    first = int(torch.nonzero(big)[0]) if bool(big.any()) else 0
+    sign = float(torch.sign(theta_fit[first])) or 1.0
+
+    def fits(theta):
+        # float32 rounds an angle p·θ to a few ulp of itself
+        allowed = tol + 64 * _EPS32 * p * theta.clamp_min(1.0)
+        return bool((_wrap(angles - sign * p * theta).abs() <= allowed).all())
+
+    d = rotary
+    candidates = []
+    if intended["scaled"]:
+        config = intended["config"]
+        candidates.append(([], [], expected))
+        for code, theta in _inv_freq_candidates(parse_rope_config(config),
+                                                config).items():
+            if theta.shape == expected.shape:
+                candidates.append((["scaling"], [
+                    f"Scaling: fn's frequencies are not those of the rope_scaling you "
+                    f"give ({_rope_type(config)!r}); a known bug reproduces them: "
+                    f"{INV_FREQ_CODES[code]} ({code}). Fix: compute inv_freq with "
+                    f"scaling.rope_from_config(config) (transformers' "
+                    f"ROPE_INIT_FUNCTIONS) and the ramp or smoothing exactly as "
+                    f"there."], theta))
+    if n_pairs > 1:
+        candidates.append((["frequency-exponent"], [
+            f"Frequency exponent: every pair turns 1 rad per position (a flat "
+            f"ladder): the exponent is 0 for every pair, which is what integer "
+            f"division gives, torch.arange(0, {d}, 2) // {d} (the old meaning of / "
+            f"on integer tensors). Fix: inv_freq = 1.0 / base ** (torch.arange(0, "
+            f"{d}, 2).float() / {d}), exponent 2i/{d} for pair i."],
+            torch.ones_like(expected)))
+        candidates.append((["frequency-exponent"], [
+            f"Frequency exponent: the frequencies rise with the pair, θ_i = "
+            f"base^(+2i/{d}) (pair 1 turns {float(1 / expected[1]):.5g} rad per "
+            f"position instead of {float(expected[1]):.5g}): the 1 / (or the minus "
+            f"sign of the exponent) is missing. Fix: inv_freq = 1.0 / base ** "
+            f"(torch.arange(0, {d}, 2).float() / {d})."], 1 / expected))
+        candidates.append((["frequency-reversed"], [
+            f"Frequency ladder reversed: pair 0 turns slowest "
+            f"({float(expected[-1]):.4g} rad per position) and pair {n_pairs - 1} "
+            f"fastest (1 rad per position); RoPE's pair 0 turns fastest (θ_0 = "
+            f"base^0 = 1). Fix: do not flip or reverse inv_freq (inv_freq.flip(0), "
+            f"[::-1]); pair i takes base^(-2i/{d})."], expected.flip(0)))
+    for way in (sign, -sign):       # the first pair's own sign may be aliased
+        sign = way
+        for codes, lines, theta in candidates:
+            if fits(theta):
+                return list(codes), list(lines), theta, sign
+    return None
 
 
 def _layout_fix(fn_layout: str, rotary: int) -> str:
@@ -673,7 +1131,12 @@ def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base
                      f"base^(-2i/{rotary}) falls {2 * math.log(fitted_base) / rotary:.5g}), "
                      f"so the slowest pair turns {fitted_base ** (-e * (n - 1)):.3g} "
                      f"rad per position instead of "
-                     f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}. Fix: inv_freq = 1 / "
+                     f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}"
+                     + (f"; {text.split('/')[1]} in the denominator is larger than the "
+                        f"head: hidden_size (n_heads × head_dim) used instead of "
+                        f"head_dim?" if text.startswith("2i/")
+                        and int(text.split("/")[1]) > rotary else "")
+                     + f". Fix: inv_freq = 1 / "
                      f"base ** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d "
                      f"for pair i (rope.inv_freq({rotary}, base)).")
     return codes, lines
@@ -694,6 +1157,13 @@ def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: 
     best = min(((_rank(math.exp(-slope / e), base, right), k, e, text, right, d)
                 for k, (e, text, right, d) in enumerate(_formulas(
                     dim, rotary, n_rotated, n_block, hidden_tail))))
+    d_free = -2 * math.log(base) / slope
+    if best[0] >= 3 and abs(d_free - round(d_free)) <= 1e-4 * d_free and \
+            round(d_free) % 2 == 0:
+        # The intended base with another denominator (hidden_size, say) fits
+        # better than an odd base with a right one.
+        d_free = round(d_free)
+        best = (best[0], -1, 2.0 / d_free, f"2i/{d_free}", False, d_free)
     _, _, e, text, right, spacing = best
     fitted_base = math.exp(-slope / e)
     if abs(math.log(fitted_base / base)) < 1e-3:
@@ -735,6 +1205,19 @@ def _mixed_tables(m, positions, pairs, got_layout, intended, fit) -> Diagnosis:
     a, b = pairs[0]
     turn = float(m[1, b, a] - m[1, a, b])
     if not tables:
+        block = m[:, rotated][:, :, rotated]
+        for name, dtype in _LOW.items():
+            if torch.equal(block.to(dtype).to(torch.float64), block):
+                return _not_rope(fit, f"every entry of fn's rotations is a {name} "
+                                      f"number: fn rounds its cos and sin tables to "
+                                      f"{name} (largest error about "
+                                      f"{2.0 ** -(8 if name == 'bfloat16' else 11):.2g}"
+                                      f"), so no float32 rotation reproduces it. That "
+                                      f"is expected of a model that runs in {name}: "
+                                      f"check the float32 path (x.float(), tables in "
+                                      f"float32) with this diagnosis, and the {name} "
+                                      f"path against a reference in {name} with a "
+                                      f"tolerance of a few {name} ulps")
         scale = torch.linalg.matrix_norm(m[:, :, rotated[0]:rotated[0] + 1], ord=2)
         return _not_rope(fit, f"the 2x2 blocks of the pairs {_pair_text(pairs)} are not "
                               f"rotations (column norms up to {float(scale.max()):.4g}; "
@@ -948,18 +1431,50 @@ def main(argv=None) -> int:
         description="Diagnose a RoPE implementation fn(x, positions) -> rotated x, "
                     "x (batch, seq, dim) float32, positions (seq,) int64.")
     parser.add_argument("target", help="path/to/module.py:function")
-    parser.add_argument("--dim", type=int, required=True, help="features per head")
-    parser.add_argument("--base", type=float, default=10000.0, help="intended base")
-    parser.add_argument("--layout", default="half", help="intended layout: half or "
-                                                         "interleaved")
+    parser.add_argument("--dim", type=int, default=None,
+                        help="features per head (required without --config)")
+    parser.add_argument("--base", type=float, default=None,
+                        help="intended base (default 10000, or the config's)")
+    parser.add_argument("--layout", default=None, help="intended layout: half or "
+                                                       "interleaved (default half, or "
+                                                       "the config's model's)")
     parser.add_argument("--rotary-dim", type=int, default=None,
                         help="features meant to rotate (default: all)")
+    parser.add_argument("--rope-scaling", default=None, metavar="JSON",
+                        help='the rope_scaling block, as in config.json: '
+                             '\'{"rope_type": "yarn", "factor": 4.0, '
+                             '"original_max_position_embeddings": 4096}\'')
+    parser.add_argument("--max-position-embeddings", type=int, default=None,
+                        help="the config's max_position_embeddings (dynamic; yarn "
+                             "without original_max_position_embeddings)")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="sequence length fn's frequencies are for (dynamic, "
+                             "longrope)")
+    parser.add_argument("--config", default=None, metavar="config.json",
+                        help="a model's config.json: dim, base, partial rotary, "
+                             "scaling and layout read from it")
     parser.add_argument("--max-position", type=int, default=8191)
     args = parser.parse_args(argv)
     try:
+        import json
         fn = _load(args.target)
+        scaling_block = config = None
+        if args.rope_scaling is not None:
+            try:
+                scaling_block = json.loads(args.rope_scaling)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"--rope-scaling is not JSON: {error}") from None
+        if args.config is not None:
+            try:
+                config = json.loads(Path(args.config).read_text())
+            except (OSError, json.JSONDecodeError) as error:
+                raise ValueError(f"--config: cannot read {args.config}: "
+                                 f"{error}") from None
         result = diagnose_rope(fn, dim=args.dim, base=args.base, layout=args.layout,
-                               rotary_dim=args.rotary_dim, max_position=args.max_position)
+                               rotary_dim=args.rotary_dim, rope_scaling=scaling_block,
+                               max_position_embeddings=args.max_position_embeddings,
+                               seq_len=args.seq_len, config=config,
+                               max_position=args.max_position)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from .diagnose import diagnose_inv_freq, diagnose_rope
 __all__ = ["Report", "check_sinusoidal", "check_shift_matrix", "check_t5_bucket",
            "check_shaw_labels", "check_rope_interleaved", "check_layout_conversion",
            "check_mrope_axis_map", "check_axial_inv_freq", "check_ntk_base",
-           "check_yarn_inv_freq"]
+           "check_yarn_inv_freq", "check_prediction", "PREDICTIONS"]
 
 
 @dataclass(frozen=True)
@@ -126,18 +126,47 @@ def _compare(name: str, got: Tensor, expected: Tensor, mistakes: dict, *,
 
 # -- chapter 2 -----------------------------------------------------------------------
 
+#: The settings every chapter-2 grader runs, besides the one the caller names:
+#: two bases other than 10000 (so an answer that ignores ``base`` fails) and
+#: odd sizes.
+_SINUSOIDAL_CASES = ((64, 16, 10000.0), (40, 12, 500.0), (33, 8, 1e6))
+
+
+def _integer_labels(name: str, got: Tensor) -> None:
+    """Labels index an embedding table (``nn.Embedding``): integers only."""
+    if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
+        raise _Stop(Report(False, f"{name} returned {got.dtype} values; labels index "
+                                  f"a table of embeddings (nn.Embedding accepts only "
+                                  f"integer indices), so return an integer tensor "
+                                  f"(int64, as .long() gives)."))
+
+
 @_graded
 def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
                      base: float = 10000.0) -> Report:
     """Grade ``fn(n_positions, dim, base) -> (n_positions, dim)``: the sinusoidal table.
 
-    The reference is :func:`posenc_lib.absolute.sinusoidal_encoding` in float64;
-    the named mistakes are sin and cos swapped, the sines in the first half and
-    the cosines in the second (instead of interleaved), the exponent ``i/d``
-    instead of ``2i/d``, and the base ignored (10000 used).
+    Run at the given ``(n_positions, dim, base)`` and at (64, 16, 10000),
+    (40, 12, 500) and (33, 8, 1e6). The reference is the float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
+    mistakes are sin and cos swapped, the sines in the first half and the
+    cosines in the second (instead of interleaved), the exponent ``i/d``
+    instead of ``2i/d``, and the base ignored (10000 used). The messages name
+    no library call: the exercise is written without the library.
     """
-    got = _as_tensor("sinusoidal_table", _call("sinusoidal_table", fn, n_positions, dim,
-                                                base), (n_positions, dim))
+    cases = list(dict.fromkeys(((n_positions, dim, base),) + _SINUSOIDAL_CASES))
+    for n, d, b in cases:
+        report = _check_sinusoidal_once(fn, n, d, b)
+        if not report.passed:
+            return report
+    shown = ", ".join(f"({n}, {d}, {b:g})" for n, d, b in cases)
+    return Report(True, f"sinusoidal_table matches the float64 sinusoidal table for "
+                        f"(n_positions, dim, base) = {shown}.")
+
+
+def _check_sinusoidal_once(fn, n_positions, dim, base) -> Report:
+    name = f"sinusoidal_table({n_positions}, {dim}, {base:g})"
+    got = _as_tensor(name, _call("sinusoidal_table", fn, n_positions, dim, base),
+                     (n_positions, dim))
     p = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
     expected = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
@@ -160,77 +189,150 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
         "the frequencies use the exponent i/d; they must be base^(-2i/d), so the "
         "slowest wavelength is about 2π·base.":
             table(torch.sin, torch.cos, base ** (-i / dim)),
-        "the base argument is ignored (10000 used).":
+        f"the base argument is ignored (10000 used, {base:g} asked for).":
             table(torch.sin, torch.cos, 10000.0 ** (-2 * i / dim)),
+        "integer division in the exponent: (2i) // d is 0 for every pair, so every "
+        "frequency is 1; divide as floats (torch.arange(0, d, 2) / d with a float "
+        "tensor, or 2.0 * i / d).":
+            table(torch.sin, torch.cos, torch.ones_like(omega)),
     }
-    if base == 10000.0:
+    if base == 10000.0:     # then a base ignored is no mistake at this setting
         mistakes = {k: v for k, v in mistakes.items() if "ignored" not in k}
-    return _compare("sinusoidal_table", got, expected, mistakes, atol=1e-5,
-                    what="absolute.sinusoidal_encoding")
+    return _compare(name, got, expected, mistakes, atol=1e-5,
+                    what="the float64 sinusoidal table")
+
+
+#: Offsets and bases of :func:`check_shift_matrix`: negative offsets and zero,
+#: two bases besides 10000.
+_SHIFT_KS = (1, 5, 17, 0, -1, -3, -12)
+_SHIFT_CASES = ((16, 10000.0), (12, 100.0), (8, 1e6))
 
 
 @_graded
 def check_shift_matrix(fn: Callable, *, dim: int = 16, base: float = 10000.0) -> Report:
     """Grade ``fn(k, dim, base) -> (dim, dim)`` with ``PE[p + k] = M_k @ PE[p]``.
 
-    Checked on the property itself, for every row of a 64-row table and
-    offsets ``k`` in 1, 5, 17, against the float64 table; a transposed matrix
-    (which shifts by ``-k``) is named.
+    Checked on the property itself, for 64 rows of a float64 table, offsets
+    ``k`` in 1, 5, 17, 0, -1, -3, -12 and ``(dim, base)`` the given one,
+    (16, 10000), (12, 100) and (8, 1e6). Named: a transposed matrix (it shifts
+    by ``-k``), ``|k|`` used for a negative ``k``, and the base ignored. The
+    messages name no library call.
     """
-    table = absolute.sinusoidal_encoding(96, dim, base, dtype=torch.float64)
-    for k in (1, 5, 17):
-        got = _as_tensor("shift_matrix", _call("shift_matrix", fn, k, dim, base),
-                         (dim, dim)).to(torch.float64)
-        moved = table[:64] @ got.T
-        if not torch.allclose(moved, table[k:k + 64], atol=1e-6):
-            if torch.allclose(table[k:k + 64] @ got.T, table[:64], atol=1e-6):
-                return Report(False, f"shift_matrix({k}, ...) moves rows by -{k}: it "
-                                     f"is the transpose (inverse) of M_k. Check the "
-                                     f"sign of the sin entries of each 2x2 block.")
-            error = float((moved - table[k:k + 64]).abs().max())
-            return Report(False, f"shift_matrix({k}, ...) @ PE[p] differs from "
-                                 f"PE[p + {k}] by up to {error:.3g}.")
-    return Report(True, "M_k @ PE[p] equals PE[p + k] for every p and k = 1, 5, 17.")
+    cases = list(dict.fromkeys(((dim, base),) + _SHIFT_CASES))
+    for d, b in cases:
+        table = absolute.sinusoidal_encoding(128, d, b, dtype=torch.float64)
+        rows = table[32:96]
+        for k in _SHIFT_KS:
+            name = f"shift_matrix({k}, {d}, {b:g})"
+            got = _as_tensor(name, _call("shift_matrix", fn, k, d, b),
+                             (d, d)).to(torch.float64)
+            moved = rows @ got.T
+            wanted = table[32 + k:96 + k]
+            if torch.allclose(moved, wanted, atol=1e-6):
+                continue
+            if k < 0 and torch.allclose(moved, table[32 - k:96 - k], atol=1e-6):
+                return Report(False, f"{name} shifts rows by +{-k}, the same as "
+                                     f"shift_matrix({-k}, ...): a negative k must "
+                                     f"shift backwards (is k replaced by abs(k)?). "
+                                     f"M_(-k) is the inverse of M_k.")
+            if torch.allclose(table[32 + k:96 + k] @ got.T, rows, atol=1e-6):
+                return Report(False, f"{name} moves rows by {-k}: it is the transpose "
+                                     f"(inverse) of M_k. Check the sign of the sin "
+                                     f"entries of each 2x2 block.")
+            if b != 10000.0:
+                plain = absolute.sinusoidal_encoding(128, d, 10000.0,
+                                                     dtype=torch.float64)
+                if torch.allclose(plain[32:96] @ got.T, plain[32 + k:96 + k],
+                                  atol=1e-6):
+                    return Report(False, f"{name} is the shift matrix for base "
+                                         f"10000: the base argument is ignored.")
+            error = float((moved - wanted).abs().max())
+            return Report(False, f"{name} @ PE[p] differs from PE[p + {k}] by up to "
+                                 f"{error:.3g}.")
+    shown = ", ".join(f"(dim {d}, base {b:g})" for d, b in cases)
+    return Report(True, f"M_k @ PE[p] equals PE[p + k] for every p, k in "
+                        f"{', '.join(map(str, _SHIFT_KS))} and {shown}.")
 
 
 # -- chapter 3 -----------------------------------------------------------------------
+
+#: ``(num_buckets, max_distance)`` settings of :func:`check_t5_bucket`, besides
+#: the caller's: T5's own and two others, so an answer that ignores them fails.
+_T5_CASES = ((32, 128), (16, 64), (64, 256))
+
 
 @_graded
 def check_t5_bucket(fn: Callable, *, num_buckets: int = 32, max_distance: int = 128) -> Report:
     """Grade ``fn(relative_position, bidirectional, num_buckets, max_distance)``.
 
     The reference is :func:`posenc_lib.relative.t5_bucket` (transformers'
-    arithmetic) for relative positions -300..300, both directions; named
-    mistakes: past and future on the wrong side, the exact buckets ending at
-    ``N/4`` instead of ``N/2``, query minus key instead of key minus query,
-    and the far buckets not clamped to the last one.
+    arithmetic) for relative positions -300..300, both directions, at the given
+    setting and at (32, 128), (16, 64) and (64, 256); named mistakes: past and future on the
+    wrong side, the exact buckets ending at ``N/4`` instead of ``N/2``, query
+    minus key instead of key minus query, the far buckets not clamped to the
+    last one, and ``num_buckets`` / ``max_distance`` ignored (T5's 32 and 128
+    used).
     """
+    for bidirectional in (True, False):     # a bad setting is the caller's error
+        relative.t5_bucket(torch.zeros(1, dtype=torch.int64), bidirectional,
+                           num_buckets, max_distance)
     r = torch.arange(-300, 301)
-    for bidirectional in (True, False):
-        got = _as_tensor("t5_bucket", _call("t5_bucket", fn, r, bidirectional, num_buckets,
-                                            max_distance), r.shape)
-        expected = relative.t5_bucket(r, bidirectional, num_buckets, max_distance)
-        flipped = ("past and future are on the wrong sides: keys to the right "
-                   "(key minus query > 0) take the upper half of the buckets "
-                   "(or relative_position was taken as query minus key)."
-                   if bidirectional else
-                   "relative_position is query minus key here; T5 uses key minus "
-                   "query (memory_position - query_position).")
-        mistakes = {
-            flipped: relative.t5_bucket(-r, bidirectional, num_buckets, max_distance),
-            "the far buckets are not clamped: distances beyond max_distance must "
-            "all share the last bucket.": _t5_unclamped(r, bidirectional, num_buckets,
-                                                        max_distance),
-            "the exact buckets end at N/4; they cover distances below N/2 (N the "
-            "buckets per direction).": _t5_exact(r, bidirectional, num_buckets,
-                                                 max_distance, 4),
-        }
-        report = _compare(f"t5_bucket(bidirectional={bidirectional})", got, expected,
-                          mistakes, atol=0, what="relative.t5_bucket")
-        if not report.passed:
-            return report
-    return Report(True, "t5_bucket matches relative.t5_bucket for relative positions "
-                        "-300..300, bidirectional and causal.")
+    cases = list(dict.fromkeys(((num_buckets, max_distance),) + _T5_CASES))
+    for n, d in cases:
+        for bidirectional in (True, False):
+            got = _as_tensor("t5_bucket", _call("t5_bucket", fn, r, bidirectional, n, d),
+                             r.shape)
+            _integer_labels("t5_bucket", got)
+            report = _check_t5_once(got, r, bidirectional, n, d)
+            if not report.passed:
+                return report
+    shown = ", ".join(f"({n}, {d})" for n, d in cases)
+    return Report(True, f"t5_bucket matches relative.t5_bucket for relative positions "
+                        f"-300..300, bidirectional and causal, (num_buckets, "
+                        f"max_distance) = {shown}.")
+
+
+def _check_t5_once(got, r, bidirectional, num_buckets, max_distance) -> Report:
+    expected = relative.t5_bucket(r, bidirectional, num_buckets, max_distance)
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+
+    def other(n, d):
+        """T5's buckets at another setting, or None where T5's rule rejects it."""
+        try:
+            return relative.t5_bucket(r, bidirectional, n, d)
+        except ValueError:
+            return None
+
+    flipped = ("past and future are on the wrong sides: keys to the right "
+               "(key minus query > 0) take the upper half of the buckets "
+               "(or relative_position was taken as query minus key)."
+               if bidirectional else
+               "relative_position is query minus key here; T5 uses key minus "
+               "query (memory_position - query_position).")
+    mistakes = {
+        flipped: relative.t5_bucket(-r, bidirectional, num_buckets, max_distance),
+        "the far buckets are not clamped: distances beyond max_distance must "
+        "all share the last bucket.": _t5_unclamped(r, bidirectional, num_buckets,
+                                                    max_distance),
+    }
+    if per_direction >= 4 and max_distance > per_direction // 4:
+        mistakes["the exact buckets end at N/4; they cover distances below N/2 (N the "
+                 "buckets per direction)."] = _t5_exact(r, bidirectional, num_buckets,
+                                                       max_distance, 4)
+    if (num_buckets, max_distance) != (32, 128):
+        mistakes[f"num_buckets and max_distance are ignored: these are T5's 32 and "
+                 f"128, not the {num_buckets} and {max_distance} asked for."] = \
+            other(32, 128)
+        if num_buckets != 32:
+            mistakes[f"num_buckets is ignored (32 used, {num_buckets} asked for)."] = \
+                other(32, max_distance)
+        if max_distance != 128:
+            mistakes[f"max_distance is ignored (128 used, {max_distance} asked for)."] \
+                = other(num_buckets, 128)
+    mistakes = {k: v for k, v in mistakes.items() if v is not None}
+    return _compare(f"t5_bucket(bidirectional={bidirectional}, num_buckets="
+                    f"{num_buckets}, max_distance={max_distance})", got, expected,
+                    mistakes, atol=0, what="relative.t5_bucket")
 
 
 def _t5_exact(r, bidirectional, num_buckets, max_distance, divisor, clamp=True):
@@ -259,31 +361,83 @@ def _t5_unclamped(r, bidirectional, num_buckets, max_distance):
 def check_shaw_labels(fn: Callable, *, max_relative_position: int = 4) -> Report:
     """Grade ``fn(relative_position, max_relative_position)``: Shaw et al.'s row labels.
 
-    Reference :func:`posenc_lib.relative.shaw_labels`; named mistakes: no
-    shift by ``κ`` (negative labels), no clipping, and query minus key.
+    Reference :func:`posenc_lib.relative.shaw_labels`, for ``κ`` the given one
+    and 0, 1, 7, on the relative positions of 12 tokens and on seeded random
+    ones in -50..50; labels must be integers (they index an ``nn.Embedding``).
+    Named mistakes: no shift by ``κ`` (negative labels), no clipping, query
+    minus key, and ``κ`` ignored.
     """
-    r = relative.relative_positions(12)
-    k = max_relative_position
-    got = _as_tensor("shaw_labels", _call("shaw_labels", fn, r, k), r.shape)
-    expected = relative.shaw_labels(r, k)
-    mistakes = {
-        "the labels are not shifted by κ: clip(j - i, -κ, κ) runs from -κ to κ, "
-        "and rows of a table are 0..2κ.": r.clamp(-k, k),
-        "the distances are not clipped: everything beyond κ must share label 0 "
-        "or 2κ.": r + k,
-        "the sign is flipped: the label of key j for query i uses j - i.":
-            relative.shaw_labels(-r, k),
-    }
-    return _compare("shaw_labels", got, expected, mistakes, atol=0,
-                    what="relative.shaw_labels")
+    gen = torch.Generator().manual_seed(0)
+    inputs = (relative.relative_positions(12), torch.randint(-50, 51, (5, 7),
+                                                             generator=gen))
+    ks = list(dict.fromkeys((max_relative_position, 0, 1, 7)))
+    for k in ks:
+        for r in inputs:
+            name = f"shaw_labels(..., {k})"
+            got = _as_tensor(name, _call("shaw_labels", fn, r.clone(), k), r.shape)
+            _integer_labels(name, got)
+            expected = relative.shaw_labels(r, k)
+            mistakes = {
+                "the labels are not shifted by κ: clip(j - i, -κ, κ) runs from -κ to "
+                "κ, and rows of a table are 0..2κ.": r.clamp(-k, k),
+                "the distances are not clipped: everything beyond κ must share label "
+                "0 or 2κ.": r + k,
+                "the sign is flipped: the label of key j for query i uses j - i.":
+                    relative.shaw_labels(-r, k),
+            }
+            if k != max_relative_position:
+                mistakes[f"max_relative_position is ignored ({max_relative_position} "
+                         f"used, {k} asked for)."] = relative.shaw_labels(
+                    r, max_relative_position)
+            report = _compare(name, got, expected, mistakes, atol=0,
+                              what="relative.shaw_labels")
+            if not report.passed:
+                return report
+    return Report(True, f"shaw_labels matches relative.shaw_labels for κ in "
+                        f"{', '.join(map(str, ks))}, on 12 tokens and on random "
+                        f"relative positions in -50..50, with integer labels.")
 
 
 # -- chapter 4 -----------------------------------------------------------------------
 
+#: Hints for exercise 4.1, which is written without the library: what to change
+#: in one's own code, per finding of :func:`~posenc_lib.diagnose.diagnose_rope`.
+_ROPE_HINTS = {
+    "positions-ignored": "compute the angles from the positions argument "
+                         "(positions.float()[:, None] * inv_freq), not from "
+                         "torch.arange(seq_len).",
+    "layout": "pair i is features (2i, 2i + 1): a = x[..., 0::2], b = x[..., 1::2], "
+              "and the rotated pairs go back in that order "
+              "(torch.stack([a', b'], -1).flatten(-2)).",
+    "cos-sin-swapped": "cos multiplies a feature itself and sin its partner: "
+                       "(a, b) -> (a cos - b sin, b cos + a sin).",
+    "rotation-reversed": "(a, b) -> (a cos - b sin, b cos + a sin): the sin term "
+                         "of a is subtracted, that of b added.",
+    "position-offset": "rotate by the positions as given: position 0 must leave x "
+                       "unchanged.",
+    "frequency-reversed": "pair 0 turns fastest: inv_freq[i] = 10000 ** (-2i / 64) "
+                          "for i = 0, 1, ..., 31, in that order.",
+    "frequency-exponent": "inv_freq[i] = 10000 ** (-2i / 64) for i = 0..31, divided "
+                          "as floats (torch.arange(0, 64, 2).float() / 64; integer "
+                          "// gives 0).",
+    "base": "the exercise fixes the base: 10000, in 10000 ** (-2i / 64).",
+    "scaling": "plain RoPE: inv_freq[i] = 10000 ** (-2i / 64), nothing rescaled.",
+    "attention-factor": "a rotation keeps lengths: multiply by cos and sin only.",
+    "positions-precision": "compute inv_freq and the angles in float32 "
+                           "(positions.float()), never in bfloat16 or float16.",
+    "partial-rotary": "rotate all 64 features (32 pairs).",
+}
+
+
 @_graded
 def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0) -> Report:
     """Grade ``fn(x, positions)``: RoPE in the interleaved layout, with ``dim`` and
-    ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`."""
+    ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`.
+
+    The findings and their evidence are diagnose's; the fixes are replaced by
+    hints in terms of the reader's own code (``_ROPE_HINTS``), since the
+    exercise is written without the library and fixes ``base``.
+    """
     try:
         result = diagnose_rope(fn, dim=dim, base=base, layout="interleaved")
     except ValueError as error:
@@ -294,8 +448,13 @@ def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0
         return Report(False, str(error))
     if result.ok:
         return Report(True, f"diagnose_rope finds nothing wrong: {result.explanation}")
+    evidence = " ".join(line.split(" Fix:")[0] for line in
+                        result.explanation.split("\n")
+                        if not line.startswith("The rest was not fitted"))
+    hints = [f"{code}: {_ROPE_HINTS[code]}" for code in result.findings
+             if code in _ROPE_HINTS]
     return Report(False, f"diagnose_rope finds {', '.join(result.findings)}. "
-                         f"{result.explanation}")
+                         f"{evidence}" + (" Hint: " + " ".join(hints) if hints else ""))
 
 
 @_graded
@@ -305,9 +464,22 @@ def check_layout_conversion(fn: Callable, *, n_heads: int = 2, head_dim: int = 1
 
     Checked on the scores themselves: seeded random weights and inputs,
     ``apply_rope(x @ W.T, layout="interleaved")`` against
-    ``apply_rope(x @ fn(W).T, layout="half")`` per head. Named mistakes: the
+    ``apply_rope(x @ fn(W).T, layout="half")`` per head, for the given
+    ``(n_heads, head_dim)`` and for (3, 8) and (1, 32). Named mistakes: the
     inverse permutation, and one permutation over all rows instead of per head.
     """
+    shapes = list(dict.fromkeys(((n_heads, head_dim), (3, 8), (1, 32))))
+    for heads, size in shapes:
+        report = _check_layout_once(fn, heads, size)
+        if not report.passed:
+            return report
+    shown = ", ".join(f"{h} x {d}" for h, d in shapes)
+    return Report(True, f"half-layout RoPE on the converted weights gives the "
+                        f"interleaved scores of the original ones, for every head "
+                        f"(heads x head_dim = {shown}).")
+
+
+def _check_layout_once(fn, n_heads, head_dim) -> Report:
     gen = torch.Generator().manual_seed(0)
     d_model, seq = 24, 10
     w_q = torch.randn(n_heads * head_dim, d_model, generator=gen, dtype=torch.float64)
@@ -328,8 +500,7 @@ def check_layout_conversion(fn: Callable, *, n_heads: int = 2, head_dim: int = 1
     wanted = scores(w_q, w_k, "interleaved")
     got = scores(new_q, new_k, "half")
     if torch.allclose(got, wanted, atol=1e-9):
-        return Report(True, "half-layout RoPE on the converted weights gives the "
-                            "interleaved scores of the original ones, for every head.")
+        return Report(True, "")
     perm = rope.layout_permutation(head_dim)
     inverse = torch.argsort(perm)
     per_head = w_q.reshape(n_heads, head_dim, -1)
@@ -345,8 +516,8 @@ def check_layout_conversion(fn: Callable, *, n_heads: int = 2, head_dim: int = 1
     if torch.allclose(new_q, w_q):
         return Report(False, "to_half_layout returns the weight unchanged.")
     error = float((got - wanted).abs().max())
-    return Report(False, f"the scores differ from the interleaved ones by up to "
-                         f"{error:.3g}.")
+    return Report(False, f"with {n_heads} heads of {head_dim} features the scores "
+                         f"differ from the interleaved ones by up to {error:.3g}.")
 
 
 # -- chapter 5 -----------------------------------------------------------------------
@@ -388,7 +559,16 @@ def check_axial_inv_freq(fn: Callable, *, base: float = 10000.0) -> Report:
     ladder over the whole head (``rope.inv_freq(dim)``), and each axis's
     ladder spaced over the whole head.
     """
-    axis = multidim.mrope_axis_map([4, 6, 6])
+    for sections in ([4, 6, 6], [2, 1, 5]):
+        for b in dict.fromkeys((base, 500000.0)):
+            report = _check_axial_once(fn, multidim.mrope_axis_map(sections), b)
+            if not report.passed:
+                return report
+    return Report(True, f"axial_frequencies matches multidim.axial_inv_freq for the "
+                        f"maps of [4, 6, 6] and [2, 1, 5], bases {base:g} and 500000.")
+
+
+def _check_axial_once(fn, axis, base) -> Report:
     got = _as_tensor("axial_frequencies", _call("axial_frequencies", fn, axis.clone(),
                                                  base), axis.shape)
     expected = multidim.axial_inv_freq(axis, base, dtype=torch.float64)
@@ -404,8 +584,11 @@ def check_axial_inv_freq(fn: Callable, *, base: float = 10000.0) -> Report:
         "each axis restarts at θ = 1 but its ladder is spaced over the whole head "
         "(base^(-2k/dim)); it must span 1 .. base over the axis's own pairs.": spaced,
     }
-    return _compare("axial_frequencies", got, expected, mistakes, atol=1e-7,
-                    what="multidim.axial_inv_freq")
+    if base != 10000.0:
+        mistakes["the base argument is ignored (10000 used)."] = \
+            multidim.axial_inv_freq(axis, 10000.0, dtype=torch.float64)
+    return _compare(f"axial_frequencies(..., {base:g})", got, expected, mistakes,
+                    atol=1e-7 * float(expected.abs().max()), what="multidim.axial_inv_freq")
 
 
 # -- chapter 6 -----------------------------------------------------------------------
@@ -449,6 +632,19 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
     """Grade ``fn(dim, base, factor, original_max_position_embeddings)``: YaRN's
     ``inv_freq``, by :func:`posenc_lib.diagnose.diagnose_inv_freq` against the
     config transformers would read (``beta_fast=32``, ``beta_slow=1``)."""
+    settings = list(dict.fromkeys(((dim, base, factor, original_max_position_embeddings),
+                                   (64, 500000.0, 4.0, 2048))))
+    for setting in settings:
+        report = _check_yarn_once(fn, *setting)
+        if not report.passed:
+            return report
+    shown = ", ".join(f"({d}, {b:g}, {f:g}, {n})" for d, b, f, n in settings)
+    return Report(True, f"diagnose_inv_freq: inv_freq matches the config within "
+                        f"float32 rounding at (dim, base, factor, "
+                        f"original_max_position_embeddings) = {shown}.")
+
+
+def _check_yarn_once(fn, dim, base, factor, original_max_position_embeddings) -> Report:
     got = _as_tensor("yarn_inv_freq", _call("yarn_inv_freq", fn, dim, base, factor,
                                             original_max_position_embeddings), (dim // 2,))
     config = {"rope_theta": base, "head_dim": dim, "hidden_size": dim,
@@ -459,6 +655,76 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
                                    original_max_position_embeddings}}
     result = diagnose_inv_freq(got.to(torch.float64), config)
     if result.ok:
-        return Report(True, f"diagnose_inv_freq: {result.explanation}")
+        return Report(True, result.explanation)
     return Report(False, f"diagnose_inv_freq finds {', '.join(result.findings)}. "
                          f"{result.explanation}")
+
+
+# -- predict, then check ----------------------------------------------------------------
+
+def _sinusoid_question():
+    table = absolute.sinusoidal_encoding(64, 64, 10000.0, dtype=torch.float64)
+    at12, at11 = float(table[20] @ table[32]), float(table[20] @ table[31])
+    return at12 > at11, (f"PE(p)·PE(p + 12) = {at12:.4f} and PE(p)·PE(p + 11) = "
+                         f"{at11:.4f} (d = 64, base 10000, any p): the similarity "
+                         f"ripples as k grows, it does not fall steadily.")
+
+
+def _t5_question():
+    r = torch.arange(0, 200)
+    buckets = relative.t5_bucket(r, True, 32, 128)
+
+    def span(b):
+        members = r[buckets == b]
+        return f"+{int(members.min())}..+{int(members.max())}"
+
+    b20, b23 = int(buckets[20]), int(buckets[23])
+    return b20 == b23, (f"+20 is in bucket {b20} ({span(b20)}) and +23 in bucket "
+                        f"{b23} ({span(b23)}), with 32 buckets, max_distance 128, "
+                        f"bidirectional: past distance 8 the buckets widen "
+                        f"logarithmically.")
+
+
+def _rope_question():
+    theta = 10000.0 ** (-126 / 128)
+    turns = theta * 4096 / (2 * math.pi)
+    return turns >= 1, (f"the slowest pair of a 128-feature head with base 10000 turns "
+                        f"θ_63 = 10000^(-126/128) = {theta:.4g} rad per position, "
+                        f"{turns:.3f} of a turn in 4096 positions: its angle never "
+                        f"wraps, so it can tell every such position apart, slowly.")
+
+
+#: The predict-then-check questions, each ``(question, truth)`` where ``truth()``
+#: returns the answer and the numbers behind it.
+PREDICTIONS = {
+    "2.3": ("Is the similarity PE(p)·PE(p + k) of the sinusoidal table larger at "
+            "k = 12 than at k = 11?", _sinusoid_question),
+    "3.3": ("Do relative positions +20 and +23 share a T5 bucket (32 buckets, "
+            "max_distance 128, bidirectional)?", _t5_question),
+    "4.3": ("Does the slowest pair of a 128-feature RoPE head with base 10000 complete "
+            "a full turn within 4096 positions?", _rope_question),
+}
+
+
+@_graded
+def check_prediction(question: str, fn: Callable) -> Report:
+    """Grade ``fn() -> bool``, a prediction for one of :data:`PREDICTIONS`.
+
+    The truth is computed here (the library's table, buckets or frequency), and
+    the report gives the numbers behind it whether the prediction was right
+    or not.
+
+    Raises:
+        ValueError: for a ``question`` not in :data:`PREDICTIONS`.
+    """
+    if question not in PREDICTIONS:
+        raise ValueError(f"question must be one of {sorted(PREDICTIONS)}, got "
+                         f"{question!r}")
+    answer = _call("predict", fn)
+    if not isinstance(answer, bool):
+        return Report(False, f"predict() must return True or False, got "
+                             f"{type(answer).__name__} {answer!r}.")
+    truth, numbers = PREDICTIONS[question][1]()
+    if answer == truth:
+        return Report(True, f"your prediction ({answer}) is right: {numbers}")
+    return Report(False, f"your prediction ({answer}) is not what happens: {numbers}")

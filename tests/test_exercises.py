@@ -181,3 +181,214 @@ def test_chapter_ends_with_graded_exercises(chapter):
             # ruff formats the notebooks to the book's 88-character column
             assert all(len(line) <= 88 for line in source.splitlines())
             exec(compile(source.replace("print(", "str("), str(path), "exec"), namespace)
+
+
+# -- graders vary their arguments ------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LIBRARY_CALL = r"(posenc_lib|absolute\.|rope\.\w|scaling\.|rope_theta)"
+
+
+def sinusoidal_stacked(n, dim, base):
+    """The table written another way: sin and cos stacked, then flattened."""
+    p = torch.arange(n, dtype=torch.float64)[:, None]
+    w = torch.exp(-math.log(base) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.stack([torch.sin(p * w), torch.cos(p * w)], -1).flatten(1)
+
+
+def shift_complex(k, dim, base):
+    """M_k from the complex form: sin/cos pairs rotate by e^{-i k w}."""
+    w = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    z = torch.exp(-1j * k * w)
+    m = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor(
+            [[z[i].real, -z[i].imag], [z[i].imag, z[i].real]])
+    return m
+
+
+def t5_written(r, bidirectional=True, num_buckets=32, max_distance=128):
+    """T5's bucket, written as in the chapter's solution (float32 logarithm)."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    out = (r > 0).long() * n if bidirectional else torch.zeros_like(r)
+    distance = r.abs() if bidirectional else (-r).clamp_min(0)
+    exact = n // 2
+    steps = torch.log(distance.float() / exact) / math.log(max_distance / exact)
+    large = (exact + (steps * (n - exact)).long()).clamp_max(n - 1)
+    return out + torch.where(distance < exact, distance, large)
+
+
+def test_graders_reject_answers_that_ignore_an_argument():
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, d, 10000.0))
+    assert not report.passed and "base argument is ignored" in report.message
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal_stacked(n, d, b) * 0
+                                        + sinusoidal(n, d, b) if b == 1e4 else
+                                        sinusoidal(n, d, b ** 0.5))
+    assert not report.passed and "exponent i/d" in report.message
+    report = exercises.check_shift_matrix(lambda k, d, b: shift(k, d, 10000.0))
+    assert not report.passed and "base argument is ignored" in report.message
+    report = exercises.check_shift_matrix(lambda k, d, b: shift(abs(k), d, b))
+    assert not report.passed and "abs(k)" in report.message
+    report = exercises.check_t5_bucket(lambda r, bi, n, d: relative.t5_bucket(r, bi))
+    assert not report.passed and "are ignored" in report.message
+    report = exercises.check_t5_bucket(lambda r, bi, n, d: relative.t5_bucket(r, bi, n))
+    assert not report.passed and "max_distance is ignored" in report.message
+    report = exercises.check_shaw_labels(lambda r, k: r.clamp(-4, 4) + 4)
+    assert not report.passed and "max_relative_position is ignored" in report.message
+
+
+def test_graders_reject_wrong_types():
+    report = exercises.check_shaw_labels(lambda r, k: (r.clamp(-k, k) + k).float())
+    assert not report.passed and "nn.Embedding" in report.message
+    report = exercises.check_t5_bucket(lambda r, bi, n, d: relative.t5_bucket(
+        r, bi, n, d).double())
+    assert not report.passed and "integer" in report.message
+
+
+def test_integer_division_sinusoid_is_named_without_the_library():
+    def intdiv(n, d, b):
+        p = torch.arange(n, dtype=torch.float64)[:, None]
+        w = b ** -(torch.arange(0, d, 2) // d).double()
+        return torch.stack([torch.sin(p * w), torch.cos(p * w)], -1).flatten(1)
+
+    report = exercises.check_sinusoidal(intdiv)
+    assert not report.passed and "integer division" in report.message
+
+
+WRONG_TABLES = [
+    lambda n, d, b: sinusoidal(n, d, b)[:, [j ^ 1 for j in range(d)]],
+    _sin_halves, lambda n, d, b: sinusoidal(n, d, b ** 0.5),
+    lambda n, d, b: sinusoidal(n, d, 10000.0), lambda n, d, b: sinusoidal(n, d, b) * 2]
+
+
+@pytest.mark.parametrize("answer", WRONG_TABLES)
+def test_chapter_2_hints_name_no_library_call(answer):
+    import re
+    report = exercises.check_sinusoidal(answer)
+    assert not report.passed and not re.search(LIBRARY_CALL, report.message), \
+        report.message
+    report = exercises.check_shift_matrix(lambda k, d, b: shift(k, d, b).T)
+    assert not re.search(LIBRARY_CALL, report.message), report.message
+
+
+def _rope_answer(inv_of, *, positions=lambda p, x: p, swap=False):
+    def fn(x, positions_):
+        inv = inv_of()
+        t = positions(positions_, x).float()
+        angles = t[:, None] * inv
+        c, s = angles.cos(), angles.sin()
+        if swap:
+            c, s = s, c
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2)
+    return fn
+
+
+def _inv(denominator=64, step=None):
+    i = torch.arange(0, 64, 2)
+    exponent = (i // 64).float() if step == "int" else i.float() / denominator
+    return 1.0 / 10000.0 ** exponent
+
+
+ROPE_WRONG = [
+    ("integer division", _rope_answer(lambda: _inv(step="int")), "frequency-exponent"),
+    ("hidden_size", _rope_answer(lambda: _inv(4096)), "frequency-exponent"),
+    ("reversed ladder", _rope_answer(lambda: _inv().flip(0)), "frequency-reversed"),
+    ("offset", _rope_answer(_inv, positions=lambda p, x: p + 1), "position-offset"),
+    ("ignored", _rope_answer(_inv, positions=lambda p, x: torch.arange(x.shape[1])),
+     "positions-ignored"),
+    ("swapped", _rope_answer(_inv, swap=True), "cos-sin-swapped"),
+    ("base", _rope_answer(lambda: 1.0 / 500000.0 ** (torch.arange(0, 64, 2) / 64)),
+     "base"),
+    ("half layout", lambda x, p: rope.apply_rope(x, p, rope.inv_freq(
+        64, dtype=torch.float32)), "layout"),
+]
+
+
+@pytest.mark.parametrize("name, answer, code", ROPE_WRONG, ids=[w[0] for w in ROPE_WRONG])
+def test_exercise_4_1_names_the_bug_with_a_hint_in_the_readers_terms(name, answer, code):
+    import re
+    report = exercises.check_rope_interleaved(answer)
+    assert not report.passed and f"finds {code}" in report.message, report.message
+    assert "Hint: " in report.message
+    assert not re.search(LIBRARY_CALL, report.message), report.message
+    assert "Fix:" not in report.message
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 40), half=st.integers(1, 12),
+       base=st.floats(2.0, 1e7, allow_nan=False))
+def test_sinusoidal_grader_at_drawn_arguments(n, half, base):
+    dim = 2 * half
+    assert exercises.check_sinusoidal(sinusoidal_stacked, n_positions=n, dim=dim,
+                                      base=base).passed
+    assert not exercises.check_sinusoidal(lambda n_, d, b: sinusoidal(n_, d, b) + 1e-3,
+                                          n_positions=n, dim=dim, base=base).passed
+
+
+@settings(max_examples=10, deadline=None)
+@given(half=st.integers(1, 10), base=st.floats(10.0, 1e7, allow_nan=False))
+def test_shift_grader_at_drawn_arguments(half, base):
+    assert exercises.check_shift_matrix(shift_complex, dim=2 * half, base=base).passed
+    report = exercises.check_shift_matrix(lambda k, d, b: shift_complex(abs(k), d, b),
+                                          dim=2 * half, base=base)
+    assert not report.passed and "abs(k)" in report.message
+
+
+@settings(max_examples=15, deadline=None)
+@given(quarter=st.integers(1, 16), extra=st.integers(1, 300))
+def test_t5_grader_at_drawn_arguments(quarter, extra):
+    num_buckets = 4 * quarter
+    max_distance = 2 * quarter + extra    # beyond the exact range (causal: N/2)
+    assert exercises.check_t5_bucket(t5_written, num_buckets=num_buckets,
+                                     max_distance=max_distance).passed
+    report = exercises.check_t5_bucket(lambda r, bi, n, d: t5_written(r, bi),
+                                       num_buckets=num_buckets,
+                                       max_distance=max_distance)
+    assert not report.passed
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.integers(0, 60))
+def test_shaw_grader_at_drawn_arguments(k):
+    assert exercises.check_shaw_labels(lambda r, k_: torch.where(
+        r.abs() > k_, torch.sign(r) * k_, r) + k_, max_relative_position=k).passed
+    assert not exercises.check_shaw_labels(lambda r, k_: r.clamp(-k_, k_) + k_ + 1,
+                                           max_relative_position=k).passed
+
+
+def test_other_graders_vary_their_arguments():
+    report = exercises.check_axial_inv_freq(
+        lambda a, b: multidim.axial_inv_freq(a, 10000.0))
+    assert not report.passed and "base argument is ignored" in report.message
+    report = exercises.check_yarn_inv_freq(lambda d, b, f, n: yarn(128, 1e4, 8.0, 4096)[
+        :d // 2])
+    assert not report.passed
+    report = exercises.check_layout_conversion(lambda w, h: w.reshape(2, -1, w.shape[1])[
+        :, rope.layout_permutation(w.shape[0] // 2)].reshape(w.shape))
+    assert not report.passed
+
+
+def test_predictions_are_graded_against_independent_truths():
+    """The truths, computed here another way: the sinusoidal similarity is
+    sum_i cos(k w_i) (times 1, per pair); T5's buckets from the written
+    bucket function; the slowest RoPE pair's angle at 4096 positions."""
+    w = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    truths = {
+        "2.3": bool(torch.cos(12 * w).sum() > torch.cos(11 * w).sum()),
+        "3.3": bool(t5_written(torch.tensor([20]))[0] == t5_written(torch.tensor([23]))[0]),
+        "4.3": 10000.0 ** (-126 / 128) * 4096 >= 2 * math.pi,
+    }
+    assert set(truths) == set(exercises.PREDICTIONS)
+    for question, truth in truths.items():
+        right = exercises.check_prediction(question, lambda t=truth: t)
+        wrong = exercises.check_prediction(question, lambda t=truth: not t)
+        assert right.passed and not wrong.passed, (right, wrong)
+        assert "not what happens" in wrong.message
+        report = exercises.check_prediction(question, lambda: "yes")
+        assert not report.passed and "True or False" in report.message
+        assert "not written yet" in exercises.check_prediction(question, starter).message
+    with pytest.raises(ValueError, match="^question"):
+        exercises.check_prediction("9.9", lambda: True)
