@@ -472,7 +472,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "        half = max(half, seed_half)\n", "",
        ["07_experiment"], "a clustered interval narrower than its own seed component"),
     _m("holm-levels-nominal", "experiment.py",
-       "            levels[i] = 1 - alpha / (m - k)\n", "            levels[i] = 1 - alpha\n",
+       "            stop = 1 - alpha / (m - k) if stop is None else stop\n",
+       "            stop = 1 - alpha if stop is None else stop\n",
        ["07_experiment"], "intervals beside Holm's verdicts printed at the unadjusted "
        "level, so an interval can exclude 0 beside 'not distinguishable'"),
     _m("xpos-scale-base-default", "experiment.py",
