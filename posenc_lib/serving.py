@@ -466,9 +466,11 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``max_num_batched_tokens = scheduled_tokens`` (1 while decoding): full
     layers ``ceil(length / block)`` blocks, sliding ones
     ``ceil(min(window - 1 + scheduled, length) / block) + 1``, chunked ones
-    ``ceil(min(chunk + scheduled, length) / block)``. Not modelled: the page
-    padding of vLLM's hybrid allocator, and its Mamba/linear-attention state
-    (``fixed_state`` is ``None``).
+    ``ceil(min(chunk + scheduled, length) / block)``. This is vLLM's hybrid KV
+    cache manager (its default); with it disabled, vLLM allocates sliding
+    layers like full ones (``FullAttentionSpec``'s docstring). Not modelled:
+    the page padding of the hybrid allocator, and vLLM's Mamba and
+    linear-attention state (``fixed_state`` is ``None``).
 
     Args:
         config: a parsed ``config.json``.

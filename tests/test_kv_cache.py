@@ -38,6 +38,10 @@ FAMILIES = {
     "qwen2 sliding": {"model_type": "qwen2", "use_sliding_window": True,
                       "sliding_window": 4, "max_window_layers": 3},
     "mistral": {"model_type": "mistral", "sliding_window": 4},
+    # classes without layer_types: DynamicCache slides on every layer
+    "phi3 sliding": {"model_type": "phi3", "sliding_window": 4},
+    "qwen2_moe sliding": {"model_type": "qwen2_moe", **MOE, "use_sliding_window": True,
+                          "sliding_window": 4, "max_window_layers": 3},
     "gemma2": {"model_type": "gemma2", "sliding_window": 4},
     "gemma3": {"model_type": "gemma3_text", "sliding_window": 4},
     "gemma without head_dim": {"model_type": "gemma", "head_dim": None},
