@@ -556,14 +556,25 @@ def _verdict(report: dict) -> str:
                 f"retrieves there")
     else:
         factor = f" x{report['factor']:g}" if report["factor"] else ""
-        head = (f"supported up to {n:,} tokens ({report['method']}{factor} from "
-                f"L = {train:,}); beyond, needs a larger factor or another method, "
-                f"and the engine must apply this one as configured")
+        source = (f"{report['method']}{factor} from L = {train:,}"
+                  if report["extended_length"] else
+                  f"max_position_embeddings, with {report['method']}{factor}")
+        head = (f"supported up to {n:,} tokens ({source}); beyond, needs a larger "
+                f"factor or another method, and the engine must apply this one as "
+                f"configured")
     cache = report.get("kv_cache")
     if cache and cache["length"] == n:
         head += (f". KV cache {cache['bytes_at_length'] / 2**30:,.4g} GiB per "
                  f"sequence at {n:,} tokens ({cache['engine']})")
     return head
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in KiB, MiB or GiB, four significant digits."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.4g} {unit}"
+    return f"{n / 1024:,.4g} KiB"
 
 
 def _engine_needs(config: Mapping, report: dict) -> list[str]:
@@ -587,9 +598,9 @@ def _engine_needs(config: Mapping, report: dict) -> list[str]:
                    f"speculative decoding caches their keys and values too{extra}")
     if cache and cache.get("fixed_state"):
         state = cache["fixed_state"]
-        out.append(f"fixed state of layers without KV: {state['bytes'] / 1024:,.4g} "
-                   f"KiB per sequence at any length ({state['what']}); an engine must "
-                   f"keep and update it per request")
+        out.append(f"keep the fixed state of layers without KV, "
+                   f"{_size(state['bytes'])} per sequence at any length, and update "
+                   f"it per request: {state['what']}")
     elif cache and any(not info["kv"] for info in cache["by_layer_type"].values()):
         out.append("layers without KV (linear attention, convolution or Mamba) keep a "
                    "fixed state per request, not sized here for this engine")
@@ -744,8 +755,8 @@ def _serving_rows(report: dict, row) -> None:
                          if cache["engine"] == "vllm" else ""))
         if cache.get("fixed_state"):
             state = cache["fixed_state"]
-            row("", f"plus a fixed state of {state['bytes'] / 1024:,.4g} KiB per "
-                    f"sequence: {state['what']}")
+            row("", f"plus a fixed state of {_size(state['bytes'])} per sequence: "
+                    f"{state['what']}")
     elif "kv_cache" in report:
         row("KV cache", "needs num_hidden_layers, which the config omits")
     if report.get("serving_verdict"):

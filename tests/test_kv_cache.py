@@ -307,6 +307,7 @@ def test_engine_needs_sinks_and_state():
     lfm = inspect.inspect_config(inspect.model_config("lfm2-1.2b"))
     [state] = lfm["engine_needs"]
     assert "192 KiB per sequence" in state  # 16 layers x 2048 x 3 x 2 bytes
+    assert state.startswith("keep the fixed state of layers without KV")
     plain = inspect.inspect_config(inspect.model_config("qwen3-8b"))
     assert plain["engine_needs"] == []
 
@@ -362,3 +363,19 @@ def test_full_scale_figures():
     # 12 full (NoPE) layers keep every token, 36 chunked ones 8,191
     assert scout["bytes_at_length"] == per_layer * (12 * 10_485_760 + 36 * 8191)
     assert 481 < scout["bytes_at_length"] / 2**30 < 481.2
+
+
+def test_verdict_names_the_extension():
+    yarn = inspect.inspect_config(inspect.model_config("qwen2.5-7b-instruct-yarn"))
+    assert yarn["serving_verdict"].startswith(
+        "supported up to 131,072 tokens (YaRN x4 from L = 32,768); beyond, needs a "
+        "larger factor")
+    linear = {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "max_position_embeddings": 131072,
+              "rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    assert inspect.inspect_config(linear)["serving_verdict"].startswith(
+        "supported up to 131,072 tokens (max_position_embeddings, with position "
+        "interpolation (PI) x8)")
+    dynamic = dict(linear, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    assert "dynamic NTK raises the base" in \
+        inspect.inspect_config(dynamic)["serving_verdict"]
