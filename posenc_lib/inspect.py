@@ -416,10 +416,12 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
 
     Args:
         config: a parsed ``config.json``.
-        target_length: length at which to look for pairs out of range and to
-            size the KV cache (default: the extended length of the config, or
-            else twice ``L`` for the pairs and ``max_position_embeddings``, the
-            length the config supports, for the cache).
+        target_length: length at which to look for pairs out of range and at
+            which to give the serving numbers (angle error, KV cache). Default:
+            the extended length of the config; without one, twice ``L`` for
+            the pairs (what extending would break) and
+            ``max_position_embeddings``, the length the config supports, for
+            the serving numbers.
         name: a label for the report.
         engine: whose KV-cache conventions to report (``"transformers"`` or
             ``"vllm"``, see :func:`posenc_lib.serving.kv_cache_bytes`).
@@ -528,14 +530,20 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
     with warnings.catch_warnings():  # reported once, by inspect_config
         warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
         short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
+    if kv_length != target:  # the serving numbers at the length served
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+            extended, _ = scaling.rope_from_config(config, seq_len=kv_length,
+                                                   dtype=torch.float64)
     configured = extended.shape == (rope.dim // 2,)  # proportional: only some turn
     return {"transformers_warnings": serving.transformers_warnings(config),
             "frequencies": serving.frequency_schedule(rope.rope_type, plain, short),
             "angle_error": serving.angle_errors(
-                rope.dim, rope.base, target,
+                rope.dim, rope.base, kv_length,
                 frequencies=extended if configured else None),
+            "angle_error_length": kv_length,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
-                                        f"{target:,} tokens" if configured
+                                        f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
             "kv_cache": serving.kv_cache_bytes(config, length=kv_length,
                                                engine=engine)}
@@ -734,7 +742,8 @@ def _serving_rows(report: dict, row) -> None:
                 f"run the short factors up to L, not the pre-trained frequencies")
     errors = report.get("angle_error")
     if errors:
-        row("angle error", f"max |cos, sin error| just below {report['target_length']:,}"
+        row("angle error", f"max |cos, sin error| just below "
+            f"{report['angle_error_length']:,}"
             f" ({report['angle_error_frequencies']}): " + ", ".join(
                 f"{name} angles " + ("overflow" if value is None else f"{value:.2g}")
                 for name, value in errors.items()))

@@ -290,6 +290,9 @@ def test_kv_at_the_supported_length_and_a_verdict():
               "num_nextn_predict_layers": 1}
     report = inspect.inspect_config(config)
     assert report["kv_cache"]["length"] == report["supported_length"] == 131072
+    assert report["angle_error_length"] == 131072  # pairs are probed at 2L
+    assert report["target_length"] == 262144
+    assert report["angle_error"] == serving.angle_errors(64, 1e6, 131072)
     assert report["kv_cache"]["bytes_at_length"] == 2 * 92 * 8 * 128 * 2 * 131072
     assert report["serving_verdict"].startswith(
         "supported up to 131,072 tokens (max_position_embeddings, no extension")
