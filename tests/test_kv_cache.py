@@ -382,3 +382,21 @@ def test_verdict_names_the_extension():
     dynamic = dict(linear, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
     assert "dynamic NTK raises the base" in \
         inspect.inspect_config(dynamic)["serving_verdict"]
+
+
+def test_vllm_fixed_state():
+    """vLLM's state shapes (MambaStateShapeCalculator, transcribed): a
+    convolution keeps kernel - 1 steps, only layers without attention keep
+    one, everything in the model's dtype."""
+    lfm = serving.kv_cache_bytes(inspect.model_config("lfm2-1.2b"), engine="vllm")
+    assert lfm["fixed_state"]["bytes"] == 10 * (3 - 1) * 2048 * 2  # 10 conv layers
+    qwen = serving.kv_cache_bytes(QWEN3_NEXT_80B, engine="vllm")
+    per = ((4 - 1) * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128) * 2
+    assert qwen["fixed_state"]["bytes"] == 36 * per
+    granite = family("granitemoehybrid")  # hidden 64, 2 heads, state 8, 4 Mamba
+    cache = serving.kv_cache_bytes(granite, engine="vllm")
+    conv = (4 - 1) * (2 * 64 + 2 * 1 * 8)
+    ssm = 2 * (2 * 64 // 2) * 8
+    assert cache["fixed_state"]["bytes"] == 4 * (conv + ssm) * 2
+    with pytest.raises(ValueError, match="engine must be one of"):
+        serving.fixed_state_bytes(granite, engine="tgi")
