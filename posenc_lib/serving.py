@@ -240,8 +240,9 @@ NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
 #: ``attention_chunk_size``), else every layer full (``DynamicCache.__init__`` in
 #: ``cache_utils.py``). ``tests/test_kv_cache.py`` checks the list.
 LAYER_TYPED = frozenset({
-    "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2", "llama4", "minimax", "ministral", "olmo3", "qwen2",
-    "qwen2_5_vl", "qwen2_vl", "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
+    "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2",
+    "llama4", "minimax", "ministral", "olmo3", "qwen2", "qwen2_5_vl", "qwen2_vl",
+    "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
 #: Models whose own cache class follows their layer types (transformers 4.57.6).
 HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
                  "granitemoehybrid": "HybridMambaAttentionDynamicCache"}
@@ -259,7 +260,8 @@ STATE_DEFAULTS = {
                          "mamba_d_conv": 4, "mamba_expand": 2},
 }
 #: vLLM's default tokens per KV-cache block (``CacheConfig.DEFAULT_BLOCK_SIZE``,
-#: ``vllm/config/cache.py`` at vllm-project/vllm@002f10e0cfa1373a19a0d2756598a34b700d20e5).
+#: ``vllm/config/cache.py`` at
+#: vllm-project/vllm@002f10e0cfa1373a19a0d2756598a34b700d20e5).
 VLLM_BLOCK_SIZE = 16
 #: Where the vLLM conventions below are transcribed from.
 VLLM_SOURCE = (
