@@ -217,7 +217,12 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
                                 f"{factor:.9g}")
             x = torch.zeros(1, dtype=torch.float32)
             with torch.no_grad():
-                cos, sin = module(x, positions[None])
+                try:
+                    cos, sin = module(x, positions[None])
+                except (IndexError, RuntimeError):  # M-RoPE: one row per axis
+                    cos, sin = module(x, positions.expand(3, 1, -1))
+            if cos.dim() == 4:  # (axis, batch, seq, dim): equal positions per axis
+                cos, sin = cos[0], sin[0]
             angles = positions.double()[:, None] * freq
             ref_cos = torch.cat([angles.cos()] * 2, -1) * factor
             ref_sin = torch.cat([angles.sin()] * 2, -1) * factor

@@ -416,10 +416,12 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
 
     Args:
         config: a parsed ``config.json``.
-        target_length: length at which to look for pairs out of range and to
-            size the KV cache (default: the extended length of the config, or
-            else twice ``L`` for the pairs and ``max_position_embeddings``, the
-            length the config supports, for the cache).
+        target_length: length at which to look for pairs out of range and at
+            which to give the serving numbers (angle error, KV cache). Default:
+            the extended length of the config; without one, twice ``L`` for
+            the pairs (what extending would break) and
+            ``max_position_embeddings``, the length the config supports, for
+            the serving numbers.
         name: a label for the report.
         engine: whose KV-cache conventions to report (``"transformers"`` or
             ``"vllm"``, see :func:`posenc_lib.serving.kv_cache_bytes`).
@@ -528,14 +530,20 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
     with warnings.catch_warnings():  # reported once, by inspect_config
         warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
         short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
+    if kv_length != target:  # the serving numbers at the length served
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+            extended, _ = scaling.rope_from_config(config, seq_len=kv_length,
+                                                   dtype=torch.float64)
     configured = extended.shape == (rope.dim // 2,)  # proportional: only some turn
     return {"transformers_warnings": serving.transformers_warnings(config),
             "frequencies": serving.frequency_schedule(rope.rope_type, plain, short),
             "angle_error": serving.angle_errors(
-                rope.dim, rope.base, target,
+                rope.dim, rope.base, kv_length,
                 frequencies=extended if configured else None),
+            "angle_error_length": kv_length,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
-                                        f"{target:,} tokens" if configured
+                                        f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
             "kv_cache": serving.kv_cache_bytes(config, length=kv_length,
                                                engine=engine)}
@@ -556,14 +564,25 @@ def _verdict(report: dict) -> str:
                 f"retrieves there")
     else:
         factor = f" x{report['factor']:g}" if report["factor"] else ""
-        head = (f"supported up to {n:,} tokens ({report['method']}{factor} from "
-                f"L = {train:,}); beyond, needs a larger factor or another method, "
-                f"and the engine must apply this one as configured")
+        source = (f"{report['method']}{factor} from L = {train:,}"
+                  if report["extended_length"] else
+                  f"max_position_embeddings, with {report['method']}{factor}")
+        head = (f"supported up to {n:,} tokens ({source}); beyond, needs a larger "
+                f"factor or another method, and the engine must apply this one as "
+                f"configured")
     cache = report.get("kv_cache")
     if cache and cache["length"] == n:
         head += (f". KV cache {cache['bytes_at_length'] / 2**30:,.4g} GiB per "
                  f"sequence at {n:,} tokens ({cache['engine']})")
     return head
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in KiB, MiB or GiB, four significant digits."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.4g} {unit}"
+    return f"{n / 1024:,.4g} KiB"
 
 
 def _engine_needs(config: Mapping, report: dict) -> list[str]:
@@ -587,9 +606,9 @@ def _engine_needs(config: Mapping, report: dict) -> list[str]:
                    f"speculative decoding caches their keys and values too{extra}")
     if cache and cache.get("fixed_state"):
         state = cache["fixed_state"]
-        out.append(f"fixed state of layers without KV: {state['bytes'] / 1024:,.4g} "
-                   f"KiB per sequence at any length ({state['what']}); an engine must "
-                   f"keep and update it per request")
+        out.append(f"keep the fixed state of layers without KV, "
+                   f"{_size(state['bytes'])} per sequence at any length, and update "
+                   f"it per request: {state['what']}")
     elif cache and any(not info["kv"] for info in cache["by_layer_type"].values()):
         out.append("layers without KV (linear attention, convolution or Mamba) keep a "
                    "fixed state per request, not sized here for this engine")
@@ -723,7 +742,8 @@ def _serving_rows(report: dict, row) -> None:
                 f"run the short factors up to L, not the pre-trained frequencies")
     errors = report.get("angle_error")
     if errors:
-        row("angle error", f"max |cos, sin error| just below {report['target_length']:,}"
+        row("angle error", f"max |cos, sin error| just below "
+            f"{report['angle_error_length']:,}"
             f" ({report['angle_error_frequencies']}): " + ", ".join(
                 f"{name} angles " + ("overflow" if value is None else f"{value:.2g}")
                 for name, value in errors.items()))
@@ -744,8 +764,8 @@ def _serving_rows(report: dict, row) -> None:
                          if cache["engine"] == "vllm" else ""))
         if cache.get("fixed_state"):
             state = cache["fixed_state"]
-            row("", f"plus a fixed state of {state['bytes'] / 1024:,.4g} KiB per "
-                    f"sequence: {state['what']}")
+            row("", f"plus a fixed state of {_size(state['bytes'])} per sequence: "
+                    f"{state['what']}")
     elif "kv_cache" in report:
         row("KV cache", "needs num_hidden_layers, which the config omits")
     if report.get("serving_verdict"):

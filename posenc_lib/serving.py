@@ -240,8 +240,9 @@ NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
 #: ``attention_chunk_size``), else every layer full (``DynamicCache.__init__`` in
 #: ``cache_utils.py``). ``tests/test_kv_cache.py`` checks the list.
 LAYER_TYPED = frozenset({
-    "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2", "llama4", "minimax", "ministral", "olmo3", "qwen2",
-    "qwen2_5_vl", "qwen2_vl", "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
+    "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2",
+    "llama4", "minimax", "ministral", "olmo3", "qwen2", "qwen2_5_vl", "qwen2_vl",
+    "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
 #: Models whose own cache class follows their layer types (transformers 4.57.6).
 HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
                  "granitemoehybrid": "HybridMambaAttentionDynamicCache"}
@@ -259,7 +260,8 @@ STATE_DEFAULTS = {
                          "mamba_d_conv": 4, "mamba_expand": 2},
 }
 #: vLLM's default tokens per KV-cache block (``CacheConfig.DEFAULT_BLOCK_SIZE``,
-#: ``vllm/config/cache.py`` at vllm-project/vllm@002f10e0cfa1373a19a0d2756598a34b700d20e5).
+#: ``vllm/config/cache.py`` at
+#: vllm-project/vllm@002f10e0cfa1373a19a0d2756598a34b700d20e5).
 VLLM_BLOCK_SIZE = 16
 #: Where the vLLM conventions below are transcribed from.
 VLLM_SOURCE = (
@@ -324,9 +326,25 @@ def _state(text: Mapping, model_type: str, key: str):
     return STATE_DEFAULTS[model_type][key] if value is None else value
 
 
-def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2) -> dict | None:
-    """The length-independent state transformers 4.57.6 keeps per sequence for
-    layers without keys and values, or ``None`` for a model without such layers.
+def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
+                      engine: str = "transformers") -> dict | None:
+    """The length-independent state an engine keeps per sequence for layers
+    without keys and values, or ``None`` for a model without such layers.
+
+    ``engine="vllm"`` (a transcription of ``MambaStateShapeCalculator`` in
+    ``vllm/model_executor/layers/mamba/mamba_utils.py`` at
+    vllm-project/vllm@2afe1e8573cf51b73569ae1d35f59078a2032a91, with the fields
+    the model files pass to it: ``qwen3_next.py`` at 6365b387890f7aa74b0fe65b
+    81705d4730fcc763, ``granitemoehybrid.py`` at fc41bfe8ebdbe69a333da8eeb0c17b
+    f22741d1d4, ``lfm2.py``; one tensor-parallel rank, no speculative tokens,
+    the state in the model's dtype, ``mamba_cache_dtype="auto"``): only the
+    layers without attention keep a state; a convolution keeps ``kernel - 1``
+    steps (LFM2: ``(conv_L_cache - 1) x hidden_size``); Qwen3-Next's
+    recurrent state and Granite's SSM state are in the model's dtype. One copy
+    per request; with prefix caching (``mamba_cache_mode="align"``) vLLM may
+    hold two, and pages padded to the attention page size are not modelled.
+
+    ``engine="transformers"`` (4.57.6):
 
     - LFM2 (``Lfm2HybridConvCache``): ``hidden_size x conv_L_cache`` values on
       every layer, attention layers included (the class allocates all of them);
@@ -344,6 +362,8 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2) -> dict | No
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
         ``what`` (the parts, in words).
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     text, model_type = _config._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
     if model_type not in STATE_DEFAULTS:
@@ -355,6 +375,8 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2) -> dict | No
     def get(key):
         return _state(text, model_type, key)
 
+    if engine == "vllm":
+        return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
     if model_type == "lfm2":
         layers = len(layout)
         per = hidden * get("conv_L_cache") * b
@@ -381,6 +403,37 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2) -> dict | No
     what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
             f"state of {ssm:,} values")
     return {"bytes": layers * (conv + ssm) * b, "layers": layers, "what": what}
+
+
+def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
+    """vLLM's per-request state of the layers without attention (see
+    :func:`fixed_state_bytes`; a transcription)."""
+    if model_type == "lfm2":
+        layers = kinds.count("conv")
+        per = (get("conv_L_cache") - 1) * hidden * b
+        what = (f"per convolution layer {get('conv_L_cache') - 1} x {hidden} values "
+                f"(vLLM's short_conv state)")
+    elif model_type == "qwen3_next":
+        layers = kinds.count("linear_attention")
+        kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
+        kd, vd = get("linear_key_head_dim"), get("linear_value_head_dim")
+        conv = (get("linear_conv_kernel_dim") - 1) * (2 * kh * kd + vh * vd)
+        per = (conv + vh * kd * vd) * b
+        what = (f"per linear-attention layer a convolution state of {conv:,} values "
+                f"and a recurrent state of {vh} x {kd} x {vd} values (vLLM's "
+                f"gated_delta_net state, in the model's dtype)")
+    else:
+        layers = kinds.count("mamba")
+        inner = get("mamba_expand") * hidden
+        d_head = get("mamba_d_head")
+        d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
+        conv = (get("mamba_d_conv") - 1) * (inner + 2 * get("mamba_n_groups")
+                                            * get("mamba_d_state"))
+        ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
+        per = (conv + ssm) * b
+        what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
+                f"state of {ssm:,} values (vLLM's mamba2 state)")
+    return {"bytes": layers * per, "layers": layers, "what": what}
 
 
 def _layout(config: Mapping) -> list:
@@ -466,9 +519,11 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``max_num_batched_tokens = scheduled_tokens`` (1 while decoding): full
     layers ``ceil(length / block)`` blocks, sliding ones
     ``ceil(min(window - 1 + scheduled, length) / block) + 1``, chunked ones
-    ``ceil(min(chunk + scheduled, length) / block)``. Not modelled: the page
-    padding of vLLM's hybrid allocator, and its Mamba/linear-attention state
-    (``fixed_state`` is ``None``).
+    ``ceil(min(chunk + scheduled, length) / block)``. This is vLLM's hybrid KV
+    cache manager (its default); with it disabled, vLLM allocates sliding
+    layers like full ones (``FullAttentionSpec``'s docstring). Not modelled:
+    the page padding of the hybrid allocator. The fixed state of layers
+    without attention follows the engine too (:func:`fixed_state_bytes`).
 
     Args:
         config: a parsed ``config.json``.
@@ -541,8 +596,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
            "layers": len(kinds), "kv_layers": kv_layers,
            "formula": formula.format(layers=kv_layers), "by_layer_type": by_type,
            "layer_types_from": source,
-           "fixed_state": (fixed_state_bytes(config, bytes_per_value=bytes_per_value)
-                           if engine == "transformers" else None)}
+           "fixed_state": fixed_state_bytes(config, bytes_per_value=bytes_per_value,
+                                            engine=engine)}
     if engine == "vllm":
         out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                    source=VLLM_SOURCE)

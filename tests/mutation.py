@@ -447,6 +447,17 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("crosscheck-cos-not-compared", "crosscheck.py",
        "if (err > tol).any():", "if False:",
        [], "a cross-check that never compares cos and sin"),
+    _m("serving-vllm-conv-state-full-kernel", "serving.py",
+       'per = (get("conv_L_cache") - 1) * hidden * b',
+       'per = get("conv_L_cache") * hidden * b',
+       [], "vLLM's convolution state sized at the kernel, not kernel - 1 steps"),
+    _m("inspect-angle-error-at-2L", "inspect.py",
+       "rope.dim, rope.base, kv_length,", "rope.dim, rope.base, target,",
+       [], "the angle error at 2L, a length the config does not support"),
+    _m("serving-no-layer-types-all-full", "serving.py",
+       '    window = text.get("sliding_window")\n    if model_type == "qwen2_moe"',
+       '    window = None\n    if model_type == "qwen2_moe"',
+       [], "a config class without layer_types cached full, though DynamicCache slides"),
     _m("rope-factor-applied-once", "rope.py",
        "once a pair\n    cos, sin = angles.cos(), angles.sin()\n"
        "    if attention_factor != 1.0:\n"

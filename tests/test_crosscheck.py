@@ -13,7 +13,8 @@ from posenc_lib import crosscheck, inspect, serving
 
 
 @pytest.mark.parametrize("name", ["lfm2-1.2b", "gpt-oss-20b", "deepseek-v3",
-                                  "qwen2.5-7b-instruct-yarn", "smollm3-3b"])
+                                  "qwen2.5-7b-instruct-yarn", "smollm3-3b",
+                                  "qwen2.5-vl-7b-instruct"])
 def test_table_configs_pass(name, capsys):
     assert inspect.main([name, "--crosscheck"]) == 0
     out = capsys.readouterr().out
@@ -67,6 +68,8 @@ def test_clear_errors(monkeypatch, capsys):
               "rope_theta": 1e4, "max_position_embeddings": 256}
     with pytest.raises(ValueError, match="does not know model_type 'mystery'"):
         crosscheck.crosscheck(config)
+    with pytest.raises(ValueError, match="compares rotary embeddings.*ALiBi"):
+        crosscheck.crosscheck(inspect.model_config("bloom-560m"))
     real_import = builtins.__import__
 
     def no_transformers(name, *args, **kwargs):

@@ -38,6 +38,10 @@ FAMILIES = {
     "qwen2 sliding": {"model_type": "qwen2", "use_sliding_window": True,
                       "sliding_window": 4, "max_window_layers": 3},
     "mistral": {"model_type": "mistral", "sliding_window": 4},
+    # classes without layer_types: DynamicCache slides on every layer
+    "phi3 sliding": {"model_type": "phi3", "sliding_window": 4},
+    "qwen2_moe sliding": {"model_type": "qwen2_moe", **MOE, "use_sliding_window": True,
+                          "sliding_window": 4, "max_window_layers": 3},
     "gemma2": {"model_type": "gemma2", "sliding_window": 4},
     "gemma3": {"model_type": "gemma3_text", "sliding_window": 4},
     "gemma without head_dim": {"model_type": "gemma", "head_dim": None},
@@ -286,6 +290,9 @@ def test_kv_at_the_supported_length_and_a_verdict():
               "num_nextn_predict_layers": 1}
     report = inspect.inspect_config(config)
     assert report["kv_cache"]["length"] == report["supported_length"] == 131072
+    assert report["angle_error_length"] == 131072  # pairs are probed at 2L
+    assert report["target_length"] == 262144
+    assert report["angle_error"] == serving.angle_errors(64, 1e6, 131072)
     assert report["kv_cache"]["bytes_at_length"] == 2 * 92 * 8 * 128 * 2 * 131072
     assert report["serving_verdict"].startswith(
         "supported up to 131,072 tokens (max_position_embeddings, no extension")
@@ -303,6 +310,7 @@ def test_engine_needs_sinks_and_state():
     lfm = inspect.inspect_config(inspect.model_config("lfm2-1.2b"))
     [state] = lfm["engine_needs"]
     assert "192 KiB per sequence" in state  # 16 layers x 2048 x 3 x 2 bytes
+    assert state.startswith("keep the fixed state of layers without KV")
     plain = inspect.inspect_config(inspect.model_config("qwen3-8b"))
     assert plain["engine_needs"] == []
 
@@ -358,3 +366,37 @@ def test_full_scale_figures():
     # 12 full (NoPE) layers keep every token, 36 chunked ones 8,191
     assert scout["bytes_at_length"] == per_layer * (12 * 10_485_760 + 36 * 8191)
     assert 481 < scout["bytes_at_length"] / 2**30 < 481.2
+
+
+def test_verdict_names_the_extension():
+    yarn = inspect.inspect_config(inspect.model_config("qwen2.5-7b-instruct-yarn"))
+    assert yarn["serving_verdict"].startswith(
+        "supported up to 131,072 tokens (YaRN x4 from L = 32,768); beyond, needs a "
+        "larger factor")
+    linear = {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "max_position_embeddings": 131072,
+              "rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    assert inspect.inspect_config(linear)["serving_verdict"].startswith(
+        "supported up to 131,072 tokens (max_position_embeddings, with position "
+        "interpolation (PI) x8)")
+    dynamic = dict(linear, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    assert "dynamic NTK raises the base" in \
+        inspect.inspect_config(dynamic)["serving_verdict"]
+
+
+def test_vllm_fixed_state():
+    """vLLM's state shapes (MambaStateShapeCalculator, transcribed): a
+    convolution keeps kernel - 1 steps, only layers without attention keep
+    one, everything in the model's dtype."""
+    lfm = serving.kv_cache_bytes(inspect.model_config("lfm2-1.2b"), engine="vllm")
+    assert lfm["fixed_state"]["bytes"] == 10 * (3 - 1) * 2048 * 2  # 10 conv layers
+    qwen = serving.kv_cache_bytes(QWEN3_NEXT_80B, engine="vllm")
+    per = ((4 - 1) * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128) * 2
+    assert qwen["fixed_state"]["bytes"] == 36 * per
+    granite = family("granitemoehybrid")  # hidden 64, 2 heads, state 8, 4 Mamba
+    cache = serving.kv_cache_bytes(granite, engine="vllm")
+    conv = (4 - 1) * (2 * 64 + 2 * 1 * 8)
+    ssm = 2 * (2 * 64 // 2) * 8
+    assert cache["fixed_state"]["bytes"] == 4 * (conv + ssm) * 2
+    with pytest.raises(ValueError, match="engine must be one of"):
+        serving.fixed_state_bytes(granite, engine="tgi")
