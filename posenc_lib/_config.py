@@ -457,11 +457,13 @@ def warn_defaults(used, defaults: Mapping, model_type, *, stacklevel: int) -> No
 def _check_values(block: dict, problems: _Problems) -> None:
     """The values of the rope block that transformers' formulas need to be
     numbers in range (each problem recorded, none raised)."""
-    ranges = {"factor": {"at_least": 1.0}, "alpha": {"at_least": 1.0},
+    # factor < 1 and attention_factor = 0 are computed (transformers 4.57 logs a
+    # warning and computes them; rope_parameters warns)
+    ranges = {"factor": {"greater_than": 0.0}, "alpha": {"at_least": 1.0},
               "low_freq_factor": {"greater_than": 0.0},
               "high_freq_factor": {"greater_than": 0.0},
               "beta_fast": {"greater_than": 0.0}, "beta_slow": {"greater_than": 0.0},
-              "attention_factor": {"greater_than": 0.0},
+              "attention_factor": {"at_least": 0.0},
               "mscale": {"at_least": 0.0}, "mscale_all_dim": {"at_least": 0.0}}
     for name, value in block.items():
         if value is None or name not in ranges:
@@ -557,7 +559,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
               if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
     original = factor = None
     if "factor" in params and params["factor"] is not None:
-        factor = _validate.finite_float("factor", params["factor"], at_least=1.0)
+        factor = _validate.finite_float("factor", params["factor"], greater_than=0.0)
     dynamic_params = None
     if rope_type == "proportional":  # the whole head, p kept as a parameter
         params["partial_rotary_factor"] = partial

@@ -504,3 +504,21 @@ def test_llama4_pairs_neighbours():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert model_inspect.inspect_config(LLAMA4)["pair_layout"] == "interleaved"
+
+
+def test_no_import_cycle_between_scaling_and_per_layer():
+    # scaling imports per_layer and _config; neither may import scaling back
+    # (not even inside a function), so the modules form no cycle.
+    import ast
+    from pathlib import Path
+
+    package = Path(per_layer.__file__).parent
+    for name in ("per_layer.py", "_config.py"):
+        tree = ast.parse((package / name).read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                imported |= {node.module or ""} | {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        assert not {n for n in imported if n.split(".")[-1] == "scaling"}, name

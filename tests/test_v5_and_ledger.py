@@ -158,3 +158,62 @@ def test_ledger_lists_position_dependent_temperatures():
     report = model_inspect.inspect_config(mistral)
     temps = [f for f in report["logit_factors"] if f["value"] is None]
     assert temps and "16384" in temps[0]["formula"]
+
+
+@pytest.mark.parametrize("model_type, factor", [("llama", 4.0), ("qwen2", 16.0)])
+def test_ledger_equals_the_logits_a_yarn_layer_computes(model_type, factor):
+    # A cos/sin factor != 1 (YaRN: 1 + 0.1 ln factor) multiplies q and k, so
+    # the logits by its square: a ledger that forgot the square or dropped the
+    # factor is off by 14 % or more.
+    import importlib
+
+    from transformers import AutoConfig
+
+    config = {"model_type": model_type, **TINY, "num_key_value_heads": 2,
+              "rope_theta": 10000.0, "max_position_embeddings": 16384,
+              "rope_scaling": {"rope_type": "yarn", "factor": factor,
+                               "original_max_position_embeddings": 4096}}
+    report = model_inspect.inspect_config(config)
+    assert report["attention_factor"] > 1.1
+    ledger = constant(report)
+    module = importlib.import_module(f"transformers.models.{model_type}."
+                                     f"modeling_{model_type}")
+    settings = copy.deepcopy(config)
+    hf = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    hf._attn_implementation = "eager"
+    torch.manual_seed(0)
+    prefix = "Llama" if model_type == "llama" else "Qwen2"
+    attention = getattr(module, f"{prefix}Attention")(hf, 0).double()
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(hf).double()
+    positions = torch.tensor([[0, 1, 37, 5000, 12000]])
+    h = torch.randn(1, 5, 64, dtype=torch.float64)
+    captured = {}
+    eager = module.eager_attention_forward
+
+    def capture(mod, query, key, value, mask, scaling, **kwargs):
+        captured["logits"] = query @ key.transpose(2, 3) * scaling
+        return eager(mod, query, key, value, mask, scaling, **kwargs)
+
+    module.eager_attention_forward = capture
+    try:
+        with torch.no_grad():
+            attention(h, rotary(h, positions), attention_mask=None)
+    finally:
+        module.eager_attention_forward = eager
+    inv_freq, _ = scaling.rope_from_config(config, dtype=torch.float32,
+                                           reference="transformers")
+    angles = positions[0, :, None].float() * inv_freq  # float32, as the module
+    cos = torch.cat([angles.cos()] * 2, -1).double()
+    sin = torch.cat([angles.sin()] * 2, -1).double()
+
+    def rotated(x):
+        x = x.view(1, 5, 2, 32).transpose(1, 2)
+        return x * cos + torch.cat([-x[..., 16:], x[..., :16]], -1) * sin
+
+    with torch.no_grad():
+        q, k = rotated(attention.q_proj(h)), rotated(attention.k_proj(h))
+    raw = q @ k.transpose(2, 3)
+    # the module rounds cos·f and sin·f to float32 (ε32/2 on each entry)
+    eps32 = torch.finfo(torch.float32).eps
+    bound = 8 * eps32 * ledger * q.norm(dim=-1)[..., None] * k.norm(dim=-1)[..., None, :]
+    assert ((captured["logits"] - ledger * raw).abs() <= bound).all()
