@@ -233,7 +233,105 @@ def _one_of_aliases(config: Mapping, names: tuple) -> tuple[str | None, Any]:
     return name, found[name]
 
 
+class V5LayoutWarning(UserWarning):
+    """A 5.x per-layer-type ``rope_parameters`` read as transformers 5.x reads
+    it, where its config class fills in or merges a value."""
+
+
+#: Config classes of transformers 5.x (5.24.0) that fill in a per-layer-type
+#: ``rope_parameters`` themselves (``convert_rope_params_to_dict`` in
+#: ``models/gemma3/configuration_gemma3.py`` and
+#: ``models/olmo3/configuration_olmo3.py``, huggingface/transformers v5.24.0):
+#: the class default of the full layers' base, the key whose value becomes the
+#: sliding layers' base when their entry has none (``None``: the top-level
+#: ``rope_theta``, already taken by the full layers' ``kwargs.pop``, so never),
+#: and the default of that base. ``scripts/check_v5.py`` compares the reading
+#: with transformers 5.24.0.
+V5_NESTED_DEFAULTS = {
+    "gemma3": (1_000_000.0, "rope_local_base_freq", 10_000.0),
+    "olmo3": (500_000.0, None, 500_000.0),
+}
+
+
+def _v5_nested(text: dict, model_type: str | None) -> dict:
+    """``text`` with a per-layer-type ``rope_parameters`` completed as the 5.x
+    config class completes it (see :data:`V5_NESTED_DEFAULTS`), each filled or
+    merged value reported in one :class:`V5LayoutWarning`:
+
+    * a legacy ``rope_scaling`` beside it is merged into ``full_attention``
+      (its keys win, ``dict.update``);
+    * a missing ``full_attention`` or ``sliding_attention`` entry becomes
+      ``{"rope_type": "default"}``;
+    * ``full_attention`` without ``rope_theta`` takes the top-level
+      ``rope_theta``, else the class default; with one, a differing top-level
+      ``rope_theta`` is ignored (``setdefault``);
+    * ``sliding_attention`` without ``rope_theta`` takes Gemma 3's
+      ``rope_local_base_freq``, else the class default (not the top-level
+      ``rope_theta``).
+    """
+    name = (model_type or "").removesuffix("_text")
+    nested = text.get("rope_parameters")
+    if name not in V5_NESTED_DEFAULTS or not is_per_layer_type(nested):
+        return text
+    full_default, local_key, local_default = V5_NESTED_DEFAULTS[name]
+    params = {k: dict(v) for k, v in nested.items()}
+    notes = []
+    scaling = text.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, Mapping):
+            raise ValueError(f"rope_scaling must be a mapping or null, got {scaling!r}")
+        if "full_attention" not in params:
+            raise ValueError("config has a legacy rope_scaling and a per-layer-type "
+                             "rope_parameters without full_attention: transformers "
+                             "5.x merges rope_scaling into that entry (and fails)")
+        params["full_attention"].update(scaling)
+        notes.append(f"the legacy rope_scaling {dict(scaling)} is merged into "
+                     f"rope_parameters['full_attention']")
+    for kind in ("full_attention", "sliding_attention"):
+        if kind not in params:
+            params[kind] = {"rope_type": "default"}
+            notes.append(f"rope_parameters has no {kind!r} entry: "
+                         f"{{'rope_type': 'default'}}")
+    top = text.get("rope_theta")
+    full = params["full_attention"]
+    if "rope_theta" not in full:
+        full["rope_theta"] = top if top is not None else full_default
+        notes.append(f"full_attention's rope_theta is {full['rope_theta']!r} (" +
+                     ("the top-level rope_theta)" if top is not None
+                      else "the class default)"))
+    elif top is not None and top != full["rope_theta"]:
+        notes.append(f"the top-level rope_theta {top!r} is ignored: full_attention "
+                     f"keeps its own {full['rope_theta']!r}")
+    sliding = params["sliding_attention"]
+    if "rope_theta" not in sliding:
+        given = text.get(local_key) if local_key else None
+        sliding["rope_theta"] = given if given is not None else local_default
+        notes.append(f"sliding_attention's rope_theta is {sliding['rope_theta']!r} (" +
+                     (f"{local_key})" if given is not None else "the class default)"))
+    for entry in params.values():  # standardize_rope_params
+        entry.setdefault("rope_type", entry.get("type", "default"))
+    if notes:
+        warnings.warn(f"read as transformers 5.x reads it ({type_name(name)}): "
+                      + "; ".join(notes), V5LayoutWarning, stacklevel=4)
+    out = {k: v for k, v in text.items()
+           if k not in ("rope_scaling", "rope_theta", "rope_local_base_freq")}
+    out["rope_parameters"] = params
+    return out
+
+
+def type_name(model_type: str) -> str:
+    return {"gemma3": "Gemma3TextConfig", "olmo3": "Olmo3Config"}.get(model_type,
+                                                                       model_type)
+
+
 def _text_config(config: Mapping) -> tuple[dict, str | None]:
+    """The mapping that holds the language model's fields, and the model_type
+    (a 5.x per-layer-type ``rope_parameters`` completed as 5.x completes it)."""
+    text, model_type = _raw_text_config(config)
+    return _v5_nested(text, model_type), model_type
+
+
+def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "

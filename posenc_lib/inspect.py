@@ -441,7 +441,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     if scheme != "rotary":
         return report
     listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
-              scaling.RopeConfigWarning)
+              scaling.RopeConfigWarning, _config.V5LayoutWarning)
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)

@@ -440,6 +440,15 @@ MUTANTS: tuple[Mutant, ...] = (
        "from . import _config, _validate\n",
        "from . import _config, _validate, scaling  # noqa: F401\n",
        [], "an import cycle between per_layer and scaling"),
+    _m("v5-sliding-base-from-rope-theta", "_config.py",
+       "        given = text.get(local_key) if local_key else None\n",
+       '        given = text.get("rope_theta")\n',
+       [], "Gemma 3's sliding layers given rope_theta instead of "
+       "rope_local_base_freq (5.x layout)"),
+    _m("v5-legacy-scaling-dropped", "_config.py",
+       "        params[\"full_attention\"].update(scaling)\n",
+       "        pass\n",
+       [], "a legacy rope_scaling beside 5.x rope_parameters ignored (5.x merges it)"),
 )
 
 

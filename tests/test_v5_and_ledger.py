@@ -55,9 +55,73 @@ def test_per_layer_type_rope_parameters(config, local):
     assert torch.equal(glob[0], scaling.rope_from_config(config,
                                                          dtype=torch.float64)[0])
     assert _config.parse_rope_config(v5).layout == "5.x"
+    # 5.x fills a missing full_attention entry with plain RoPE on the
+    # top-level base, else the class default (see the next test)
     only_sliding = {**v5, "rope_parameters": {"sliding_attention": local}}
-    with pytest.raises(ValueError, match="full_attention"):
-        scaling.rope_from_config(only_sliding)
+    with pytest.warns(_config.V5LayoutWarning, match="no 'full_attention' entry"):
+        inv_freq, _ = scaling.rope_from_config(only_sliding, dtype=torch.float64)
+    base = {"gemma3": 1e6, "olmo3": 5e5}[config["model_type"]]
+    assert torch.equal(inv_freq, scaling.rope_parameters(
+        "default", 32, base, dtype=torch.float64)[0])
+
+
+#: What transformers 5.24.0 makes of per-layer-type rope_parameters:
+#: Gemma3TextConfig.convert_rope_params_to_dict and Olmo3Config's
+#: (huggingface/transformers v5.24.0, src/transformers/models/gemma3/
+#: configuration_gemma3.py and models/olmo3/configuration_olmo3.py, with
+#: standardize_rope_params in src/transformers/modeling_rope_utils.py).
+#: scripts/check_v5.py computes each with transformers 5.24.0 itself.
+V5_GEMMA = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 2,
+            "head_dim": 32, "num_hidden_layers": 6,
+            "max_position_embeddings": 8192}
+FULL_1E6 = {"rope_type": "default", "rope_theta": 1e6}
+SLIDING_1E4 = {"rope_type": "default", "rope_theta": 10000.0}
+V5_EXPECTED = [
+    # a missing sliding_attention entry: plain RoPE, base 10,000
+    ({**V5_GEMMA, "rope_parameters": {"full_attention": FULL_1E6}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+    # ... or rope_local_base_freq when the config gives it
+    ({**V5_GEMMA, "rope_local_base_freq": 20000.0,
+      "rope_parameters": {"full_attention": FULL_1E6}},
+     {"full_attention": FULL_1E6,
+      "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}),
+    # a sliding entry without rope_theta: rope_local_base_freq, not rope_theta
+    ({**V5_GEMMA, "rope_theta": 1e6, "rope_local_base_freq": 10000.0,
+      "rope_parameters": {"full_attention": {"rope_type": "default"},
+                          "sliding_attention": {"rope_type": "default"}}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+    # a legacy rope_scaling beside nested parameters: merged into full_attention
+    ({**V5_GEMMA, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+      "rope_parameters": {"full_attention": FULL_1E6,
+                          "sliding_attention": SLIDING_1E4}},
+     {"full_attention": {**FULL_1E6, "rope_type": "linear", "factor": 8.0},
+      "sliding_attention": SLIDING_1E4}),
+    # a differing top-level rope_theta: the nested values kept
+    ({**V5_GEMMA, "rope_theta": 500000.0,
+      "rope_parameters": {"full_attention": FULL_1E6,
+                          "sliding_attention": SLIDING_1E4}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+]
+
+
+@pytest.mark.parametrize("config, expected", V5_EXPECTED)
+def test_v5_per_layer_type_defaults_and_merges(config, expected):
+    with pytest.warns(_config.V5LayoutWarning, match="as transformers 5.x reads it"):
+        text, _ = _config._text_config(config)
+    assert text["rope_parameters"] == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(6):  # layers 0-4 sliding, 5 full (pattern 6)
+            kind = "full_attention" if i == 5 else "sliding_attention"
+            entry = expected[kind]
+            want = scaling.rope_parameters(entry["rope_type"], 32, entry["rope_theta"],
+                                           dtype=torch.float64,
+                                           **({"factor": entry["factor"]}
+                                              if "factor" in entry else {}))
+            got = scaling.rope_from_config(config, layer=i, dtype=torch.float64)
+            assert torch.equal(got[0], want[0]) and got[1] == want[1], (i, kind)
+        report = model_inspect.inspect_config(config)
+    assert any("as transformers 5.x reads it" in w for w in report["warnings"])
 
 
 def proportional_5x(head_dim: int, base: float, p: float, factor: float) -> list:
