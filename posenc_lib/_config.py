@@ -331,12 +331,21 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     return _v5_nested(text, model_type), model_type
 
 
+#: Published model types that transformers 4.57 has no class for, read as the
+#: class their checkpoints run: Kimi K2's ``config.json`` names
+#: ``DeepseekV3ForCausalLM`` and ``configuration_deepseek.DeepseekV3Config``;
+#: DeepSeek-V3.2's attention is DeepSeek-V3's (multi-head latent attention,
+#: the same rope fields) plus a sparse-attention indexer.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}
+
+
 def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "
                          f"{type(config).__name__}")
     model_type = config.get("model_type")
+    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
     if text is None:
         if model_type == "lfm2" and config.get("theta") is not None:

@@ -117,7 +117,9 @@ def transformers_warnings(config: Mapping) -> list[str]:
             if key in block:
                 block[key] = float(block[key])
     rope_type = block.get("rope_type", "default")
-    max_len = text.get("max_position_embeddings")
+    max_len = text.get("max_position_embeddings",  # Gemma 3's class fills it in
+                       _config.MODEL_DEFAULTS.get(model_type, {})
+                       .get("max_position_embeddings"))
     out: list[str] = []
     if rope_type not in ("default", "linear", "dynamic", "yarn", "llama3", "longrope"):
         return ["Missing validation function mapping in `ROPE_VALIDATION_FUNCTIONS` "

@@ -41,7 +41,8 @@ EXTRA = {"llama4": {"intermediate_size_mlp": 32, "num_local_experts": 2},
                         "linear_value_head_dim": 16},
          "gpt_oss": {"num_local_experts": 2}}
 CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
-              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text"}
+              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+              **_config.MODEL_TYPE_ALIASES}  # Kimi K2, DeepSeek-V3.2: DeepseekV3
 TABLE_ROTARY = [n for n in model_inspect.model_names()
                 if _config.positional_scheme(model_inspect.model_config(n)) == "rotary"]
 

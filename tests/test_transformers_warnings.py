@@ -26,7 +26,7 @@ from transformers import AutoConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from posenc_lib import inspect as model_inspect  # noqa: E402
-from posenc_lib import per_layer, scaling, serving  # noqa: E402
+from posenc_lib import _config, per_layer, scaling, serving  # noqa: E402
 
 SHARED = Path("/work/shared/configs")
 
@@ -145,6 +145,11 @@ def _check(config: dict) -> list[str]:
 @pytest.mark.parametrize("name", TABLE)
 def test_table_models_warn_as_transformers_logs(name):
     config = model_inspect.model_config(name)
+    if config["model_type"] in _config.MODEL_TYPE_ALIASES:
+        # transformers 4.57 has no such class (the model runs remote code)
+        assert config["model_type"] not in CONFIG_MAPPING
+        assert serving.transformers_warnings(config) == []
+        return
     logged = _check(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
