@@ -449,6 +449,15 @@ MUTANTS: tuple[Mutant, ...] = (
        "        params[\"full_attention\"].update(scaling)\n",
        "        pass\n",
        [], "a legacy rope_scaling beside 5.x rope_parameters ignored (5.x merges it)"),
+    _m("deepseek-family-unaliased", "_config.py",
+       "    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)\n",
+       "",
+       ["09_models"], "Kimi K2 and DeepSeek-V3.2 read as unknown models: half-split "
+       "pairs and no softmax mscale, though they run DeepSeek-V3's attention"),
+    _m("warnings-without-class-length", "serving.py",
+       '    max_len = text.get("max_position_embeddings",  # Gemma 3\'s class fills it in\n',
+       '    max_len = text.get("max_position_embeddings", None and  # (class default lost)\n',
+       [], "a validator check skipped where the config class fills in the length"),
 )
 
 
