@@ -42,7 +42,7 @@ CASES = {
         **GEMMA, "rope_local_base_freq": 20000.0,
         "rope_parameters": {"full_attention": FULL}},
     "gemma3: sliding entry without rope_theta, rope_local_base_freq given": {
-        **GEMMA, "rope_local_base_freq": 10000.0,
+        **GEMMA, "rope_theta": 1e6, "rope_local_base_freq": 10000.0,
         "rope_parameters": {"full_attention": FULL,
                             "sliding_attention": {"rope_type": "default"}}},
     "gemma3: legacy rope_scaling beside nested": {
