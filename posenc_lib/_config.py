@@ -451,7 +451,8 @@ def _check_keys(rope_type: str, block: dict, problems: _Problems) -> None:
     unknown = sorted(set(block) - set(required) - set(optional) - set(IGNORED_ROPE_KEYS))
     if unknown:
         warnings.warn(f"unknown key(s) {unknown} for rope_type {rope_type!r} are "
-                      f"ignored, as transformers ignores them (it logs them as "
+                      f"ignored, as transformers ignores them (its validator, "
+                      f"where the config class runs one, logs them as "
                       f"unrecognized); it reads {sorted(required + optional)}. A "
                       f"misspelt key means its default is used instead",
                       UnknownRopeKeyWarning, stacklevel=4)
