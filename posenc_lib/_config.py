@@ -233,12 +233,119 @@ def _one_of_aliases(config: Mapping, names: tuple) -> tuple[str | None, Any]:
     return name, found[name]
 
 
+class V5LayoutWarning(UserWarning):
+    """A 5.x per-layer-type ``rope_parameters`` read as transformers 5.x reads
+    it, where its config class fills in or merges a value."""
+
+
+#: Config classes of transformers 5.x (5.24.0) that fill in a per-layer-type
+#: ``rope_parameters`` themselves (``convert_rope_params_to_dict`` in
+#: ``models/gemma3/configuration_gemma3.py`` and
+#: ``models/olmo3/configuration_olmo3.py``, huggingface/transformers v5.24.0):
+#: the class default of the full layers' base, the key whose value becomes the
+#: sliding layers' base when their entry has none (``None``: the top-level
+#: ``rope_theta``, already taken by the full layers' ``kwargs.pop``, so never),
+#: and the default of that base. ``scripts/check_v5.py`` compares the reading
+#: with transformers 5.24.0.
+V5_NESTED_DEFAULTS = {
+    "gemma3": (1_000_000.0, "rope_local_base_freq", 10_000.0),
+    "olmo3": (500_000.0, None, 500_000.0),
+}
+
+
+def _v5_nested(text: dict, model_type: str | None) -> dict:
+    """``text`` with a per-layer-type ``rope_parameters`` completed as the 5.x
+    config class completes it (see :data:`V5_NESTED_DEFAULTS`), each filled or
+    merged value reported in one :class:`V5LayoutWarning`:
+
+    * a legacy ``rope_scaling`` beside it is merged into ``full_attention``
+      (its keys win, ``dict.update``);
+    * a missing ``full_attention`` or ``sliding_attention`` entry becomes
+      ``{"rope_type": "default"}``;
+    * ``full_attention`` without ``rope_theta`` takes the top-level
+      ``rope_theta``, else the class default; with one, a differing top-level
+      ``rope_theta`` is ignored (``setdefault``);
+    * ``sliding_attention`` without ``rope_theta`` takes Gemma 3's
+      ``rope_local_base_freq``, else the class default (not the top-level
+      ``rope_theta``).
+    """
+    name = (model_type or "").removesuffix("_text")
+    nested = text.get("rope_parameters")
+    if name not in V5_NESTED_DEFAULTS or not is_per_layer_type(nested):
+        return text
+    full_default, local_key, local_default = V5_NESTED_DEFAULTS[name]
+    params = {k: dict(v) for k, v in nested.items()}
+    notes = []
+    scaling = text.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, Mapping):
+            raise ValueError(f"rope_scaling must be a mapping or null, got {scaling!r}")
+        if "full_attention" not in params:
+            raise ValueError("config has a legacy rope_scaling and a per-layer-type "
+                             "rope_parameters without full_attention: transformers "
+                             "5.x merges rope_scaling into that entry (and fails)")
+        params["full_attention"].update(scaling)
+        notes.append(f"the legacy rope_scaling {dict(scaling)} is merged into "
+                     f"rope_parameters['full_attention']")
+    for kind in ("full_attention", "sliding_attention"):
+        if kind not in params:
+            params[kind] = {"rope_type": "default"}
+            notes.append(f"rope_parameters has no {kind!r} entry: "
+                         f"{{'rope_type': 'default'}}")
+    top = text.get("rope_theta")
+    full = params["full_attention"]
+    if "rope_theta" not in full:
+        full["rope_theta"] = top if top is not None else full_default
+        notes.append(f"full_attention's rope_theta is {full['rope_theta']!r} (" +
+                     ("the top-level rope_theta)" if top is not None
+                      else "the class default)"))
+    elif top is not None and top != full["rope_theta"]:
+        notes.append(f"the top-level rope_theta {top!r} is ignored: full_attention "
+                     f"keeps its own {full['rope_theta']!r}")
+    sliding = params["sliding_attention"]
+    if "rope_theta" not in sliding:
+        given = text.get(local_key) if local_key else None
+        sliding["rope_theta"] = given if given is not None else local_default
+        notes.append(f"sliding_attention's rope_theta is {sliding['rope_theta']!r} (" +
+                     (f"{local_key})" if given is not None else "the class default)"))
+    for entry in params.values():  # standardize_rope_params
+        entry.setdefault("rope_type", entry.get("type", "default"))
+    if notes:
+        warnings.warn(f"read as transformers 5.x reads it ({type_name(name)}): "
+                      + "; ".join(notes), V5LayoutWarning, stacklevel=4)
+    out = {k: v for k, v in text.items()
+           if k not in ("rope_scaling", "rope_theta", "rope_local_base_freq")}
+    out["rope_parameters"] = params
+    return out
+
+
+def type_name(model_type: str) -> str:
+    return {"gemma3": "Gemma3TextConfig", "olmo3": "Olmo3Config"}.get(model_type,
+                                                                       model_type)
+
+
 def _text_config(config: Mapping) -> tuple[dict, str | None]:
+    """The mapping that holds the language model's fields, and the model_type
+    (a 5.x per-layer-type ``rope_parameters`` completed as 5.x completes it)."""
+    text, model_type = _raw_text_config(config)
+    return _v5_nested(text, model_type), model_type
+
+
+#: Published model types that transformers 4.57 has no class for, read as the
+#: class their checkpoints run: Kimi K2's ``config.json`` names
+#: ``DeepseekV3ForCausalLM`` and ``configuration_deepseek.DeepseekV3Config``;
+#: DeepSeek-V3.2's attention is DeepSeek-V3's (multi-head latent attention,
+#: the same rope fields) plus a sparse-attention indexer.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}
+
+
+def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "
                          f"{type(config).__name__}")
     model_type = config.get("model_type")
+    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
     if text is None:
         if model_type == "lfm2" and config.get("theta") is not None:
@@ -344,7 +451,8 @@ def _check_keys(rope_type: str, block: dict, problems: _Problems) -> None:
     unknown = sorted(set(block) - set(required) - set(optional) - set(IGNORED_ROPE_KEYS))
     if unknown:
         warnings.warn(f"unknown key(s) {unknown} for rope_type {rope_type!r} are "
-                      f"ignored, as transformers ignores them (it logs them as "
+                      f"ignored, as transformers ignores them (its validator, "
+                      f"where the config class runs one, logs them as "
                       f"unrecognized); it reads {sorted(required + optional)}. A "
                       f"misspelt key means its default is used instead",
                       UnknownRopeKeyWarning, stacklevel=4)
@@ -457,11 +565,13 @@ def warn_defaults(used, defaults: Mapping, model_type, *, stacklevel: int) -> No
 def _check_values(block: dict, problems: _Problems) -> None:
     """The values of the rope block that transformers' formulas need to be
     numbers in range (each problem recorded, none raised)."""
-    ranges = {"factor": {"at_least": 1.0}, "alpha": {"at_least": 1.0},
+    # factor < 1 and attention_factor = 0 are computed (transformers 4.57 logs a
+    # warning and computes them; rope_parameters warns)
+    ranges = {"factor": {"greater_than": 0.0}, "alpha": {"at_least": 1.0},
               "low_freq_factor": {"greater_than": 0.0},
               "high_freq_factor": {"greater_than": 0.0},
               "beta_fast": {"greater_than": 0.0}, "beta_slow": {"greater_than": 0.0},
-              "attention_factor": {"greater_than": 0.0},
+              "attention_factor": {"at_least": 0.0},
               "mscale": {"at_least": 0.0}, "mscale_all_dim": {"at_least": 0.0}}
     for name, value in block.items():
         if value is None or name not in ranges:
@@ -557,7 +667,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
               if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
     original = factor = None
     if "factor" in params and params["factor"] is not None:
-        factor = _validate.finite_float("factor", params["factor"], at_least=1.0)
+        factor = _validate.finite_float("factor", params["factor"], greater_than=0.0)
     dynamic_params = None
     if rope_type == "proportional":  # the whole head, p kept as a parameter
         params["partial_rotary_factor"] = partial

@@ -457,7 +457,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     if scheme != "rotary":
         return report
     listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
-              scaling.RopeConfigWarning)
+              scaling.RopeConfigWarning, _config.V5LayoutWarning)
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)
@@ -467,8 +467,13 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         if not issubclass(item.category, listed):
             warnings.warn_explicit(item.message, item.category, item.filename,
                                    item.lineno)
+    # A RopeConfigWarning stands beside the validator's message, so it is listed
+    # only where the config class runs that validation (not for Llama 4, say,
+    # whose published low_freq_factor = high_freq_factor logs nothing).
+    validated = serving.validates_rope(config)
     report["warnings"] = list(dict.fromkeys(
-        str(item.message) for item in caught if issubclass(item.category, listed)))
+        str(item.message) for item in caught if issubclass(item.category, listed)
+        and (validated or not issubclass(item.category, scaling.RopeConfigWarning))))
     rope, trained, extended = parts["rope"], parts["trained"], parts["extended"]
     train, target = parts["train_length"], parts["target_length"]
     full_turn = scaling.rotations(trained, train) >= 1  # λ_i <= L
@@ -529,6 +534,7 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
                                        dtype=torch.float64)
     with warnings.catch_warnings():  # reported once, by inspect_config
         warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+        warnings.simplefilter("ignore", scaling.RopeConfigWarning)
         short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
     if kv_length != target:  # the serving numbers at the length served
         with warnings.catch_warnings():

@@ -37,10 +37,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import _config, _validate, scaling
+from . import _config, _validate
 
 __all__ = ["LayerRope", "LAYER_DEFAULTS", "layer_types", "layer_layout",
-           "layer_config"]
+           "layer_config", "llama4_no_rope_layers"]
 
 #: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
 #: the fields that decide the layer layout; ``tests/test_per_layer.py`` checks
@@ -76,6 +76,18 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
 _PERIODIC = {"gemma2": 2, "gemma3": "sliding_window_pattern",
              "cohere2": "sliding_window_pattern", "exaone4": "sliding_window_pattern",
              "olmo3": 4, "gpt_oss": 2}
+
+
+def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 4) -> list[int]:
+    """Llama 4's default ``no_rope_layers``: 1 = RoPE layer, 0 = NoPE layer.
+
+    Every ``no_rope_layer_interval``-th layer (the 4th, 8th, ...) is a NoPE
+    layer. Mind the name: a *1* in ``no_rope_layers`` means the layer *uses*
+    RoPE.
+    """
+    n = _validate.positive_int("num_hidden_layers", num_hidden_layers)
+    interval = _validate.positive_int("no_rope_layer_interval", no_rope_layer_interval)
+    return [int((layer + 1) % interval != 0) for layer in range(n)]
 
 
 @dataclass(frozen=True)
@@ -121,7 +133,7 @@ def _no_rope_layers(text: Mapping, model_type: str, n: int, used: list) -> list:
         interval = _validate.positive_int(
             "no_rope_layer_interval",
             _field(text, model_type, "no_rope_layer_interval", used))
-        return scaling.llama4_no_rope_layers(n, interval)
+        return llama4_no_rope_layers(n, interval)
     if len(given) != n:
         raise ValueError(f"no_rope_layers has {len(given)} entries for "
                          f"num_hidden_layers={n}")

@@ -58,6 +58,8 @@ import torch
 from torch import Tensor
 
 from . import _validate
+from ._config import parse_rope_config
+from .per_layer import layer_config, llama4_no_rope_layers  # noqa: F401 (kept importable here)
 
 __all__ = [
     "RopeScaling",
@@ -77,13 +79,13 @@ __all__ = [
     "random_score_fit",
     "interpolation_bound",
     "llama4_attn_scales",
-    "llama4_no_rope_layers",
     "rope_from_config",
 ]
 
 
 class RopeConfigWarning(UserWarning):
-    """A value transformers 4.57 accepts with a warning (and computes anyway)."""
+    """A value transformers 4.57 computes anyway, though its validator (where the
+    model's config class runs one) logs a warning about it."""
 
 
 # -- the registry ---------------------------------------------------------------------
@@ -125,6 +127,23 @@ def _factor(value, name: str = "factor") -> float:
     return _validate.finite_float(name, value, at_least=1.0)
 
 
+def _shrink_factor(value, rope_type: str) -> float:
+    """A ``factor`` of linear, dynamic, YaRN or Llama 3 scaling: finite and > 0.
+
+    transformers 4.57 computes a factor below 1 (frequencies sped up, not slowed
+    down) and only logs "factor field must be a float >= 1"; it is computed here
+    too, with a :class:`RopeConfigWarning`. A factor <= 0 would give infinite or
+    negative frequencies and is rejected.
+    """
+    factor = _validate.finite_float("factor", value, greater_than=0.0)
+    if factor < 1:
+        warnings.warn(f"factor={factor} < 1 speeds the {rope_type} frequencies up "
+                      f"instead of slowing them down; computed as transformers 4.57 "
+                      f"computes it (its validator logs that factor should be >= 1)",
+                      RopeConfigWarning, stacklevel=4)
+    return factor
+
+
 def _length(name: str, value) -> int:
     if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point():
         value = int(value)
@@ -148,7 +167,7 @@ def _default(dim, base, seq_len):
 
 
 def _linear(dim, base, seq_len, *, factor):
-    return _default_inv_freq(dim, base) / _factor(factor), 1.0
+    return _default_inv_freq(dim, base) / _shrink_factor(factor, "linear"), 1.0
 
 
 def _ntk(dim, base, seq_len, *, factor):
@@ -157,7 +176,7 @@ def _ntk(dim, base, seq_len, *, factor):
 
 def _dynamic(dim, base, seq_len, *, factor, max_position_embeddings,
              original_max_position_embeddings):
-    factor = _factor(factor)
+    factor = _shrink_factor(factor, "dynamic")
     max_len = _length("max_position_embeddings", max_position_embeddings)
     if original_max_position_embeddings is not None:
         # Accepted and unused, as by transformers 4.57, whose dynamic function
@@ -194,8 +213,8 @@ def yarn_correction_range(dim: int, base: float, original_max_position_embedding
     beta_slow = _validate.finite_float("beta_slow", beta_slow, greater_than=0.0)
     if beta_fast < beta_slow:
         warnings.warn(f"beta_fast={beta_fast} < beta_slow={beta_slow}: the ramp runs "
-                      f"backwards; computed as transformers 4.57 computes it (it "
-                      f"warns too)", RopeConfigWarning, stacklevel=2)
+                      f"backwards; computed as transformers 4.57 computes it",
+                      RopeConfigWarning, stacklevel=2)
 
     def pair_index(turns: float) -> float:
         return dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))
@@ -215,7 +234,7 @@ def yarn_attention_factor(factor: float, mscale: float | None = None,
     ``(0.1·mscale·ln s + 1) / (0.1·mscale_all_dim·ln s + 1)`` instead, as in
     DeepSeek's configs. ``mscale`` alone is ignored, exactly as transformers does.
     """
-    factor = _factor(factor)
+    factor = _validate.finite_float("factor", factor, greater_than=0.0)
 
     def get_mscale(scale: float, weight: float = 1.0) -> float:
         return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
@@ -227,7 +246,7 @@ def yarn_attention_factor(factor: float, mscale: float | None = None,
 
 def _yarn(dim, base, seq_len, *, factor, original_max_position_embeddings, beta_fast,
           beta_slow, mscale, mscale_all_dim, attention_factor, truncate):
-    factor = _factor(factor)
+    factor = _shrink_factor(factor, "yarn")
     if not isinstance(truncate, bool):
         raise ValueError(f"truncate must be True or False, got {truncate!r}")
     for name, value in (("mscale", mscale), ("mscale_all_dim", mscale_all_dim)):
@@ -237,7 +256,12 @@ def _yarn(dim, base, seq_len, *, factor, original_max_position_embeddings, beta_
         attention_factor = yarn_attention_factor(factor, mscale, mscale_all_dim)
     else:
         attention_factor = _validate.finite_float("attention_factor", attention_factor,
-                                                  greater_than=0.0)
+                                                  at_least=0.0)
+        if attention_factor == 0:
+            warnings.warn("attention_factor=0 multiplies cos and sin by 0, so every "
+                          "rotated logit is 0; computed as transformers 4.57 computes "
+                          "it (its validator logs only a non-float or negative value)",
+                          RopeConfigWarning, stacklevel=3)
     low, high = yarn_correction_range(dim, base, original_max_position_embeddings,
                                       beta_fast, beta_slow, truncate=truncate)
     if low == high:
@@ -251,7 +275,7 @@ def _yarn(dim, base, seq_len, *, factor, original_max_position_embeddings, beta_
 
 def _llama3(dim, base, seq_len, *, factor, low_freq_factor, high_freq_factor,
             original_max_position_embeddings):
-    factor = _factor(factor)
+    factor = _shrink_factor(factor, "llama3")
     low = _validate.finite_float("low_freq_factor", low_freq_factor,
                                  greater_than=0.0)
     high = _validate.finite_float("high_freq_factor", high_freq_factor,
@@ -259,8 +283,8 @@ def _llama3(dim, base, seq_len, *, factor, low_freq_factor, high_freq_factor,
     if not low < high:  # transformers 4.57 warns and computes a hard cut
         warnings.warn(f"low_freq_factor={low} >= high_freq_factor={high}: no band is "
                       f"smoothed; pairs with wavelength > L/low_freq_factor are "
-                      f"divided by factor, the others kept (as transformers 4.57 "
-                      f"computes it, with a warning)", RopeConfigWarning, stacklevel=2)
+                      f"divided by factor, the others kept, as transformers 4.57 "
+                      f"computes it", RopeConfigWarning, stacklevel=2)
     length = _length("original_max_position_embeddings",
                      original_max_position_embeddings)
     inv_freq = _default_inv_freq(dim, base)
@@ -372,8 +396,14 @@ def _tf_linear(dim, base, seq_len, *, factor):
 
 def _tf_dynamic(dim, base, seq_len, *, factor, max_position_embeddings,
                 original_max_position_embeddings):
-    length = (max_position_embeddings if seq_len is None
-              else max(seq_len, max_position_embeddings))
+    # A running module (dynamic_rope_update's dynamic_frequency_update) keeps the
+    # frequencies computed at init (seq_len None: Python floats) up to
+    # max_position_embeddings; beyond, it passes seq_len = max(position_ids) + 1,
+    # a 0-d int64 tensor, so the rescaled base is a float32 tensor.
+    if seq_len is None or seq_len <= max_position_embeddings:
+        length = max_position_embeddings
+    else:
+        length = torch.tensor(seq_len, dtype=torch.int64)
     base = base * ((factor * length / max_position_embeddings) - (factor - 1)) ** (
         dim / (dim - 2))
     return _tf_default(dim, base)
@@ -428,6 +458,25 @@ TRANSFORMERS_INV_FREQ = {
 REFERENCES = ("float64", "transformers")
 
 
+def _positive_real(name, value):
+    return _validate.finite_float(name, value, greater_than=0.0)
+
+
+def _non_negative_real(name, value):
+    return _validate.finite_float(name, value, at_least=0.0)
+
+
+#: Range checks of scalar parameters, run before the method's own (which repeat
+#: them), so that one error lists every problem of a call, not just the first.
+_PARAM_CHECKS = {
+    "factor": _positive_real, "low_freq_factor": _positive_real,
+    "high_freq_factor": _positive_real, "beta_fast": _positive_real,
+    "beta_slow": _positive_real, "mscale": _non_negative_real,
+    "mscale_all_dim": _non_negative_real, "attention_factor": _non_negative_real,
+    "max_position_embeddings": _length, "original_max_position_embeddings": _length,
+}
+
+
 def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=None,
                     dtype: torch.dtype | None = None, reference: str = "float64",
                     **params) -> tuple[Tensor, float]:
@@ -448,7 +497,10 @@ def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=
             the float32 number nearest the exact frequency. ``"transformers"``:
             in float32, operation for operation as transformers 4.57.6's
             ``ROPE_INIT_FUNCTIONS`` (bit for bit), then converted to
-            ``dtype``; several frequencies then differ from ``"float64"`` by an
+            ``dtype``; for ``"dynamic"`` beyond ``max_position_embeddings``,
+            what a running module holds after ``dynamic_rope_update`` at
+            ``seq_len`` (which passes the length as a tensor, so the base
+            is rescaled in float32); several frequencies then differ from ``"float64"`` by an
             ulp or more. Use ``"transformers"`` to test a kernel or a port
             against what a transformers model actually runs (an exact match is
             then expected); use ``"float64"`` to measure how far any float32
@@ -467,16 +519,28 @@ def rope_parameters(rope_type: str, dim: int, base: float = 10000.0, *, seq_len=
     dim = _validate.even_int("dim", dim, minimum=spec.min_dim)
     base = _validate.finite_float("base", base, greater_than=1.0)
     dtype = _validate.floating_dtype("dtype", dtype)
+    problems = []  # every problem of the call, reported in one error
     unknown = sorted(set(params) - set(spec.required) - set(spec.optional))
     if unknown:
         accepted = sorted(spec.required + tuple(spec.optional)) or "none"
         hint = (" (old configs call rope_type 'type': pass it as rope_type)"
                 if "type" in unknown else "")
-        raise ValueError(f"unknown parameter(s) {unknown} for rope_type {rope_type!r}; "
-                         f"it accepts {accepted}{hint}")
+        problems.append(f"unknown parameter(s) {unknown} for rope_type {rope_type!r}; "
+                        f"it accepts {accepted}{hint}")
     missing = [name for name in spec.required if params.get(name) is None]
     if missing:
-        raise ValueError(f"rope_type {rope_type!r} needs {missing}")
+        problems.append(f"rope_type {rope_type!r} needs {missing}")
+    for name, value in params.items():
+        if value is not None and name in _PARAM_CHECKS:
+            try:
+                _PARAM_CHECKS[name](name, value)
+            except ValueError as error:
+                problems.append(str(error))
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        listed = "; ".join(f"({i}) {m}" for i, m in enumerate(problems, 1))
+        raise ValueError(f"rope_parameters has {len(problems)} problems: {listed}")
     _validate.one_of("reference", reference, list(REFERENCES))
     if reference == "transformers" and rope_type not in TRANSFORMERS_INV_FREQ:
         raise ValueError(f"reference 'transformers' has no rope_type {rope_type!r}; "
@@ -833,18 +897,6 @@ def llama4_attn_scales(positions, *, attn_scale: float = 0.1,
     return torch.log1p(torch.floor((p + 1.0) / floor_scale)) * attn_scale + 1.0
 
 
-def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 4) -> list[int]:
-    """Llama 4's default ``no_rope_layers``: 1 = RoPE layer, 0 = NoPE layer.
-
-    Every ``no_rope_layer_interval``-th layer (the 4th, 8th, ...) is a NoPE
-    layer. Mind the name: a *1* in ``no_rope_layers`` means the layer *uses*
-    RoPE.
-    """
-    n = _validate.positive_int("num_hidden_layers", num_hidden_layers)
-    interval = _validate.positive_int("no_rope_layer_interval", no_rope_layer_interval)
-    return [int((layer + 1) % interval != 0) for layer in range(n)]
-
-
 # -- a whole config.json --------------------------------------------------------------
 
 def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
@@ -895,11 +947,7 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
         UnknownRopeKeyWarning: for a key of the rope block that transformers
             ignores (a misspelt ``original_max_position_embeddings``, say).
     """
-    from ._config import parse_rope_config  # the schema parsing lives apart
-
     if layer is not None:
-        from .per_layer import layer_config
-
         config = layer_config(config, layer)
         if config is None:
             return None

@@ -45,6 +45,46 @@ ANGLE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16,
                 "float32": torch.float32}
 _FACTOR_KEYS = {"linear", "dynamic", "yarn", "llama3"}
 
+#: The model types whose config class runs transformers 4.57.6's
+#: ``rope_config_validation`` (in ``__init__``, or in a
+#: ``_rope_scaling_validation`` it calls, as ``Olmo3Config``). Every other class
+#: logs nothing about ``rope_scaling`` (``Llama4TextConfig``, ``Exaone4Config``,
+#: ``MistralConfig``, ``Gemma2Config``, ``FalconConfig``, the Hunyuan classes,
+#: ``Dots1Config``, ...; ``OlmoConfig``, ``Olmo2Config`` and ``Phi3Config`` run
+#: checks of their own that raise). ``tests/test_transformers_warnings.py``
+#: rebuilds the set from transformers' source and compares the logs of every
+#: class in the table and the per-layer families.
+VALIDATING_MODEL_TYPES = frozenset({
+    "apertus", "arcee", "aria_text", "code_llama", "cohere", "cohere2", "csm",
+    "deepseek_v2", "deepseek_v3", "diffllama", "doge", "efficientloftr", "ernie4_5",
+    "ernie4_5_moe", "evolla", "flex_olmo", "gemma3_text", "gemma3n_text", "glm4_moe",
+    "glm4v_moe_text", "glm4v_text", "gpt_neox", "gpt_neox_japanese", "gpt_oss",
+    "granite", "granitemoe", "granitemoehybrid", "granitemoeshared", "llama",
+    "longcat_flash", "moonshine", "nemotron", "olmo3", "olmoe", "persimmon", "phi",
+    "phimoe", "qwen2", "qwen2_5_vl_text", "qwen2_moe", "qwen2_vl_text", "qwen3",
+    "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text", "qwen3_vl_text", "seed_oss",
+    "smollm3", "stablelm", "starcoder2"})
+#: Composite configs that, given the text fields at the top level (no
+#: ``text_config``), pass them on to their text config class, which validates
+#: them. ``Gemma3Config``, ``Qwen3VLConfig`` and ``AriaConfig`` build a default
+#: text config instead and neither read nor validate a top-level ``rope_scaling``.
+FLAT_TO_TEXT = frozenset({"glm4v", "glm4v_moe", "qwen2_vl", "qwen2_5_vl"})
+
+
+def validates_rope(config: Mapping) -> bool:
+    """Whether transformers 4.57.6 runs ``rope_config_validation`` on this
+    config's rope block (see :data:`VALIDATING_MODEL_TYPES`; Granite 4.0's
+    class runs it only with ``position_embedding_type`` ``"rope"``)."""
+    text, model_type = _config._text_config(config)
+    if model_type == "granitemoehybrid":
+        return text.get("position_embedding_type") == "rope"
+    inner = config.get("text_config")
+    if isinstance(inner, Mapping):
+        name = inner.get("model_type") or f"{config.get('model_type')}_text"
+        return name in VALIDATING_MODEL_TYPES
+    name = config.get("model_type")
+    return name in VALIDATING_MODEL_TYPES or name in FLAT_TO_TEXT
+
 
 def _float_or_missing(block: Mapping, key: str, what: str) -> list[str]:
     value = block.get(key)
@@ -59,9 +99,10 @@ def transformers_warnings(config: Mapping) -> list[str]:
     The same checks and the same text as ``rope_config_validation`` and its
     per-type validators in ``modeling_rope_utils.py``, after the preparation
     the config classes do (``type`` copied to ``rope_type``; DeepSeek-V3's
-    class converts ``factor``, ``beta_fast`` and ``beta_slow`` to float first).
-    Left out: unrecognized keys (the inspector lists them already) and Phi-3,
-    whose class checks its own block and raises instead of warning. A
+    class converts ``factor``, ``beta_fast`` and ``beta_slow`` to float first),
+    and only where the config class runs that validation
+    (:func:`validates_rope`; not Llama 4, EXAONE 4, Mistral, ...). Left out:
+    unrecognized keys (the inspector lists them already). A
     ``max_position_embeddings`` the config omits is not guessed: the checks
     that need it are skipped.
 
@@ -71,7 +112,7 @@ def transformers_warnings(config: Mapping) -> list[str]:
     """
     text, model_type = _config._text_config(config)
     block = text.get("rope_scaling")
-    if not isinstance(block, Mapping) or model_type == "phi3":
+    if not isinstance(block, Mapping) or not validates_rope(config):
         return []
     block = dict(block)
     if "type" in block:
@@ -81,7 +122,9 @@ def transformers_warnings(config: Mapping) -> list[str]:
             if key in block:
                 block[key] = float(block[key])
     rope_type = block.get("rope_type", "default")
-    max_len = text.get("max_position_embeddings")
+    max_len = text.get("max_position_embeddings",  # Gemma 3's class fills it in
+                       _config.MODEL_DEFAULTS.get(model_type, {})
+                       .get("max_position_embeddings"))
     out: list[str] = []
     if rope_type not in ("default", "linear", "dynamic", "yarn", "llama3", "longrope"):
         return ["Missing validation function mapping in `ROPE_VALIDATION_FUNCTIONS` "

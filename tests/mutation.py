@@ -568,6 +568,67 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("grader-shift-positive-k-only", "exercises.py",
        "_SHIFT_KS = (1, 5, 17, 0, -1, -3, -12)", "_SHIFT_KS = (1, 5, 17)",
        [], "a grader that tries only positive offsets, so abs(k) passes"),
+    # ---- config reading: warnings, accepted edge values, references (chapter 9) ------
+    _m("warns-without-validation", "serving.py",
+       "    if not isinstance(block, Mapping) or not validates_rope(config):\n",
+       "    if not isinstance(block, Mapping):\n",
+       ["09_models"], "transformers' validator warnings listed for config classes "
+       "that never run it (Llama 4, EXAONE 4)"),
+    _m("inspector-warns-unvalidated", "inspect.py",
+       "        and (validated or not issubclass(item.category, scaling.RopeConfigWarning))))",
+       "        ))",
+       ["09_models"], "a validator-style warning shown for a class that logs nothing"),
+    _m("factor-below-one-refused", "scaling.py",
+       '    factor = _validate.finite_float("factor", value, greater_than=0.0)\n'
+       "    if factor < 1:",
+       '    factor = _validate.finite_float("factor", value, at_least=1.0)\n'
+       "    if factor < 1:",
+       ["09_models"], "a factor below 1, which transformers computes after a "
+       "warning, refused"),
+    _m("yarn-attention-zero-refused", "scaling.py",
+       "attention_factor,\n                                                  at_least=0.0)",
+       "attention_factor,\n                                                  "
+       "greater_than=0.0)",
+       ["09_models"], "YaRN's attention_factor 0, which transformers computes, refused"),
+    _m("first-problem-only", "scaling.py",
+       '        problems.append(f"rope_type {rope_type!r} needs {missing}")',
+       '        raise ValueError(f"rope_type {rope_type!r} needs {missing}")',
+       [], "an error that names the first problem of a call and hides the others"),
+    _m("dynamic-reference-int-length", "scaling.py",
+       "        length = torch.tensor(seq_len, dtype=torch.int64)\n",
+       "        length = seq_len\n",
+       [], "the dynamic base rescaled in Python floats, not in float32 as a running "
+       "module's dynamic_rope_update does"),
+    _m("ledger-factor-not-squared", "inspect.py",
+       '                "value": attention_factor ** 2,',
+       '                "value": attention_factor,',
+       ["09_models"], "the cos/sin factor put on the logits once, not squared"),
+    _m("ledger-factor-dropped", "inspect.py",
+       '                "value": attention_factor ** 2,',
+       '                "value": 1.0,',
+       ["09_models"], "the cos/sin factor left out of the logit ledger"),
+    _m("per-layer-imports-scaling", "per_layer.py",
+       "from . import _config, _validate\n",
+       "from . import _config, _validate, scaling  # noqa: F401\n",
+       [], "an import cycle between per_layer and scaling"),
+    _m("v5-sliding-base-from-rope-theta", "_config.py",
+       "        given = text.get(local_key) if local_key else None\n",
+       '        given = text.get("rope_theta")\n',
+       [], "Gemma 3's sliding layers given rope_theta instead of "
+       "rope_local_base_freq (5.x layout)"),
+    _m("v5-legacy-scaling-dropped", "_config.py",
+       "        params[\"full_attention\"].update(scaling)\n",
+       "        pass\n",
+       [], "a legacy rope_scaling beside 5.x rope_parameters ignored (5.x merges it)"),
+    _m("deepseek-family-unaliased", "_config.py",
+       "    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)\n",
+       "",
+       ["09_models"], "Kimi K2 and DeepSeek-V3.2 read as unknown models: half-split "
+       "pairs and no softmax mscale, though they run DeepSeek-V3's attention"),
+    _m("warnings-without-class-length", "serving.py",
+       '    max_len = text.get("max_position_embeddings",  # Gemma 3\'s class fills it in\n',
+       '    max_len = text.get("max_position_embeddings", None and  # (class default lost)\n',
+       [], "a validator check skipped where the config class fills in the length"),
 )
 
 

@@ -2,7 +2,7 @@
 per rope type, including the regions where every clamp and guard binds.
 
 Each property draws a config (bases 2 .. 1e9, original lengths 16 .. 2**20,
-factors 1 .. 1000, equal and crossed beta / frequency factors), builds it
+factors 0.01 .. 1000, equal and crossed beta / frequency factors), builds it
 with transformers' own config class and compares ``ROPE_INIT_FUNCTIONS`` (or
 the model's rotary module) with :func:`posenc_lib.scaling.rope_from_config`.
 Tolerance as in ``test_models.py``: transformers computes ``base**x`` in
@@ -32,7 +32,9 @@ SWEEP = settings(max_examples=40, deadline=None, derandomize=True,
 
 bases = st.one_of(st.sampled_from([2.0, 10000.0, 1e9]), st.floats(2.0, 1e9))
 lengths = st.one_of(st.sampled_from([16, 2 ** 20]), st.integers(16, 2 ** 20))
-factors = st.one_of(st.sampled_from([1.0, 1000.0]), st.floats(1.0, 1000.0))
+# factors below 1 too: transformers computes them (and logs a warning)
+factors = st.one_of(st.sampled_from([1.0, 1000.0, 0.5]), st.floats(1.0, 1000.0),
+                    st.floats(0.01, 1.0))
 head_dims = st.sampled_from([4, 8, 16, 64, 128, 256])
 
 
@@ -205,6 +207,25 @@ def test_hunyuan_alpha_is_the_models_rule():
         ours({**config, "rope_scaling": {"type": "dynamic", "factor": 2.0}})
 
 
+# -- values transformers computes after a warning ------------------------------------
+
+@pytest.mark.parametrize("block, seq_len", [
+    ({"rope_type": "linear", "factor": 0.5}, None),
+    ({"type": "dynamic", "factor": 0.25}, 20000),
+    ({"rope_type": "yarn", "factor": 0.5, "original_max_position_embeddings": 1024},
+     None),
+    ({"rope_type": "yarn", "factor": 4.0, "attention_factor": 0.0,
+      "original_max_position_embeddings": 1024}, None),
+])
+def test_values_transformers_warns_about_are_computed(block, seq_len):
+    config = llama(64, 10000.0, 4096, block)
+    with pytest.warns(scaling.RopeConfigWarning):
+        got = scaling.rope_from_config(config, seq_len=seq_len, dtype=torch.float64)
+    assert_same(got, hf_rope(config, seq_len), json.dumps(config))
+    if "attention_factor" in block:
+        assert got[1] == 0.0
+
+
 # -- one error for every problem ------------------------------------------------------
 
 def test_one_error_lists_every_problem():
@@ -215,7 +236,14 @@ def test_one_error_lists_every_problem():
         scaling.rope_from_config(config)
     message = str(info.value)
     assert "2 problems" in message
-    assert "high_freq_factor" in message and "factor must be >= 1" in message
+    assert "high_freq_factor" in message and "factor must be > 0" in message
+    # the same for a direct call: the missing length and the NaN factor
+    with pytest.raises(ValueError) as info:
+        scaling.rope_parameters("dynamic", 64, factor=float("nan"),
+                                original_max_position_embeddings=2048)
+    message = str(info.value)
+    assert "2 problems" in message, message
+    assert "max_position_embeddings" in message and "factor must be finite" in message
     bad = {**config, "rope_theta": 0.5, "head_dim": 6, "partial_rotary_factor": 0.5,
            "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "beta_fast": -1.0,
                             "truncate": "yes"}}

@@ -50,6 +50,8 @@ def hf_config(config: dict) -> PretrainedConfig:
     """transformers' config object for a config.json dict (its own class), text part."""
     d = copy.deepcopy(config)
     model_type = d.pop("model_type", "llama")
+    # Kimi K2 and DeepSeek-V3.2 have no 4.57 class; they run DeepSeek-V3's
+    model_type = _config.MODEL_TYPE_ALIASES.get(model_type, model_type)
     built = AutoConfig.for_model(model_type, **d)
     return built.get_text_config()
 
@@ -107,7 +109,7 @@ def test_table_model_matches_transformers(name):
 def test_table_covers_the_models_the_book_needs():
     methods = {_config.parse_rope_config(model_inspect.model_config(n)).rope_type
                for n in ROTARY}
-    assert methods == {"default", "yarn", "llama3", "longrope"}
+    assert methods == {"default", "linear", "yarn", "llama3", "longrope"}
     assert len(NAMES) >= 12 and len(set(NAMES)) == len(NAMES)
     schemes = {_config.positional_scheme(model_inspect.model_config(n)) for n in NAMES}
     assert {"ALiBi", "T5 relative buckets", "rotary"} <= schemes
@@ -135,12 +137,19 @@ def test_table_entry_is_a_valid_transformers_config(name, caplog):
     finally:
         hf_logging.disable_propagation()
         hf_logging.set_verbosity(verbosity)
-    assert built.model_type.startswith(entry["config"]["model_type"])
+    model_type = entry["config"]["model_type"]
+    assert built.model_type.startswith(_config.MODEL_TYPE_ALIASES.get(model_type,
+                                                                     model_type))
     warnings = sorted({r.getMessage() for r in caplog.records})
     if name == "qwen2.5-7b-instruct-yarn":
         # The model card's recipe keeps max_position_embeddings at 32768, and
         # transformers' YaRN validator warns that 32768 / 32768 != factor 4.
         assert len(warnings) == 1 and "does not match the ratio" in warnings[0]
+    elif name == "olmo-3.1-32b-instruct":
+        # The published YaRN block has int betas (32, 1); transformers' validator
+        # logs that each must be a float, then computes with them.
+        assert warnings == ["`rope_scaling`'s beta_fast field must be a float, got 32",
+                            "`rope_scaling`'s beta_slow field must be a float, got 1"]
     else:
         assert warnings == [], warnings
 
@@ -548,7 +557,9 @@ def test_inspector_numbers_agree_with_closed_forms(name):
         # Every pair that had not closed the circle (wavelength > L) is divided by the
         # full factor s (YaRN: r < beta_slow = 1; Llama 3: wavelength > L / 1), so it
         # leaves its range exactly when L' / s > L.
-        target, s = report["target_length"], rope.factor
+        # Judged at the target, or at the window where every rotating layer has
+        # one (Llama 4's chunks of 8,192: no distance beyond occurs with RoPE).
+        target, s = report["judged_at"], rope.factor
         unclosed = d // 2 - report["full_turn_pairs"]
         assert report["out_of_range_count"] == (unclosed if target / s > L else 0)
     if report["mrope"]:
@@ -644,7 +655,8 @@ def hf_pair_partner(config: dict) -> int:
     model's own rotary module and apply function, query e_0 scores non-zero
     against e_0 (cos) and its partner (sin) only."""
     text = hf_config(config)
-    model_type = config["model_type"]
+    model_type = _config.MODEL_TYPE_ALIASES.get(config["model_type"],
+                                                config["model_type"])
     module = importlib.import_module(
         f"transformers.models.{model_type}.modeling_{model_type}")
     ids = torch.tensor([[0, 1]])
@@ -652,8 +664,17 @@ def hf_pair_partner(config: dict) -> int:
     if "mrope_section" in mrope:  # the same position on every axis
         ids = ids[None].expand(3, 1, 2)
     rotary = rotary_module(config)
-    cos, sin = rotary(torch.zeros(1), ids)
     d = 2 * rotary.inv_freq.numel()  # gpt-oss's cos holds each angle once, d / 2
+    eye = torch.eye(d)[None, :, None, :].expand(1, d, 2, d)  # head j holds e_j
+    if model_type == "llama4":  # complex freqs_cis, (batch, seq, heads, dim)
+        freqs = rotary(torch.zeros(1), ids)
+        q, k = module.apply_rotary_emb(eye.transpose(1, 2), eye.transpose(1, 2), freqs)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        score = k[0, :, 0] @ q[0, 0, 1]
+        hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
+        assert len(hits) == 2 and hits[0] == 0, hits
+        return hits[1]
+    cos, sin = rotary(torch.zeros(1), ids)
     if "mrope_section" in mrope and hasattr(module, "apply_multimodal_rotary_pos_emb"):
         # Qwen2-VL, Qwen2.5-VL; Qwen3-VL interleaves the axes inside its rotary
         # module and then applies plain rotate_half

@@ -41,7 +41,8 @@ EXTRA = {"llama4": {"intermediate_size_mlp": 32, "num_local_experts": 2},
                         "linear_value_head_dim": 16},
          "gpt_oss": {"num_local_experts": 2}}
 CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
-              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text"}
+              "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+              **_config.MODEL_TYPE_ALIASES}  # Kimi K2, DeepSeek-V3.2: DeepseekV3
 TABLE_ROTARY = [n for n in model_inspect.model_names()
                 if _config.positional_scheme(model_inspect.model_config(n)) == "rotary"]
 
@@ -504,3 +505,21 @@ def test_llama4_pairs_neighbours():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert model_inspect.inspect_config(LLAMA4)["pair_layout"] == "interleaved"
+
+
+def test_no_import_cycle_between_scaling_and_per_layer():
+    # scaling imports per_layer and _config; neither may import scaling back
+    # (not even inside a function), so the modules form no cycle.
+    import ast
+    from pathlib import Path
+
+    package = Path(per_layer.__file__).parent
+    for name in ("per_layer.py", "_config.py"):
+        tree = ast.parse((package / name).read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                imported |= {node.module or ""} | {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        assert not {n for n in imported if n.split(".")[-1] == "scaling"}, name

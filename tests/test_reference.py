@@ -7,6 +7,8 @@ and with :func:`posenc_lib.scaling.rope_from_config`, and compares the bits.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from posenc_lib import scaling
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 transformers.logging.set_verbosity_error()  # its validators warn on odd draws
@@ -65,6 +68,11 @@ def _check(config_dict, seq_len, rope_type):
     ours, factor = scaling.rope_from_config(config_dict, seq_len=seq_len,
                                             dtype=torch.float32,
                                             reference="transformers")
+    if rope_type == "dynamic" and seq_len is not None and \
+            seq_len > config_dict["max_position_embeddings"]:
+        # what dynamic_rope_update passes: max(position_ids) + 1, a tensor (the
+        # running module is checked directly below)
+        seq_len = torch.tensor(seq_len)
     theirs, their_factor = ROPE_INIT_FUNCTIONS[rope_type](
         LlamaConfig(**config_dict), "cpu", seq_len=seq_len)
     _bits_equal(ours, theirs)
@@ -102,6 +110,38 @@ def test_longrope_bit_exact_on_both_sides_of_the_switch(data):
                                "long_factor": data.draw(factor_lists)}}
     for seq_len in (None, original, original + 1):
         _check(config, seq_len, "longrope")
+
+
+#: 36 lengths from just past L = 4,096 to 39,000 (the module recomputes its
+#: frequencies at each length beyond L).
+DYNAMIC_LENGTHS = [4097 + round(i * (39000 - 4097) / 35) for i in range(36)]
+
+
+@pytest.mark.parametrize("base, factor, head_dim", [
+    (10000.0, 2.0, 64), (500000.0, 8.0, 128), (1e6, 4, 128), (10000.0, 0.5, 80)])
+def test_dynamic_reference_is_what_a_running_module_holds(base, factor, head_dim):
+    # LlamaRotaryEmbedding.forward runs dynamic_rope_update: beyond
+    # max_position_embeddings it recomputes inv_freq with seq_len =
+    # max(position_ids) + 1, a tensor, so the base is rescaled in float32.
+    config = {"hidden_size": head_dim * 4, "num_attention_heads": 4,
+              "head_dim": head_dim, "rope_theta": base,
+              "max_position_embeddings": 4096,
+              "rope_scaling": {"rope_type": "dynamic", "factor": factor}}
+    x = torch.zeros(1, 1, head_dim)
+    differs = 0
+    for length in [1, 4096] + DYNAMIC_LENGTHS:
+        module = LlamaRotaryEmbedding(LlamaConfig(**config))
+        module(x, torch.arange(length)[None])
+        with pytest.warns() if factor < 1 else warnings.catch_warnings():
+            ours, _ = scaling.rope_from_config(config, seq_len=length,
+                                               dtype=torch.float32,
+                                               reference="transformers")
+        _bits_equal(ours, module.inv_freq)
+        ints, _ = ROPE_INIT_FUNCTIONS["dynamic"](LlamaConfig(**config), "cpu",
+                                                 seq_len=length)
+        differs += not torch.equal(ints, module.inv_freq)
+    # an int seq_len (Python arithmetic) is not what the module runs
+    assert differs > 0
 
 
 def test_qwen25_frequencies_differ_from_the_float64_reference_by_an_ulp():

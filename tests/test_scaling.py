@@ -466,7 +466,7 @@ def test_llama4_attention_temperature_matches_transformers(monkeypatch):
 
 @pytest.mark.parametrize("call, match", [
     (lambda: scaling.rope_parameters("xpos", 64), "rope_type must be one of"),
-    (lambda: scaling.rope_parameters("linear", 64, factor=0.5), "factor must be >= 1"),
+    (lambda: scaling.rope_parameters("linear", 64, factor=0.0), "factor must be > 0"),
     (lambda: scaling.rope_parameters("linear", 64), r"needs \['factor'\]"),
     (lambda: scaling.rope_parameters("linear", 64, factor=2.0, beta_fast=3.0),
      r"unknown parameter\(s\) \['beta_fast'\]"),
@@ -481,7 +481,7 @@ def test_llama4_attention_temperature_matches_transformers(monkeypatch):
     (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
                                      truncate="yes"), "truncate must be True or False"),
     (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
-                                     attention_factor=-1.0), "attention_factor must be > 0"),
+                                     attention_factor=-1.0), "attention_factor must be >= 0"),
     (lambda: scaling.rope_parameters("yarn", 64, factor=4.0, original_max_position_embeddings=4096,
                                      mscale=-1.0), "mscale must be >= 0"),
     (lambda: scaling.rope_parameters("longrope", 8, short_factor=[1.0] * 3,

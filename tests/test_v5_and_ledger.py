@@ -55,9 +55,73 @@ def test_per_layer_type_rope_parameters(config, local):
     assert torch.equal(glob[0], scaling.rope_from_config(config,
                                                          dtype=torch.float64)[0])
     assert _config.parse_rope_config(v5).layout == "5.x"
+    # 5.x fills a missing full_attention entry with plain RoPE on the
+    # top-level base, else the class default (see the next test)
     only_sliding = {**v5, "rope_parameters": {"sliding_attention": local}}
-    with pytest.raises(ValueError, match="full_attention"):
-        scaling.rope_from_config(only_sliding)
+    with pytest.warns(_config.V5LayoutWarning, match="no 'full_attention' entry"):
+        inv_freq, _ = scaling.rope_from_config(only_sliding, dtype=torch.float64)
+    base = {"gemma3": 1e6, "olmo3": 5e5}[config["model_type"]]
+    assert torch.equal(inv_freq, scaling.rope_parameters(
+        "default", 32, base, dtype=torch.float64)[0])
+
+
+#: What transformers 5.24.0 makes of per-layer-type rope_parameters:
+#: Gemma3TextConfig.convert_rope_params_to_dict and Olmo3Config's
+#: (huggingface/transformers v5.24.0, src/transformers/models/gemma3/
+#: configuration_gemma3.py and models/olmo3/configuration_olmo3.py, with
+#: standardize_rope_params in src/transformers/modeling_rope_utils.py).
+#: scripts/check_v5.py computes each with transformers 5.24.0 itself.
+V5_GEMMA = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 2,
+            "head_dim": 32, "num_hidden_layers": 6,
+            "max_position_embeddings": 8192}
+FULL_1E6 = {"rope_type": "default", "rope_theta": 1e6}
+SLIDING_1E4 = {"rope_type": "default", "rope_theta": 10000.0}
+V5_EXPECTED = [
+    # a missing sliding_attention entry: plain RoPE, base 10,000
+    ({**V5_GEMMA, "rope_parameters": {"full_attention": FULL_1E6}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+    # ... or rope_local_base_freq when the config gives it
+    ({**V5_GEMMA, "rope_local_base_freq": 20000.0,
+      "rope_parameters": {"full_attention": FULL_1E6}},
+     {"full_attention": FULL_1E6,
+      "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}),
+    # a sliding entry without rope_theta: rope_local_base_freq, not rope_theta
+    ({**V5_GEMMA, "rope_theta": 1e6, "rope_local_base_freq": 10000.0,
+      "rope_parameters": {"full_attention": {"rope_type": "default"},
+                          "sliding_attention": {"rope_type": "default"}}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+    # a legacy rope_scaling beside nested parameters: merged into full_attention
+    ({**V5_GEMMA, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+      "rope_parameters": {"full_attention": FULL_1E6,
+                          "sliding_attention": SLIDING_1E4}},
+     {"full_attention": {**FULL_1E6, "rope_type": "linear", "factor": 8.0},
+      "sliding_attention": SLIDING_1E4}),
+    # a differing top-level rope_theta: the nested values kept
+    ({**V5_GEMMA, "rope_theta": 500000.0,
+      "rope_parameters": {"full_attention": FULL_1E6,
+                          "sliding_attention": SLIDING_1E4}},
+     {"full_attention": FULL_1E6, "sliding_attention": SLIDING_1E4}),
+]
+
+
+@pytest.mark.parametrize("config, expected", V5_EXPECTED)
+def test_v5_per_layer_type_defaults_and_merges(config, expected):
+    with pytest.warns(_config.V5LayoutWarning, match="as transformers 5.x reads it"):
+        text, _ = _config._text_config(config)
+    assert text["rope_parameters"] == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(6):  # layers 0-4 sliding, 5 full (pattern 6)
+            kind = "full_attention" if i == 5 else "sliding_attention"
+            entry = expected[kind]
+            want = scaling.rope_parameters(entry["rope_type"], 32, entry["rope_theta"],
+                                           dtype=torch.float64,
+                                           **({"factor": entry["factor"]}
+                                              if "factor" in entry else {}))
+            got = scaling.rope_from_config(config, layer=i, dtype=torch.float64)
+            assert torch.equal(got[0], want[0]) and got[1] == want[1], (i, kind)
+        report = model_inspect.inspect_config(config)
+    assert any("as transformers 5.x reads it" in w for w in report["warnings"])
 
 
 def proportional_5x(head_dim: int, base: float, p: float, factor: float) -> list:
@@ -158,3 +222,62 @@ def test_ledger_lists_position_dependent_temperatures():
     report = model_inspect.inspect_config(mistral)
     temps = [f for f in report["logit_factors"] if f["value"] is None]
     assert temps and "16384" in temps[0]["formula"]
+
+
+@pytest.mark.parametrize("model_type, factor", [("llama", 4.0), ("qwen2", 16.0)])
+def test_ledger_equals_the_logits_a_yarn_layer_computes(model_type, factor):
+    # A cos/sin factor != 1 (YaRN: 1 + 0.1 ln factor) multiplies q and k, so
+    # the logits by its square: a ledger that forgot the square or dropped the
+    # factor is off by 14 % or more.
+    import importlib
+
+    from transformers import AutoConfig
+
+    config = {"model_type": model_type, **TINY, "num_key_value_heads": 2,
+              "rope_theta": 10000.0, "max_position_embeddings": 16384,
+              "rope_scaling": {"rope_type": "yarn", "factor": factor,
+                               "original_max_position_embeddings": 4096}}
+    report = model_inspect.inspect_config(config)
+    assert report["attention_factor"] > 1.1
+    ledger = constant(report)
+    module = importlib.import_module(f"transformers.models.{model_type}."
+                                     f"modeling_{model_type}")
+    settings = copy.deepcopy(config)
+    hf = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    hf._attn_implementation = "eager"
+    torch.manual_seed(0)
+    prefix = "Llama" if model_type == "llama" else "Qwen2"
+    attention = getattr(module, f"{prefix}Attention")(hf, 0).double()
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(hf).double()
+    positions = torch.tensor([[0, 1, 37, 5000, 12000]])
+    h = torch.randn(1, 5, 64, dtype=torch.float64)
+    captured = {}
+    eager = module.eager_attention_forward
+
+    def capture(mod, query, key, value, mask, scaling, **kwargs):
+        captured["logits"] = query @ key.transpose(2, 3) * scaling
+        return eager(mod, query, key, value, mask, scaling, **kwargs)
+
+    module.eager_attention_forward = capture
+    try:
+        with torch.no_grad():
+            attention(h, rotary(h, positions), attention_mask=None)
+    finally:
+        module.eager_attention_forward = eager
+    inv_freq, _ = scaling.rope_from_config(config, dtype=torch.float32,
+                                           reference="transformers")
+    angles = positions[0, :, None].float() * inv_freq  # float32, as the module
+    cos = torch.cat([angles.cos()] * 2, -1).double()
+    sin = torch.cat([angles.sin()] * 2, -1).double()
+
+    def rotated(x):
+        x = x.view(1, 5, 2, 32).transpose(1, 2)
+        return x * cos + torch.cat([-x[..., 16:], x[..., :16]], -1) * sin
+
+    with torch.no_grad():
+        q, k = rotated(attention.q_proj(h)), rotated(attention.k_proj(h))
+    raw = q @ k.transpose(2, 3)
+    # the module rounds cos·f and sin·f to float32 (ε32/2 on each entry)
+    eps32 = torch.finfo(torch.float32).eps
+    bound = 8 * eps32 * ledger * q.norm(dim=-1)[..., None] * k.norm(dim=-1)[..., None, :]
+    assert ((captured["logits"] - ledger * raw).abs() <= bound).all()

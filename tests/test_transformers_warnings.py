@@ -1,0 +1,189 @@
+"""The inspector's "transformers warns" lines against what transformers 4.57.6
+logs, for every config class of the table and of the per-layer families.
+
+transformers logs its RoPE warnings from ``rope_config_validation``, which only
+some config classes call (``Llama4TextConfig``, ``Exaone4Config``,
+``MistralConfig``, ``Gemma2Config``, the Hunyuan classes ... never do). Each
+case builds the config with ``AutoConfig.for_model``, captures every record
+of the ``transformers`` logger, and compares it with
+:func:`posenc_lib.serving.transformers_warnings` and the inspector's report.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect as pyinspect
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from transformers import AutoConfig  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+
+from posenc_lib import inspect as model_inspect  # noqa: E402
+from posenc_lib import _config, per_layer, scaling, serving  # noqa: E402
+
+SHARED = Path("/work/shared/configs")
+
+
+def transformers_log(config: dict) -> list[str]:
+    """The RoPE messages transformers logs while building ``config`` (every
+    record of the ``transformers`` logger that mentions rope, unrecognized
+    keys left out: the inspector lists those itself)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    logger = logging.getLogger("transformers")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logging.Logger.warning_once.cache_clear()
+    try:
+        fields = copy.deepcopy(config)
+        AutoConfig.for_model(fields.pop("model_type"), **fields)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    messages = [r.getMessage() for r in records]
+    rope = [m for m in messages if "rope" in m.lower() or "yarn" in m.lower()]
+    return [m for m in rope if not m.startswith("Unrecognized keys")]
+
+
+def _class_validates(cls) -> bool:
+    try:
+        source = pyinspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        return False
+    if "rope_config_validation(" in source:
+        return True
+    method = getattr(cls, "_rope_scaling_validation", None)
+    return ("self._rope_scaling_validation()" in source and method is not None
+            and "rope_config_validation(" in pyinspect.getsource(method))
+
+
+def test_validating_model_types_are_read_from_transformers_source():
+    found = set()
+    for model_type in CONFIG_MAPPING.keys():
+        try:
+            cls = CONFIG_MAPPING[model_type]
+        except (ImportError, KeyError, AttributeError):
+            continue
+        if _class_validates(cls):
+            found.add(model_type)
+    assert found == set(serving.VALIDATING_MODEL_TYPES)
+
+
+COMPOSITES = ["aria", "gemma3", "gemma3n", "glm4v", "glm4v_moe", "qwen2_vl",
+              "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"]
+
+
+@pytest.mark.parametrize("model_type", COMPOSITES)
+def test_flat_composite_configs(model_type):
+    # the text fields at the top level: some classes pass them on to their
+    # text config (which validates), others build a default text config
+    config = {"model_type": model_type, **BASE, "rope_scaling": BLOCKS[2]}
+    logged = _check(config)
+    assert bool(logged) == (model_type in serving.FLAT_TO_TEXT)
+
+
+BASE = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 32, "max_position_embeddings": 8192, "rope_theta": 10000.0,
+        "num_hidden_layers": 4}
+#: Blocks each validator warns about (equal Llama 3 factors; an int factor and
+#: crossed betas; a factor below 1; an int dynamic factor).
+BLOCKS = [
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+     "high_freq_factor": 1.0, "original_max_position_embeddings": 1024},
+    {"rope_type": "yarn", "factor": 4, "beta_fast": 1.0, "beta_slow": 2.0,
+     "original_max_position_embeddings": 1024},
+    {"rope_type": "linear", "factor": 0.5},
+    {"rope_type": "dynamic", "factor": 2},
+]
+TABLE = [n for n in model_inspect.model_names()
+         if model_inspect.model_entry(n)["config"]["model_type"] not in
+         ("bloom", "t5")]
+#: The per-layer families, and classes that never validate.
+FAMILIES = sorted(set(per_layer.LAYER_DEFAULTS) | {"granitemoehybrid"} |
+                  {"falcon", "dots1", "hunyuan_v1_dense", "hunyuan_v1_moe"})
+
+
+def with_block(config: dict, block: dict) -> dict:
+    config = copy.deepcopy(config)
+    target = config.get("text_config", config)
+    target["rope_scaling"] = copy.deepcopy(block)
+    return config
+
+
+def family_config(model_type: str) -> dict:
+    # the classes the per-layer code reads (Gemma 3's and Llama 4's text configs)
+    model_type = {"gemma3": "gemma3_text", "llama4": "llama4_text"}.get(model_type,
+                                                                       model_type)
+    config = {"model_type": model_type, **BASE}
+    if model_type == "falcon":
+        del config["head_dim"]  # a read-only property of FalconConfig
+    if model_type == "granitemoehybrid":
+        config["position_embedding_type"] = "rope"
+    if model_type == "exaone4":
+        config["sliding_window"] = 16
+    return config
+
+
+def _check(config: dict) -> list[str]:
+    logged = transformers_log(config)
+    assert serving.transformers_warnings(config) == logged, json.dumps(config)
+    return logged
+
+
+@pytest.mark.parametrize("name", TABLE)
+def test_table_models_warn_as_transformers_logs(name):
+    config = model_inspect.model_config(name)
+    if config["model_type"] in _config.MODEL_TYPE_ALIASES:
+        # transformers 4.57 has no such class (the model runs remote code)
+        assert config["model_type"] not in CONFIG_MAPPING
+        assert serving.transformers_warnings(config) == []
+        return
+    logged = _check(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert model_inspect.inspect_config(config)["transformers_warnings"] == logged
+    if config["model_type"] == "phi3":
+        return  # Phi3Config raises on blocks other than its own
+    for block in BLOCKS:
+        _check(with_block(config, block))
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+@pytest.mark.parametrize("block", BLOCKS, ids=["llama3", "yarn", "linear", "dynamic"])
+def test_every_family_warns_as_transformers_logs(model_type, block):
+    logged = _check(with_block(family_config(model_type), block))
+    # a class that validates does warn about every one of these blocks
+    assert bool(logged) == serving.validates_rope(family_config(model_type))
+
+
+def test_published_llama4_scout_config_gives_no_warning():
+    config = json.loads((SHARED / "llama4-scout-17b-16e-instruct.json").read_text())
+    assert config["text_config"]["rope_scaling"]["low_freq_factor"] == \
+        config["text_config"]["rope_scaling"]["high_freq_factor"] == 1.0
+    assert transformers_log(config) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scaling.RopeConfigWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*leaves out.*")
+        report = model_inspect.inspect_config(config)
+    assert report["transformers_warnings"] == []
+    assert not [w for w in report["warnings"] if "freq_factor" in w]
+    # the same block under a class that validates: warned, by both
+    llama = with_block(family_config("llama"), config["text_config"]["rope_scaling"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = model_inspect.inspect_config(llama)
+    assert report["transformers_warnings"] == transformers_log(llama) != []
+    assert [w for w in report["warnings"] if "freq_factor" in w]
