@@ -694,6 +694,31 @@ def _rope_question():
                         f"wraps, so it can tell every such position apart, slowly.")
 
 
+def _mrope_question():
+    theta = rope.inv_freq(128, 1e6, dtype=torch.float64)
+    width = multidim.mrope_axis_map([16, 24, 24], dim=128) == 2
+    fastest = float(theta[width].max())
+    turn = 15 * fastest
+    return turn > 0.01, (f"Qwen2-VL's width pairs are pairs 40 to 63 of the ladder; the "
+                         f"fastest turns θ_40 = (10^6)^(-80/128) = {fastest:.3g} rad per id, "
+                         f"so 15 columns turn it by {turn:.4f} rad: the language "
+                         f"model barely sees where a patch sits in its row.")
+
+
+def _yarn_question():
+    plain = rope.inv_freq(128, 10000.0, dtype=torch.float64)
+    yarn, _ = scaling.rope_parameters("yarn", 128, 10000.0, factor=4.0,
+                                      original_max_position_embeddings=4096,
+                                      dtype=torch.float64)
+    ratio = (yarn.to(torch.float64) / plain)
+    unchanged = int((ratio == 1).sum())
+    return bool(ratio[0] == 1), (
+        f"YaRN leaves the {unchanged} fastest pairs exactly as they were (ratio 1), "
+        f"interpolates the slowest by 1/4 (ratio {float(ratio[-1]):.3f}) and ramps "
+        f"between: pairs that turn many times within 4096 positions never see an "
+        f"angle they were not trained on.")
+
+
 #: The predict-then-check questions, each ``(question, truth)`` where ``truth()``
 #: returns the answer and the numbers behind it.
 PREDICTIONS = {
@@ -703,6 +728,11 @@ PREDICTIONS = {
             "max_distance 128, bidirectional)?", _t5_question),
     "4.3": ("Does the slowest pair of a 128-feature RoPE head with base 10000 complete "
             "a full turn within 4096 positions?", _rope_question),
+    "5.3": ("In Qwen2-VL's M-RoPE (head 128, base 10^6, sections [16, 24, 24]), does "
+            "moving a key 15 columns to the right turn its fastest width pair by more "
+            "than 0.01 rad?", _mrope_question),
+    "6.3": ("With YaRN (factor 4, original context 4096, head 128, base 10000), is the "
+            "fastest pair's frequency left exactly as it was?", _yarn_question),
 }
 
 

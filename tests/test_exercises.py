@@ -374,12 +374,18 @@ def test_other_graders_vary_their_arguments():
 def test_predictions_are_graded_against_independent_truths():
     """The truths, computed here another way: the sinusoidal similarity is
     sum_i cos(k w_i) (times 1, per pair); T5's buckets from the written
-    bucket function; the slowest RoPE pair's angle at 4096 positions."""
+    bucket function; the slowest RoPE pair's angle at 4096 positions; M-RoPE's
+    fastest width pair from the sections; YaRN's ramp rule for pair 0."""
     w = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
     truths = {
         "2.3": bool(torch.cos(12 * w).sum() > torch.cos(11 * w).sum()),
         "3.3": bool(t5_written(torch.tensor([20]))[0] == t5_written(torch.tensor([23]))[0]),
         "4.3": 10000.0 ** (-126 / 128) * 4096 >= 2 * math.pi,
+        # contiguous sections [16, 24, 24]: width owns pairs 40..63, the fastest 40
+        "5.3": 15 * 1e6 ** (-80 / 128) > 0.01,
+        # YaRN's ramp: pair 0 turns 4096 / (2 pi) = 652 times in the original
+        # context, above beta_fast = 32, so it keeps its frequency
+        "6.3": 4096 / (2 * math.pi) > 32,
     }
     assert set(truths) == set(exercises.PREDICTIONS)
     for question, truth in truths.items():
