@@ -45,6 +45,8 @@ VLLM = {
              "0cd5784803d83f81fac0794b82cb592d4317d4bf"),
     "dynamic": ("vllm/model_executor/layers/rotary_embedding/dynamic_ntk_scaling_rope.py",
                 "3cfbaf333d800badc12fad1f138ab01178d35ab8"),
+    "linear": ("vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py",
+               "0f17ee061e413bf8ab7927f926f69cdff24dc63e"),
     "llama3": ("vllm/model_executor/layers/rotary_embedding/llama3_rope.py",
                "045d7575500e01e0f4a7ff84e039a9f7f7dc3bd0"),
     "longrope": (("vllm/model_executor/layers/rotary_embedding/"
@@ -313,6 +315,18 @@ def vllm_default_cache(rotary_dim: int, max_position_embeddings: int,
     return _cache(vllm_inv_freq(rotary_dim, base), max_position_embeddings)
 
 
+def vllm_linear_cache(rotary_dim: int, max_position_embeddings: int, base: float,
+                      scaling_factor: float) -> Tensor:
+    """Transcription of ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``
+    for one factor (linear_scaling_rope.py lines 82-97 at 0f17ee061e41): the
+    *positions* are divided by the factor (transformers divides ``inv_freq``),
+    over ``max_position_embeddings * scaling_factor`` rows."""
+    max_len = int(max_position_embeddings * scaling_factor)
+    t = torch.arange(max_len, dtype=torch.float) / scaling_factor
+    freqs = torch.einsum("i,j -> ij", t, vllm_inv_freq(rotary_dim, base))
+    return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+
+
 def vllm_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
               scaling_factor: float, *, beta_fast: float = 32, beta_slow: float = 1,
               mscale: float | None = None, mscale_all_dim: float | None = None,
@@ -443,8 +457,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "vllm": {"frequencies": "positions / factor over a cache of "
                                 "max_position_embeddings * factor rows",
                  "factor": "1", "when": "never",
-                 "source": "vllm-project/vllm vllm/model_executor/layers/rotary_embedding/"
-                           "linear_scaling_rope.py@9ba5ac5152d2"},
+                 "source": _cite("linear", "lines 82-97")},
         "llama.cpp": {"frequencies": "freq_scale = 1/factor (GGUF rope.scaling.factor)",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/base.py", "lines 1465-1469")},
