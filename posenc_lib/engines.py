@@ -164,8 +164,8 @@ def llama_cpp_rope(x: Tensor, positions: Tensor, *, n_dims: int, mode: str = "no
                    freq_factors: Tensor | None = None) -> Tensor:
     """Transcription of ggml's CPU RoPE, ``rope_yarn``, ``rope_yarn_ramp``,
     ``ggml_rope_cache_init`` and ``rotate_pairs`` (ggml/src/ggml-cpu/ops.cpp
-    lines 6180-6216 and 6268-6285 at 0c1e57098) plus the ``theta_scale`` of
-    ``ggml_compute_forward_rope_flt`` (line 6374), vectorised in float32.
+    lines 6180-6218 and 6291-6308 at 0c1e57098) plus the ``theta_scale`` of
+    ``ggml_compute_forward_rope_flt`` (line 6372), vectorised in float32.
 
     Modes "norm" (pairs ``(2i, 2i+1)``) and "neox" (pairs ``(i, i+n_dims/2)``)
     only. Features beyond ``n_dims`` pass through.
@@ -244,7 +244,7 @@ def llama_cpp_yarn_attn_factor(factor: float, *, rope_yarn_log_mul: float = 0.0,
 def llama_cpp_net_factor(factor: float, **kwargs) -> float:
     """What multiplies cos and sin in llama.cpp's YaRN: the ``attn_factor`` of
     :func:`llama_cpp_yarn_attn_factor` times ``rope_yarn``'s own
-    ``1 + 0.1 ln(1/freq_scale)`` (ops.cpp line 6197), ``freq_scale = 1/factor``."""
+    ``1 + 0.1 ln(1/freq_scale)`` (ops.cpp line 6198), ``freq_scale = 1/factor``."""
     return llama_cpp_yarn_attn_factor(factor, **kwargs) * (1.0 + 0.1 * math.log(factor))
 
 
@@ -252,7 +252,7 @@ def llama_cpp_net_factor(factor: float, **kwargs) -> float:
 
 def vllm_apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
                                 is_neox_style: bool) -> Tensor:
-    """Transcription of ``apply_rotary_emb_torch`` (common.py lines 34-51 at
+    """Transcription of ``apply_rotary_emb_torch`` (common.py at
     002d181a55a0).
 
     Args:
@@ -275,8 +275,8 @@ def vllm_apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
 def vllm_forward_native(positions: Tensor, query: Tensor, key: Tensor,
                         cos_sin_cache: Tensor, *, head_size: int, rotary_dim: int,
                         is_neox_style: bool = True) -> tuple[Tensor, Tensor]:
-    """Transcription of ``RotaryEmbedding.forward_native`` (base.py lines
-    62-92 at 04458da08417): look up ``cos_sin_cache[positions]``, rotate the
+    """Transcription of ``RotaryEmbedding.forward_native`` (base.py at
+    04458da08417): look up ``cos_sin_cache[positions]``, rotate the
     first ``rotary_dim`` features of every head.
 
     Args:
@@ -297,8 +297,8 @@ def vllm_forward_native(positions: Tensor, query: Tensor, key: Tensor,
 
 
 def vllm_inv_freq(rotary_dim: int, base: float) -> Tensor:
-    """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py lines
-    41-49 at 04458da08417), float32."""
+    """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py at
+    04458da08417), float32."""
     return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
 
 
@@ -310,7 +310,7 @@ def _cache(inv_freq: Tensor, num_positions, mscale: float = 1.0) -> Tensor:
 
 def vllm_default_cache(rotary_dim: int, max_position_embeddings: int,
                        base: float) -> Tensor:
-    """``RotaryEmbedding._compute_cos_sin_cache`` (base.py lines 51-60 at
+    """``RotaryEmbedding._compute_cos_sin_cache`` (base.py at
     04458da08417): ``(max_position_embeddings, rotary_dim)``, cos then sin."""
     return _cache(vllm_inv_freq(rotary_dim, base), max_position_embeddings)
 
@@ -318,7 +318,7 @@ def vllm_default_cache(rotary_dim: int, max_position_embeddings: int,
 def vllm_linear_cache(rotary_dim: int, max_position_embeddings: int, base: float,
                       scaling_factor: float) -> Tensor:
     """Transcription of ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``
-    for one factor (linear_scaling_rope.py lines 82-97 at 0f17ee061e41): the
+    for one factor (linear_scaling_rope.py at 0f17ee061e41): the
     *positions* are divided by the factor (transformers divides ``inv_freq``),
     over ``max_position_embeddings * scaling_factor`` rows."""
     max_len = int(max_position_embeddings * scaling_factor)
@@ -332,8 +332,8 @@ def vllm_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
               mscale: float | None = None, mscale_all_dim: float | None = None,
               attention_factor: float | None = None) -> tuple[Tensor, float, int]:
     """Transcription of ``YaRNScalingRotaryEmbedding`` (yarn_scaling_rope.py
-    lines 36-95 at 0cd5784803d8) with common.py's ``yarn_find_correction_*``,
-    ``yarn_linear_ramp_mask`` and ``yarn_get_mscale`` (lines 118-155 at
+    at 0cd5784803d8) with common.py's ``yarn_find_correction_*``,
+    ``yarn_linear_ramp_mask`` and ``yarn_get_mscale`` (common.py at
     002d181a55a0). ``max_position_embeddings`` is the *original* context (vLLM
     passes ``original_max_position_embeddings`` here).
 
@@ -373,7 +373,7 @@ def vllm_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
 def vllm_dynamic_ntk_base(rotary_dim: int, max_position_embeddings: int, base: float,
                           scaling_factor: float) -> tuple[float, int]:
     """Transcription of ``DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache``
-    (dynamic_ntk_scaling_rope.py lines 49-62 at 3cfbaf333d80): one base for
+    (dynamic_ntk_scaling_rope.py at 3cfbaf333d80): one base for
     the whole static cache of ``max_position_embeddings * scaling_factor``
     positions, whatever the request's length.
 
@@ -392,7 +392,7 @@ def vllm_llama3_inv_freq(rotary_dim: int, base: float, scaling_factor: float,
                          low_freq_factor: float, high_freq_factor: float,
                          orig_max_position: int) -> Tensor:
     """Transcription of ``Llama3RotaryEmbedding._compute_inv_freq``
-    (llama3_rope.py lines 34-55 at 045d7575500e), float32."""
+    (llama3_rope.py at 045d7575500e), float32."""
     inv_freqs = vllm_inv_freq(rotary_dim, base)
     low_freq_wavelen = orig_max_position / low_freq_factor
     high_freq_wavelen = orig_max_position / high_freq_factor
@@ -413,7 +413,7 @@ def vllm_longrope(rotary_dim: int, max_position_embeddings: int,
                   short_factor: Sequence[float], long_factor: Sequence[float], *,
                   max_model_len: int) -> dict:
     """Transcription of ``Phi3LongRoPEScaledRotaryEmbedding`` (phi3_long_rope_
-    scaled_rope.py lines 45-100 and 110-118 at 17d618b0f944): both caches
+    scaled_rope.py at 17d618b0f944, ``__init__`` and ``forward``): both caches
     built once; which one every request reads is fixed at start-up by
     ``use_long_rope = max_model_len > original_max_position_embeddings``.
 
@@ -445,10 +445,10 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                    "_compute_default_rope_parameters"},
         "vllm": {"frequencies": "base^(-2i/d), float32", "factor": "1",
                  "when": "never (one cos/sin cache of max_position_embeddings rows)",
-                 "source": _cite("base", "lines 41-60")},
+                 "source": _cite("base", "RotaryEmbedding._compute_inv_freq, _compute_cos_sin_cache")},
         "llama.cpp": {"frequencies": "base^(-2i/d) by repeated float32 products",
                       "factor": "1", "when": "never",
-                      "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6203-6216, 6374")},
+                      "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6203-6218, 6372")},
     },
     "linear": {
         "transformers": {"frequencies": "base^(-2i/d) / factor", "factor": "1",
@@ -457,7 +457,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "vllm": {"frequencies": "positions / factor over a cache of "
                                 "max_position_embeddings * factor rows",
                  "factor": "1", "when": "never",
-                 "source": _cite("linear", "lines 82-97")},
+                 "source": _cite("linear", "LinearScalingRotaryEmbedding._compute_cos_sin_cache")},
         "llama.cpp": {"frequencies": "freq_scale = 1/factor (GGUF rope.scaling.factor)",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/base.py", "lines 1465-1469")},
@@ -474,7 +474,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                 "* factor rows; at the cited commit the bracket is 1: the "
                                 "configured base, unscaled",
                  "factor": "1", "when": "never (static)",
-                 "source": _cite("dynamic", "lines 49-62")},
+                 "source": _cite("dynamic", "DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache")},
         "llama.cpp": {"frequencies": "not converted: the converter writes no scaling "
                                      "(only HunYuan handles it), so plain RoPE",
                       "factor": "1", "when": "never",
@@ -489,7 +489,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "vllm": {"frequencies": "same ramp, float32, cache of original * factor rows",
                  "factor": "mscale multiplied into the cached cos and sin: "
                            "attention_factor, else the mscale ratio, else 0.1 ln s + 1",
-                 "when": "never", "source": _cite("yarn", "lines 36-95")},
+                 "when": "never", "source": _cite("yarn", "YaRNScalingRotaryEmbedding")},
         "llama.cpp": {"frequencies": "same ramp in ggml's float32 (rope_yarn)",
                       "factor": "0.1 ln(factor) + 1 (or the mscale ratio); a config's "
                                 "attention_factor is written to the GGUF but not read",
@@ -502,7 +502,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                          "factor": "1", "when": "never",
                          "source": "transformers v4.57.6 _compute_llama3_parameters"},
         "vllm": {"frequencies": "same, float32", "factor": "1", "when": "never",
-                 "source": _cite("llama3", "lines 34-55")},
+                 "source": _cite("llama3", "Llama3RotaryEmbedding._compute_inv_freq")},
         "llama.cpp": {"frequencies": "the converter's per-pair divisors (rope_freqs "
                                      "tensor), applied as freq_factors",
                       "factor": "1", "when": "never",
@@ -520,7 +520,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                 "original, else short",
                  "factor": "same formula, in the cached cos and sin",
                  "when": "never: fixed at start-up by max_model_len",
-                 "source": _cite("longrope", "lines 45-100, 110-118")},
+                 "source": _cite("longrope", "Phi3LongRoPEScaledRotaryEmbedding.__init__, forward")},
         "llama.cpp": {"frequencies": "rope_factors_long / rope_factors_short tensors",
                       "factor": "sqrt(1 + ln(s)/ln(original)), written by the Phi-3 "
                                 "converter as rope.scaling.attn_factor",
@@ -542,7 +542,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                      "Qwen3-VL)",
                       "factor": "1",
                       "when": "never; the cache cannot be shifted (n_pos_per_embd > 1)",
-                      "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6218-6282") + "; "
+                      "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6220-6288") + "; "
                       + _lcpp("src/llama-kv-cache.cpp", "lines 1188-1197")},
     },
 }
