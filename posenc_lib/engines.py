@@ -575,7 +575,9 @@ def engine_summary(config: Mapping, engine: str) -> dict:
 
     Returns:
         dict with ``rope_type``, ``pairs``, ``factor`` (a float, or ``None``
-        without RoPE), ``when``, ``can_shift``, ``source``.
+        without RoPE), ``when``, ``can_shift``, ``source``. ``can_shift`` is
+        llama.cpp's answer (:func:`llama_cpp_can_shift`); for transformers and
+        vLLM it is not assessed and reads ``True``.
 
     Raises:
         ValueError: naming ``engine`` for an unknown engine, or naming
@@ -601,7 +603,8 @@ def engine_summary(config: Mapping, engine: str) -> dict:
         factor = tf_factor
         can_shift = True
     elif engine == "vllm":
-        pairs = "neighbours" if model_type in TRANSFORMERS_NEIGHBOURS else "halves"
+        # each vLLM model file passes its own is_neox_style; not transcribed here
+        pairs = "per model file (not transcribed)"
         factor = tf_factor
         if rope_type == "yarn":
             p = rope.params
