@@ -20,7 +20,7 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants lock clean help
+.PHONY: book test lab unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
@@ -32,6 +32,7 @@ help:
 	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
 	@echo "make retrieval   train and evaluate chapter 7's passkey retrieval study (resumable)"
 	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
+	@echo "make engines     build llama.cpp (llama-cpp-python, CPU) in its own venv; compare it with transformers"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -186,3 +187,10 @@ lock:
 
 clean:
 	rm -rf _build .pytest_cache
+
+# Not part of make test. Builds llama-cpp-python 0.3.36 from its source
+# distribution (CPU only) in .cache/engines-venv, never in $(VENV), converts
+# tiny random transformers models with the llama.cpp converter it vendors and
+# compares llama.cpp's logits with transformers' (scripts/engines/run.sh).
+engines: $(INSTALLED)
+	PY=$(PY) scripts/engines/run.sh

@@ -1,0 +1,342 @@
+"""The engine transcriptions of posenc_lib.engines against transformers 4.57.6
+(its ROPE_INIT_FUNCTIONS and apply_rotary_pos_emb) and posenc_lib.scaling, on
+random inputs. Each test names where an engine differs and how much.
+
+Tolerances: u = 2**-24 is float32's unit roundoff. Where two float32 paths
+compute the same cos/sin by different kernels, each value is within 2 ulp of
+the exact one (torch's vectorised sin/cos are 1-ulp kernels; 2 allows the
+scalar tail), so the two differ by at most 4u per coefficient and a rotated
+component x0*c - x1*s by at most (|x0| + |x1|)*4u plus the 2u of its own
+product and sum rounding per term.
+"""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from posenc_lib import engines, rope, scaling
+
+U = 2.0 ** -24
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True)
+
+dims = st.sampled_from([16, 32, 64, 128])
+bases = st.sampled_from([10000.0, 500000.0, 1000000.0])
+factors = st.sampled_from([2.0, 4.0, 8.0, 16.0, 32.0])
+origs = st.sampled_from([2048, 4096, 8192, 32768])
+
+
+def _tf_cos_sin(inv_freq, positions, factor=1.0):
+    """transformers' LlamaRotaryEmbedding.forward: float32 matmul, then
+    cos/sin times attention_scaling."""
+    freqs = (inv_freq[None, :, None].float() @ positions[None, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * factor, emb.sin() * factor
+
+
+def _tol(x, n_dims, extra=0.0):
+    """Per-component bound for two float32 rotations of x that agree up to
+    their cos/sin kernels (module docstring); extra adds an angle error."""
+    half = n_dims // 2
+    a, b = x[..., :half].abs(), x[..., half:n_dims].abs()
+    pair = (a + b) * (6 * U + extra)
+    return torch.cat((pair, pair), dim=-1)
+
+
+# ---- vLLM ----------------------------------------------------------------
+
+@SETTINGS
+@given(dim=dims, base=bases, seed=st.integers(0, 2**16))
+def test_vllm_forward_native_default_matches_transformers(dim, base, seed):
+    """vLLM's default cos/sin cache and forward_native (neox style) rotate q
+    and k as transformers' Llama does; the inv_freq is bit for bit the same."""
+    g = torch.Generator().manual_seed(seed)
+    heads, n = 3, 40
+    positions = torch.randint(0, 4096, (n,), generator=g)
+    q = torch.randn(n, heads * dim, generator=g)
+    k = torch.randn(n, heads * dim, generator=g)
+    config = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                         rope_theta=base)
+    tf_inv, _ = ROPE_INIT_FUNCTIONS["default"](config, "cpu")
+    assert torch.equal(engines.vllm_inv_freq(dim, base), tf_inv)
+    cache = engines.vllm_default_cache(dim, 4096, base)
+    vq, vk = engines.vllm_forward_native(positions, q, k, cache, head_size=dim,
+                                         rotary_dim=dim)
+    cos, sin = _tf_cos_sin(tf_inv, positions)
+    tq, tk = apply_rotary_pos_emb(q.view(n, heads, dim).transpose(0, 1)[None],
+                                  k.view(n, heads, dim).transpose(0, 1)[None], cos, sin)
+    for v, t, x in ((vq, tq, q), (vk, tk, k)):
+        t = t[0].transpose(0, 1).reshape(n, heads * dim)
+        tol = _tol(x.view(n, heads, dim), dim).reshape(n, heads * dim)
+        assert ((v - t).abs() <= tol).all()
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs,
+       beta=st.sampled_from([(32, 1), (16, 2)]))
+def test_vllm_yarn_frequencies_and_factor_match_transformers(dim, base, factor, orig, beta):
+    """vLLM's YaRN inv_freq is transformers' bit for bit, and its mscale (in the
+    cached cos and sin) is transformers' attention_factor."""
+    params = {"factor": factor, "original_max_position_embeddings": orig,
+                  "beta_fast": beta[0], "beta_slow": beta[1]}
+    inv, factor_tf = scaling.rope_parameters("yarn", dim, base, reference="transformers",
+                                             dtype=torch.float32, **params)
+    v_inv, v_ms, n_pos = engines.vllm_yarn(dim, orig, base, factor,
+                                           beta_fast=beta[0], beta_slow=beta[1])
+    assert torch.equal(v_inv, inv)
+    assert v_ms == pytest.approx(factor_tf, rel=1e-15)
+    assert n_pos == math.ceil(orig * factor)
+
+
+def test_vllm_yarn_factor_on_cos_sin_is_its_square_on_the_logits():
+    """mscale multiplies cos and sin of both q and k, so every q.k is
+    mscale**2 times the unscaled one: the same as transformers'
+    attention_scaling, not mscale once."""
+    g = torch.Generator().manual_seed(0)
+    dim, orig, factor, n = 64, 4096, 8.0, 16
+    inv, ms, n_pos = engines.vllm_yarn(dim, orig, 10000.0, factor)
+    positions = torch.randint(0, n_pos, (n,), generator=g)
+    q, k = torch.randn(n, dim, generator=g), torch.randn(n, dim, generator=g)
+    plain = engines._cache(inv, n_pos)
+    scaled = engines._cache(inv, n_pos, ms)
+    q1, k1 = engines.vllm_forward_native(positions, q, k, plain, head_size=dim, rotary_dim=dim)
+    q2, k2 = engines.vllm_forward_native(positions, q, k, scaled, head_size=dim,
+                                         rotary_dim=dim)
+    s1, s2 = q1 @ k1.T, q2 @ k2.T
+    # each product term carries <= 4u relative (two scalings, two roundings)
+    # and the dim-term sum dim*u: bound on |s2 - ms^2 s1| by (4 + 2*dim)u sum|terms|
+    bound = (4 + 2 * dim) * U * (q1.abs() @ k1.abs().T) * ms ** 2
+    assert ((s2 - ms ** 2 * s1).abs() <= bound).all()
+    assert ((s2 - ms * s1).abs() > bound).any()
+
+
+@pytest.mark.parametrize("factor", [2.0, 4.0, 8.0])
+def test_vllm_dynamic_ntk_is_the_configured_base_at_every_length(factor):
+    """At the cited commit vLLM's static cache uses the configured base (the
+    bracket is max_len/max_pos - (factor-1) = 1), whereas transformers scales
+    the base beyond max_position_embeddings: equal frequencies up to the
+    trained length, different beyond it."""
+    dim, base, mpe = 128, 10000.0, 4096
+    v_base, n_pos = engines.vllm_dynamic_ntk_base(dim, mpe, base, factor)
+    assert v_base == base and n_pos == mpe * factor
+    v_inv = engines.vllm_inv_freq(dim, v_base)
+    short, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=mpe, factor=factor,
+                                       max_position_embeddings=mpe,
+                                       reference="transformers", dtype=torch.float32)
+    long, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=n_pos, factor=factor,
+                                      max_position_embeddings=mpe,
+                                      reference="transformers", dtype=torch.float32)
+    assert torch.equal(v_inv, short)
+    ntk = base * (factor * n_pos / mpe - (factor - 1)) ** (dim / (dim - 2))
+    assert (long[1:] < v_inv[1:]).all()
+    assert long[-1].item() == pytest.approx(1 / ntk ** ((dim - 2) / dim), rel=8 * U)
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs,
+       bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
+def test_vllm_llama3_matches_transformers(dim, base, factor, orig, bands):
+    inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
+                                       low_freq_factor=bands[0], high_freq_factor=bands[1],
+                                       original_max_position_embeddings=orig,
+                                       reference="transformers", dtype=torch.float32)
+    v = engines.vllm_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
+    # same formula, evaluated as (1-s)*f/factor + s*f in both: <= 4u apart
+    assert torch.allclose(v, inv, rtol=4 * U, atol=0) and att == 1.0
+
+
+def test_vllm_longrope_is_static_where_transformers_switches_per_length():
+    """vLLM picks the long factors for every request once max_model_len
+    exceeds the original context; transformers uses the short ones for a
+    sequence that fits in it."""
+    dim, orig, mpe = 32, 4096, 131072
+    g = torch.Generator().manual_seed(1)
+    short = (1 + torch.rand(dim // 2, generator=g)).tolist()
+    long = (1 + 10 * torch.rand(dim // 2, generator=g)).tolist()
+    params = {"short_factor": short, "long_factor": long, "original_max_position_embeddings": orig,
+                  "factor": mpe / orig}
+    v = engines.vllm_longrope(dim, mpe, orig, 10000.0, short, long, max_model_len=mpe)
+    tf_short, tf_att = scaling.rope_parameters("longrope", dim, 10000.0, seq_len=100,
+                                               reference="transformers",
+                                               dtype=torch.float32, **params)
+    tf_long, _ = scaling.rope_parameters("longrope", dim, 10000.0, seq_len=orig + 1,
+                                         reference="transformers", dtype=torch.float32,
+                                         **params)
+    assert v["use_long_rope"]
+    assert torch.allclose(v["inv_freq"], tf_long, rtol=4 * U, atol=0)
+    assert not torch.allclose(v["inv_freq"], tf_short, rtol=1e-3)
+    assert v["mscale"] == pytest.approx(tf_att, rel=1e-12)
+    fits = engines.vllm_longrope(dim, mpe, orig, 10000.0, short, long, max_model_len=orig)
+    assert torch.allclose(fits["inv_freq"], tf_short, rtol=4 * U, atol=0)
+
+
+# ---- llama.cpp -----------------------------------------------------------
+
+def test_convert_permute_is_the_inverse_of_interleaved_to_half():
+    """llama.cpp's converter takes Llama's half layout to neighbours: the
+    inverse of posenc_lib.rope.interleaved_to_half, exactly."""
+    g = torch.Generator().manual_seed(2)
+    for n_head, n_kv, hd in ((4, 4, 16), (8, 2, 32)):
+        w = torch.randn(n_kv * hd, 24, generator=g)
+        assert torch.equal(rope.interleaved_to_half(engines.convert_permute(w, n_head, n_kv),
+                                                    n_kv), w)
+
+
+def _cpp_angle_error(n_dims, positions, base):
+    """Bound on llama.cpp's angle minus transformers' float32 angle: ggml
+    forms base^(-2i/d) by i float32 products (i+2 roundings, one of powf),
+    transformers by one pow and one division (3 roundings), and each angle
+    adds one; so |dtheta_i| <= p*theta_i*(i+8)*u."""
+    i = torch.arange(n_dims // 2, dtype=torch.float64)
+    theta = base ** (-2 * i / n_dims)
+    return positions.double()[:, None, None] * (theta * (i + 8) * U)
+
+
+@SETTINGS
+@given(dim=dims, base=bases, seed=st.integers(0, 2**16))
+def test_llama_cpp_norm_on_permuted_weights_scores_as_transformers_halves(dim, base, seed):
+    """A Llama converted by llama.cpp (q/k permuted, NORM rotation) gives the
+    q.k of transformers (halves on the original weights), up to the angle
+    error of ggml's repeated-product frequencies."""
+    g = torch.Generator().manual_seed(seed)
+    n, hidden = 24, 48
+    x = torch.randn(n, hidden, generator=g)
+    wq, wk = torch.randn(dim, hidden, generator=g), torch.randn(dim, hidden, generator=g)
+    positions = torch.randint(0, 8192, (n,), generator=g)
+    inv = rope.inv_freq(dim, base, dtype=torch.float32)
+    q_tf = rope.apply_rope(x @ wq.T, positions, inv)
+    k_tf = rope.apply_rope(x @ wk.T, positions, inv)
+    q_cpp = engines.llama_cpp_rope((x @ engines.convert_permute(wq, 1).T)[:, None], positions,
+                                   n_dims=dim, mode="norm", freq_base=base)[:, 0]
+    k_cpp = engines.llama_cpp_rope((x @ engines.convert_permute(wk, 1).T)[:, None], positions,
+                                   n_dims=dim, mode="norm", freq_base=base)[:, 0]
+    s_tf, s_cpp = q_tf @ k_tf.T, q_cpp @ k_cpp.T
+    # each pair's angle differs by <= dtheta at each end: |ds| <= sum_i |q_i||k_i|
+    # (dtheta_q + dtheta_k + 8u) plus the sums' 2*dim*u
+    err = _cpp_angle_error(dim, positions, base)[:, 0, :]
+    qa, ka = (x @ wq.T).abs(), (x @ wk.T).abs()
+    qp = torch.sqrt(qa[:, : dim // 2] ** 2 + qa[:, dim // 2:] ** 2).double()
+    kp = torch.sqrt(ka[:, : dim // 2] ** 2 + ka[:, dim // 2:] ** 2).double()
+    bound = ((qp * (err + 8 * U)) @ kp.T + qp @ (kp * (err + 8 * U)).T
+             + 4 * dim * U * (qp @ kp.T))
+    assert ((s_cpp - s_tf).abs().double() <= bound).all()
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs, seed=st.integers(0, 2**16))
+def test_llama_cpp_yarn_matches_transformers(dim, base, factor, orig, seed):
+    """ggml's rope_yarn with llama.cpp's attn_factor (NEOX mode) rotates as
+    transformers' YaRN: the same correction range, the same ramp, and a net
+    factor 0.1 ln(factor) + 1 on cos and sin."""
+    g = torch.Generator().manual_seed(seed)
+    n = 20
+    x = torch.randn(n, 2, dim, generator=g)
+    positions = torch.randint(0, orig * int(factor), (n,), generator=g)
+    inv, att = scaling.rope_parameters("yarn", dim, base, factor=factor,
+                                       original_max_position_embeddings=orig,
+                                       reference="float64", dtype=torch.float64)
+    assert engines.llama_cpp_net_factor(factor) == pytest.approx(att, rel=1e-12)
+    out = engines.llama_cpp_rope(x, positions, n_dims=dim, mode="neox", freq_base=base,
+                                 freq_scale=1 / factor, ext_factor=1.0,
+                                 attn_factor=engines.llama_cpp_yarn_attn_factor(factor),
+                                 n_ctx_orig=orig)
+    ref = rope.apply_rope(x.double().transpose(0, 1), positions, inv,
+                          attention_factor=att).transpose(0, 1)
+    # float64 reference: ggml's angle error (its bound, on the scaled theta,
+    # which is <= the unscaled one) plus float32 trig and 2 ulp of the factor
+    err = _cpp_angle_error(dim, positions, base).expand(n, 2, dim // 2)
+    half = dim // 2
+    a, b = x[..., :half].abs().double(), x[..., half:].abs().double()
+    pair = (a + b) * (err + 8 * U) * att
+    tol = torch.cat((pair, pair), dim=-1)
+    assert ((out.double() - ref).abs() <= tol).all()
+
+
+def test_llama_cpp_ignores_an_explicit_yarn_attention_factor():
+    """transformers uses a config's attention_factor as given; llama.cpp's
+    converter writes it to rope.scaling.yarn_attn_factor, which the context
+    overwrites: the net factor stays 0.1 ln(factor) + 1."""
+    _, att = scaling.rope_parameters("yarn", 64, 10000.0, factor=64.0,
+                                     original_max_position_embeddings=4096,
+                                     attention_factor=1.0)
+    assert att == 1.0
+    assert engines.llama_cpp_net_factor(64.0) == pytest.approx(0.1 * math.log(64) + 1)
+    assert engines.vllm_yarn(64, 4096, 10000.0, 64.0, attention_factor=1.0)[1] == 1.0
+
+
+def test_llama_cpp_llama3_freq_factors_match_transformers():
+    """llama.cpp divides each angle by the converter's rope_freqs factor;
+    transformers multiplies inv_freq by the band formula; equal within the
+    angle error bound."""
+    dim, base = 64, 500000.0
+    params = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192}
+    inv, _ = scaling.rope_parameters("llama3", dim, base, dtype=torch.float64, **params)
+    # the converter's loop (conversion/llama.py lines 304-324 at 0c1e57098)
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    ff = []
+    for f in freqs.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < 8192 / 4.0:
+            ff.append(1.0)
+        elif wavelen > 8192 / 1.0:
+            ff.append(8.0)
+        else:
+            smooth = (8192 / wavelen - 1.0) / (4.0 - 1.0)
+            ff.append(1 / ((1 - smooth) / 8.0 + smooth))
+    positions = torch.tensor([1, 1000, 100000])
+    x = torch.cat((torch.ones(3, 1, dim // 2), torch.zeros(3, 1, dim // 2)), dim=-1)
+    out = engines.llama_cpp_rope(x, positions, n_dims=dim, mode="neox", freq_base=base,
+                                 freq_factors=torch.tensor(ff))[:, 0]
+    angle_cpp = torch.atan2(out[:, dim // 2:], out[:, : dim // 2]).double()
+    angle_tf = torch.remainder(positions.double()[:, None] * inv + math.pi, 2 * math.pi) - math.pi
+    err = _cpp_angle_error(dim, positions, base)[:, 0, :] + 8 * U
+    diff = torch.remainder(angle_cpp - angle_tf + math.pi, 2 * math.pi) - math.pi
+    assert (diff.abs() <= err).all()
+
+
+def test_every_table_model_has_a_llama_cpp_layout_and_shift_answer():
+    from posenc_lib import inspect
+
+    names = inspect.model_names() if hasattr(inspect, "model_names") else None
+    import json
+    from importlib import resources
+
+    models = json.loads(resources.files("posenc_lib").joinpath("data/models.json")
+                        .read_text())["models"]
+    assert names is None or len(names) == len(models)
+    for m in models:
+        mt = m["config"]["model_type"]
+        assert engines.llama_cpp_pairs(mt) in ("norm", "neox", "mrope", "imrope", "none")
+    assert not engines.llama_cpp_can_shift("qwen2_5_vl")
+    assert engines.llama_cpp_can_shift("deepseek_v3")
+    with pytest.raises(ValueError, match="model_type"):
+        engines.llama_cpp_pairs("no-such-model")
+    with pytest.raises(ValueError, match="engine"):
+        engines.engine_summary(models[0]["config"], "sglang")
+
+
+def test_engine_summary_for_every_table_model():
+    """Every model of the table gets an answer from each engine; the factor on
+    cos and sin agrees across engines for all of them (none sets an explicit
+    YaRN attention_factor), and llama.cpp refuses to shift M-RoPE caches only."""
+    import json
+    from importlib import resources
+
+    models = json.loads(resources.files("posenc_lib").joinpath("data/models.json")
+                        .read_text())["models"]
+    for m in models:
+        rows = {e: engines.engine_summary(m["config"], e) for e in engines.ENGINES}
+        tf = rows["transformers"]
+        for e, row in rows.items():
+            assert row["rope_type"] == tf["rope_type"], (m["name"], e)
+            if tf["factor"] is None:
+                assert row["factor"] is None
+            else:
+                assert row["factor"] == pytest.approx(tf["factor"], rel=1e-12), (m["name"], e)
+        assert rows["llama.cpp"]["can_shift"] == (tf["rope_type"] != "mrope"), m["name"]
