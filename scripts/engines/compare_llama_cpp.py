@@ -84,9 +84,9 @@ def build(case, directory, layers=2):
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
     vocab = tokenizer(directory)
-    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128,
-                  num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                  rms_norm_eps=1e-6, tie_word_embeddings=False, dtype="float32")
+    common = {"vocab_size": vocab, "hidden_size": 64, "intermediate_size": 128,
+                  "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "dtype": "float32"}
     if case == "llama":
         config = LlamaConfig(max_position_embeddings=ORIG, rope_theta=10000.0, **common)
     else:
