@@ -44,7 +44,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import (_config, _validate, alibi, bounds, multidim, per_layer, relative,
+from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, relative,
                scaling, serving)
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
@@ -524,6 +524,11 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     report["supported_length"] = supported
     report["serving_verdict"] = _verdict(report)
     report["engine_needs"] = _engine_needs(config, report)
+    try:  # the engine's pair layout, factor and frequency schedule
+        report["engine_rope"] = {"engine": engine,
+                                 **engines.engine_summary(config, engine)}
+    except ValueError as error:  # a model type the engine table does not hold
+        report["engine_rope"] = {"unknown": str(error)}
     return report
 
 
@@ -778,6 +783,15 @@ def _serving_rows(report: dict, row) -> None:
         row("serving", report["serving_verdict"])
     for need in report.get("engine_needs", []):
         row("engine must", need)
+    rope_facts = report.get("engine_rope")
+    if rope_facts and "unknown" not in rope_facts and rope_facts.get("rope_type"):
+        factor = rope_facts["factor"]
+        row("engine RoPE",
+            f"{rope_facts['engine']}: pairs {rope_facts['pairs']}; factor {factor:.6g} on cos and sin "
+            f"(logits x {factor**2:.6g}); frequencies change: {rope_facts['when']}"
+            if isinstance(factor, float) else
+            f"{rope_facts['engine']}: pairs {rope_facts['pairs']}; frequencies "
+            f"change: {rope_facts['when']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -253,3 +253,18 @@ def test_gemma3_without_max_position_embeddings_gets_its_class_default(tmp_path)
     assert report["train_length"] == expected.max_position_embeddings == 131072
     assert any("max_position_embeddings" in w and "131072" in w
                for w in report["warnings"])
+
+
+@pytest.mark.parametrize("engine, when", [
+    ("transformers", "per forward: the long factors once the sequence passes"),
+    ("vllm", "never: fixed at start-up by max_model_len"),
+])
+def test_engine_flag_reports_the_engines_rope(engine, when, capsys):
+    """``--engine`` names the chosen engine's pair layout, factor and frequency
+    schedule (``posenc_lib.engines``, whose transcriptions tests/test_engines.py
+    checks): for Phi-3's LongRoPE the two engines switch at different times."""
+    assert inspect.main(["phi-3-mini-128k-instruct", "--engine", engine]) == 0
+    (line,) = [row for row in capsys.readouterr().out.splitlines()
+               if row.strip().startswith("engine RoPE")]
+    assert f"{engine}: pairs" in line and when in line
+    assert "factor 1.19024 on cos and sin (logits x 1.41667)" in line
