@@ -91,13 +91,28 @@ LLAMA_CPP_PAIRS = {
     "qwen2_5_vl": ("mrope", "LLM_ARCH_QWEN2VL", 3187),
     "qwen3_vl": ("imrope", "LLM_ARCH_QWEN3VL", 3190),
     "bloom": ("none", "LLM_ARCH_BLOOM", 3031), "t5": ("none", "LLM_ARCH_T5", 3036),
+    # the 2025-26 entries of the table: the converter's architecture for each
+    # (conversion/__init__.py and the @ModelBase.register lines of
+    # conversion/{llama,deepseek,gemma,olmo,qwen}.py at 0c1e57098; Kimi K2's
+    # config names DeepseekV3ForCausalLM, OLMo 3 converts as OLMO2)
+    "llama4": ("norm", "LLM_ARCH_LLAMA4", 3054),
+    "kimi_k2": ("norm", "LLM_ARCH_DEEPSEEK2", 3067),
+    "deepseek_v32": ("norm", "LLM_ARCH_DEEPSEEK32", 3069),
+    "olmo3": ("neox", "LLM_ARCH_OLMO2", 3124),
+    "gemma3": ("neox", "LLM_ARCH_GEMMA3", 3134),
+    "qwen3_next": ("neox", "LLM_ARCH_QWEN3NEXT", 3169),
 }
 
 #: transformers 4.57.6's pair layout: every model of the table rotates halves
 #: (``rotate_half``) except these, which pair neighbours in their modelling
 #: code (DeepSeek-V3 with ``rope_interleave`` true, its published default;
 #: ERNIE 4.5's ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``).
-TRANSFORMERS_NEIGHBOURS = {"deepseek_v3", "ernie4_5"}
+TRANSFORMERS_NEIGHBOURS = {"deepseek_v3", "ernie4_5",
+                           # read as deepseek_v3 (no 4.57 class of their own)
+                           "kimi_k2", "deepseek_v32",
+                           # Llama4TextAttention rotates complex pairs (2i, 2i+1);
+                           # llama.cpp's Llama4Model keeps undo_permute = False
+                           "llama4"}
 
 
 #: Table models whose q/k weights llama.cpp's converter permutes (``LlamaModel``
