@@ -49,9 +49,12 @@ from .attention import scaled_dot_product_attention
 __all__ = [
     "CONVENTIONS",
     "RotationPlan",
+    "apply_fope",
     "apply_plan",
     "drope_attention",
     "feature_frequencies",
+    "fope_cos_sin",
+    "fope_inv_freq",
     "proportional_inv_freq",
     "removed_pairs",
     "rnope_swa_attention",

@@ -27,7 +27,8 @@ import torch
 
 from . import _config, _validate, per_layer, rope
 
-__all__ = ["transformers_warnings", "frequency_schedule", "angle_errors",
+__all__ = ["transformers_warnings", "validates_rope", "VALIDATING_MODEL_TYPES",
+           "FLAT_TO_TEXT", "frequency_schedule", "angle_errors",
            "kv_cache_bytes", "cache_head", "fixed_state_bytes", "ANGLE_DTYPES",
            "LENGTH_DEPENDENT", "ENGINES", "NO_KV", "LAYER_TYPED", "HYBRID_CACHES",
            "MLA_DEFAULTS", "STATE_DEFAULTS", "VLLM_BLOCK_SIZE", "VLLM_SOURCE"]
