@@ -525,8 +525,10 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     report["serving_verdict"] = _verdict(report)
     report["engine_needs"] = _engine_needs(config, report)
     try:  # the engine's pair layout, factor and frequency schedule
-        report["engine_rope"] = {"engine": engine,
-                                 **engines.engine_summary(config, engine)}
+        with warnings.catch_warnings():  # the report lists them already
+            warnings.simplefilter("ignore")
+            summary = engines.engine_summary(config, engine)
+        report["engine_rope"] = {"engine": engine, **summary}
     except ValueError as error:  # a model type the engine table does not hold
         report["engine_rope"] = {"unknown": str(error)}
     return report
