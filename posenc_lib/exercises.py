@@ -52,6 +52,12 @@ class _Stop(Exception):
         self.report = report
 
 
+def _first_failure(reports) -> Report | None:
+    """The first failing report of an iterable (evaluated lazily, so the checks
+    after a failure do not run), or ``None`` when every one passes."""
+    return next((report for report in reports if not report.passed), None)
+
+
 def _call(name: str, fn: Callable, *args):
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
@@ -154,10 +160,9 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
     no library call: the exercise is written without the library.
     """
     cases = list(dict.fromkeys(((n_positions, dim, base),) + _SINUSOIDAL_CASES))
-    for n, d, b in cases:
-        report = _check_sinusoidal_once(fn, n, d, b)
-        if not report.passed:
-            return report
+    failed = _first_failure(_check_sinusoidal_once(fn, n, d, b) for n, d, b in cases)
+    if failed:
+        return failed
     shown = ", ".join(f"({n}, {d}, {b:g})" for n, d, b in cases)
     return Report(True, f"sinusoidal_table matches the float64 sinusoidal table for "
                         f"(n_positions, dim, base) = {shown}.")
@@ -469,10 +474,9 @@ def check_layout_conversion(fn: Callable, *, n_heads: int = 2, head_dim: int = 1
     inverse permutation, and one permutation over all rows instead of per head.
     """
     shapes = list(dict.fromkeys(((n_heads, head_dim), (3, 8), (1, 32))))
-    for heads, size in shapes:
-        report = _check_layout_once(fn, heads, size)
-        if not report.passed:
-            return report
+    failed = _first_failure(_check_layout_once(fn, h, d) for h, d in shapes)
+    if failed:
+        return failed
     shown = ", ".join(f"{h} x {d}" for h, d in shapes)
     return Report(True, f"half-layout RoPE on the converted weights gives the "
                         f"interleaved scores of the original ones, for every head "
@@ -559,11 +563,11 @@ def check_axial_inv_freq(fn: Callable, *, base: float = 10000.0) -> Report:
     ladder over the whole head (``rope.inv_freq(dim)``), and each axis's
     ladder spaced over the whole head.
     """
-    for sections in ([4, 6, 6], [2, 1, 5]):
-        for b in dict.fromkeys((base, 500000.0)):
-            report = _check_axial_once(fn, multidim.mrope_axis_map(sections), b)
-            if not report.passed:
-                return report
+    failed = _first_failure(_check_axial_once(fn, multidim.mrope_axis_map(sections), b)
+                            for sections in ([4, 6, 6], [2, 1, 5])
+                            for b in dict.fromkeys((base, 500000.0)))
+    if failed:
+        return failed
     return Report(True, f"axial_frequencies matches multidim.axial_inv_freq for the "
                         f"maps of [4, 6, 6] and [2, 1, 5], bases {base:g} and 500000.")
 
@@ -634,10 +638,9 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
     config transformers would read (``beta_fast=32``, ``beta_slow=1``)."""
     settings = list(dict.fromkeys(((dim, base, factor, original_max_position_embeddings),
                                    (64, 500000.0, 4.0, 2048))))
-    for setting in settings:
-        report = _check_yarn_once(fn, *setting)
-        if not report.passed:
-            return report
+    failed = _first_failure(_check_yarn_once(fn, *setting) for setting in settings)
+    if failed:
+        return failed
     shown = ", ".join(f"({d}, {b:g}, {f:g}, {n})" for d, b, f, n in settings)
     return Report(True, f"diagnose_inv_freq: inv_freq matches the config within "
                         f"float32 rounding at (dim, base, factor, "
