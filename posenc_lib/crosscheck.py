@@ -39,7 +39,7 @@ import torch
 
 from . import _config, inspect, per_layer, scaling, serving
 
-__all__ = ["crosscheck", "format_result", "shrink"]
+__all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
 
 EPS32 = torch.finfo(torch.float32).eps
 #: Config classes registered under another name than the config's model_type.
@@ -125,7 +125,10 @@ def _rotary_for(model, layer):
     return getattr(model, "rotary_emb", None), attn
 
 
-def _filled(model, built, tokens: int) -> tuple[int, int]:
+def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
+    """``(bytes of keys and values, bytes of other state)`` that ``model``'s own
+    cache holds after one forward pass of ``tokens`` tokens (``built``: its
+    config object); the tensors are counted, not predicted."""
     kwargs = {}
     if built.model_type == "granitemoehybrid":  # only generate() creates it
         from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
@@ -248,7 +251,7 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
                 problems.append(f"layer {i}: softmax scaling {float(attn.scaling):.9g}, "
                                 f"the report {expected_softmax:.9g}")
         layers_out.append(entry)
-    kv, state = _filled(model, built, tokens)
+    kv, state = filled_cache_bytes(model, built, tokens)
     predicted = serving.kv_cache_bytes(small, length=tokens)
     fixed = predicted["fixed_state"]["bytes"] if predicted["fixed_state"] else 0
     if (kv, state) != (predicted["bytes_at_length"], fixed):

@@ -23,7 +23,7 @@ from transformers import AutoModel  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from posenc_lib import _config, inspect, serving  # noqa: E402
+from posenc_lib import _config, crosscheck, inspect, serving  # noqa: E402
 from test_per_layer import CLASS_TYPE  # noqa: E402
 
 #: The tiny sizes of the issue's table: 8 layers, 2 KV heads of 16 dims.
@@ -90,28 +90,7 @@ def build(config: dict):
 def filled(config: dict, tokens: int) -> tuple[int, int]:
     """(bytes of keys and values, bytes of other state) the model's cache
     holds after a forward pass of ``tokens`` tokens."""
-    model, built = build(config)
-    kwargs = {}
-    if built.model_type == "granitemoehybrid":  # only generate() creates it
-        from transformers.models.granitemoehybrid.modeling_granitemoehybrid import \
-            HybridMambaAttentionDynamicCache
-
-        kwargs["past_key_values"] = HybridMambaAttentionDynamicCache(
-            built, 1, torch.bfloat16)
-    with torch.no_grad():
-        cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
-                      **kwargs).past_key_values
-
-    def size(tensors) -> int:
-        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-    if hasattr(cache, "layers"):  # DynamicCache
-        kv = size(t for layer in cache.layers for t in (layer.keys, layer.values))
-        return kv, 0
-    kv = size(cache.key_cache) + size(cache.value_cache)
-    state = sum(size(getattr(cache, name, [])) for name in
-                ("conv_cache", "conv_states", "recurrent_states", "ssm_states"))
-    return kv, state
+    return crosscheck.filled_cache_bytes(*build(config), tokens)
 
 
 def ours(config: dict, tokens: int) -> tuple[int, int]:
