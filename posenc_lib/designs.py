@@ -92,14 +92,11 @@ def proportional_inv_freq(head_dim: int, partial_rotary_factor: float = 1.0,
     Returns:
         ``(head_dim/2,)`` frequencies, fastest first, zeros at the end.
     """
-    head_dim = _validate.even_int("head_dim", head_dim)
-    p = _fraction(partial_rotary_factor)
-    base = _validate.finite_float("base", base, greater_than=1.0)
     factor = _validate.finite_float("factor", factor, at_least=1.0)
     dtype = _validate.floating_dtype("dtype", dtype)
-    turning = int(p * head_dim // 2)
-    theta = rope.inv_freq(head_dim, base, dtype=torch.float64)
-    theta[turning:] = 0.0
+    # p-RoPE is rope.partial_inv_freq's head_dim spacing; 5.x adds the factor
+    theta = rope.partial_inv_freq(head_dim, _fraction(partial_rotary_factor), base,
+                                  spacing="head_dim", dtype=torch.float64)
     return (theta / factor).to(dtype)
 
 

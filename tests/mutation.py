@@ -510,8 +510,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '("KERPLE, FIRE, CoPE", "ch-relative")', '("KERPLE, FIRE", "ch-relative")',
        [], "the introduction's map leaves out an encoding its table lists"),
     # ---- the designs of 2025-26 (chapter 6) -------------------------------------------
-    _m("designs-proportional-extra-pair", "designs.py",
-       "    theta[turning:] = 0.0\n", "    theta[turning + 1:] = 0.0\n",
+    _m("designs-proportional-extra-pair", "rope.py",
+       "    theta[rotating:] = 0.0\n", "    theta[rotating + 1:] = 0.0\n",
        ["06_extension"], "p-RoPE keeps one slow pair more than int(p·head_dim // 2)"),
     _m("designs-trailing-frequencies-first", "designs.py",
        "    return RotationPlan(first, first + 1, torch.cat([still, theta]))\n",
