@@ -67,15 +67,15 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Ex
            "unclosed_fraction", "main"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _ROOT = Path(__file__).resolve().parents[1]
 RESULTS_PATH = _ROOT / "results" / "length_generalization.json"
 #: Trained models and evaluations, one directory per (model, seed).
 CACHE_DIR = _ROOT / ".cache" / "experiment"
 # Bump when the training or the evaluation code changes what it computes, so
 # that cached checkpoints and evaluations are not reused.
-_TRAIN_CODE_VERSION = 2
-_EVAL_CODE_VERSION = 2
+_TRAIN_CODE_VERSION = 3
+_EVAL_CODE_VERSION = 3
 
 #: Standard-library modules used for training (top-level ``.py`` files present
 #: in CPython 3.10 to 3.12).
@@ -124,6 +124,59 @@ MODELS: dict[str, ModelSpec] = {
     "rope": ModelSpec("rope"),
     "rope-b32": ModelSpec("rope", options={"rope_base": 32.0}),
     "xpos": ModelSpec("xpos"),
+    "xpos-sb512": ModelSpec("xpos", options={"xpos_scale_base": 512.0}),
+    "p-rope": ModelSpec("p-rope"),
+    "rnope-swa": ModelSpec("rnope-swa"),
+}
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """A short continued training of the trained ``"rope"`` model, with the
+    budget every fine-tune shares (``finetune_steps`` of the configuration).
+
+    Attributes:
+        configure: ``configure(model, train_length)`` changes the model
+            before the fine-tune (and again when a checkpoint is loaded).
+        length: the fine-tune's sequence length, in training lengths.
+    """
+
+    configure: Callable
+    length: int = 1
+
+    def source(self) -> str:
+        try:
+            return f"{self.length}|{inspect.getsource(self.configure)}"
+        except (OSError, TypeError):
+            return f"{self.length}|{getattr(self.configure, '__qualname__', '')}"
+
+
+def _keep(model, train_length):
+    pass
+
+
+def _drop_rope(model, train_length):
+    # DroPE: the rotation becomes the identity (no positions at all).
+    model.scheme = lm.PositionScheme()
+
+
+def _pi_2(model, train_length):
+    model.scheme.set_scaling("linear", factor=2.0)
+
+
+def _yarn_2(model, train_length):
+    model.scheme.set_scaling("yarn", factor=2.0,
+                             original_max_position_embeddings=train_length)
+
+
+#: Fine-tunes of the trained ``"rope"`` model, by name: DroPE's recalibration,
+#: RoPE continued for the same steps (DroPE's control), and PI and YaRN at
+#: factor 2 fine-tuned on sequences of ``2L``, as they were designed.
+FINETUNES: dict[str, FineTune] = {
+    "drope": FineTune(_drop_rope),
+    "rope-ft": FineTune(_keep),
+    "rope+pi-ft": FineTune(_pi_2, length=2),
+    "rope+yarn-ft": FineTune(_yarn_2, length=2),
 }
 
 
@@ -193,6 +246,11 @@ def _dynamic(scheme, factor, train_length):
     scheme.set_scaling("dynamic", factor=1.0, max_position_embeddings=train_length)
 
 
+def _dynamic_factor(scheme, factor, train_length):
+    # the factor set to the extension ratio, as a served config would set it
+    scheme.set_scaling("dynamic", factor=factor, max_position_embeddings=train_length)
+
+
 #: Inference-time extensions of the trained ``"rope"`` model, by name.
 EXTENSIONS: dict[str, Extension] = {
     "pi": Extension(_pi),
@@ -202,7 +260,13 @@ EXTENSIONS: dict[str, Extension] = {
     "ntk-yarntemp": Extension(_ntk_yarn_temperature),
     "dynamic": Extension(_dynamic, evaluation="reencode", scaled=False),
     "dynamic-kv": Extension(_dynamic, evaluation="kv", scaled=False),
+    "dynamic-f": Extension(_dynamic_factor, evaluation="reencode"),
 }
+
+#: Extensions not scored on retrieval: only the last position is scored there,
+#: in one pass, where dynamic NTK with factor 1 is NTK-aware at the item's
+#: length ratio, item by item.
+RETRIEVAL_SKIP = ("dynamic", "dynamic-kv")
 
 
 # -- the configuration ----------------------------------------------------------------
@@ -215,7 +279,8 @@ class Config:
     eval_files: tuple = EVAL_FILES
     models: tuple = tuple(MODELS)
     extensions: tuple = tuple(EXTENSIONS)
-    seeds: tuple = (0, 1, 2)
+    finetunes: tuple = tuple(FINETUNES)
+    seeds: tuple = (0, 1, 2, 3, 4)
     train_length: int = 64
     max_multiplier: int = 8
     factors: tuple = (2, 4, 8)
@@ -240,6 +305,18 @@ class Config:
     t5_max_distance: int = 32
     rope_base: float = 10000.0
     xpos_scale_base: float = 32.0
+    p_rope_fraction: float = 0.25
+    swa_window: int = 32
+    full_every: int = 3
+    task_keys: tuple = (160, 161, 162, 163)
+    task_values: tuple = tuple(range(192, 224))
+    task_filler: tuple = tuple(range(224, 256))
+    task_pairs: int = 10
+    retrieval_rows: int = 16
+    retrieval_items: int = 128
+    finetune_steps: int = 200
+    finetune_lr: float = 3e-4
+    finetune_warmup: int = 20
     threads: int = 1
     eval_batch: int = 16
     log_every: int = 100
@@ -258,8 +335,17 @@ class Config:
             _validate.one_of("models", name, list(MODELS))
         for name in self.extensions:
             _validate.one_of("extensions", name, list(EXTENSIONS))
-        if self.extensions and "rope" not in self.models:
-            raise ValueError("extensions need the 'rope' model in models")
+        for name in self.finetunes:
+            _validate.one_of("finetunes", name, list(FINETUNES))
+        if (self.extensions or self.finetunes) and "rope" not in self.models:
+            raise ValueError("extensions and finetunes need the 'rope' model in models")
+        self.task   # validates the retrieval task
+        _validate.positive_int("finetune_steps", self.finetune_steps)
+        _validate.positive_int("retrieval_items", self.retrieval_items)
+        _validate.positive_int("retrieval_rows", self.retrieval_rows, minimum=0)
+        if self.task.shortest(1) > L:
+            raise ValueError(f"task_pairs ({self.task_pairs}) do not fit in train_length "
+                             f"({L}) positions")
         for f in self.factors:
             if f not in range(2, self.max_multiplier + 1) or self.max_multiplier % f:
                 raise ValueError(f"factors must be integers >= 2 dividing max_multiplier "
@@ -290,7 +376,18 @@ class Config:
                    probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16,
                    n_layers=1, n_heads=2,
                    batch_size=4, steps=6, warmup=2, t5_num_buckets=8, t5_max_distance=8,
-                   xpos_scale_base=8.0, threads=1, eval_batch=3, log_every=2)
+                   xpos_scale_base=8.0, swa_window=8, task_pairs=5, retrieval_rows=2,
+                   retrieval_items=3, finetune_steps=3, finetune_warmup=1, threads=1,
+                   eval_batch=3, log_every=2)
+
+    @property
+    def task(self):
+        """The retrieval task, a :class:`posenc_lib.retrieval.PositionTask`."""
+        from . import retrieval
+
+        return retrieval.PositionTask(keys=self.task_keys, value_symbols=self.task_values,
+                                      filler_symbols=self.task_filler,
+                                      pairs=self.task_pairs)
 
     @property
     def eval_length(self) -> int:
@@ -432,7 +529,9 @@ def build_model(config: Config, name: str, seed: int) -> lm.DecoderLM:
                    max_positions=config.eval_length,
                    t5_num_buckets=config.t5_num_buckets,
                    t5_max_distance=config.t5_max_distance, rope_base=config.rope_base,
-                   xpos_scale_base=config.xpos_scale_base)
+                   xpos_scale_base=config.xpos_scale_base,
+                   p_rope_fraction=config.p_rope_fraction, swa_window=config.swa_window,
+                   full_every=config.full_every)
     options.update(spec.options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(10_000 + seed)
@@ -484,7 +583,9 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
             ``steps`` and ``log_every`` (this module's :class:`Config` or
             :class:`posenc_lib.retrieval.Config`).
         next_batch: returns the next ``(inputs, targets)``, ``(b, n)`` int64
-            on the CPU (-100: not scored).
+            on the CPU (-100: not scored), or ``(inputs, targets, weights)``
+            with ``(b, n)`` float weights: the loss is then
+            ``sum(weights · cross-entropy)`` (weights of unscored targets 0).
         log_row: ``log_row(step, loss, logits, targets)`` -> the row logged
             every ``log_every`` steps and at the last (default
             ``[step, loss rounded to 4 digits]``).
@@ -506,10 +607,17 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
     curve, start = [], time.perf_counter()
     model.train()
     for step in steps:
-        inputs, targets = (t.to(device) for t in next_batch())
+        batch = [t.to(device) for t in next_batch()]
+        inputs, targets = batch[0], batch[1]
         logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
-                                                 targets.reshape(-1))
+        if len(batch) == 3:
+            each = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, lm.VOCAB_SIZE), targets.reshape(-1),
+                reduction="none").view(targets.shape)
+            loss = (each * batch[2]).sum()
+        else:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.VOCAB_SIZE),
+                                                     targets.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -521,13 +629,66 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
     return curve, round(time.perf_counter() - start, 2)
 
 
+def _task_rows(config: Config, length: int, count: int, generator: torch.Generator,
+               bos: bool) -> tuple[Tensor, Tensor]:
+    """``count`` items of the retrieval task, ``length`` positions each, at
+    distances drawn uniformly from every distance that fits; returns
+    ``(inputs, targets)``, ``(count, length)``, the answer the only target."""
+    from . import retrieval
+
+    task = config.task
+    top = max(d for d in range(1, length) if task.shortest(d) <= length)
+    distances = torch.randint(1, top + 1, (count,), generator=generator)
+    inputs, answers, _ = retrieval.make_position_items(task, length, distances, generator,
+                                                       bos=bos)
+    targets = torch.full_like(inputs, -100)
+    targets[:, -1] = answers
+    return inputs, targets
+
+
+def _batches(config: Config, data: Tensor, bos: bool, generator: torch.Generator,
+             length: int) -> Callable:
+    """The training batches: ``batch_size`` windows of ``length`` text
+    positions (the copy task planted in some, :func:`_plant`) and
+    ``retrieval_rows`` items of the retrieval task; the text's mean loss and
+    the answers' mean loss are added with equal weight."""
+    b, r = config.batch_size, config.retrieval_rows
+
+    def next_batch():
+        starts = torch.randint(0, data.numel() - length - 1, (b,), generator=generator)
+        rows = torch.stack([data[s:s + length + 1] for s in starts.tolist()])
+        inputs, targets = _split(_plant(config, rows, generator), bos)
+        weights = torch.full(inputs.shape, 1.0 / inputs.numel())
+        if r:
+            extra, answers = _task_rows(config, length, r, generator, bos)
+            inputs, targets = torch.cat([inputs, extra]), torch.cat([targets, answers])
+            weights = torch.cat([weights, (answers != -100).float() / r])
+        return inputs, targets, weights
+
+    return next_batch
+
+
+def _log_row(config: Config):
+    """Logged every ``log_every`` steps: step, loss, and the retrieval rows' accuracy."""
+    b = config.batch_size
+
+    def log_row(step, loss, logits, targets):
+        row = [step, round(loss.item(), 4)]
+        if logits.shape[0] > b:
+            hit = logits[b:, -1].argmax(-1) == targets[b:, -1]
+            row.append(round(float(hit.float().mean()), 4))
+        return row
+
+    return log_row
+
+
 def train_model(config: Config, name: str, seed: int, data: Tensor, *,
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` with ``seed`` on random windows of ``data`` (with
-    :func:`fit`).
+    """Train model ``name`` with ``seed`` on random windows of ``data`` and
+    items of the retrieval task (with :func:`fit`).
 
-    The batches (and the copy task planted in some of them, ``_plant``)
-    depend on ``seed`` only, so every model sees the same ones.
+    The batches (the copy task planted in some of them, ``_plant``, and the
+    retrieval items) depend on ``seed`` only, so every model sees the same ones.
 
     Returns:
         ``(model, log)``; ``log`` holds the training loss every ``log_every``
@@ -542,16 +703,9 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
-
-    def next_batch():
-        starts = torch.randint(0, data.numel() - L - 1, (config.batch_size,),
-                               generator=generator)
-        rows = _plant(config, torch.stack([data[s:s + L + 1] for s in starts.tolist()]),
-                      generator)
-        return _split(rows, bos)
-
-    curve, seconds = fit(config, model, next_batch, device=device, progress=progress,
-                         desc=f"train {name} seed {seed}")
+    curve, seconds = fit(config, model, _batches(config, data, bos, generator, L),
+                         device=device, progress=progress, desc=f"train {name} seed {seed}",
+                         log_row=_log_row(config))
     log = {"seconds": seconds, "loss_curve": curve}
     if table is not None:
         final = table.table.weight.detach().cpu()
@@ -563,6 +717,35 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
             "used": float(final[:L].norm() / initial[:L].norm()),
         }
     return model, log
+
+
+def finetune_model(config: Config, name: str, model: lm.DecoderLM, seed: int, data: Tensor,
+                   *, device: str | torch.device = "cpu", progress: bool = False):
+    """Fine-tune a copy of the trained ``"rope"`` ``model`` as :data:`FINETUNES`
+    ``[name]`` says: ``finetune_steps`` steps at peak learning rate
+    ``finetune_lr`` (warm-up ``finetune_warmup``, cosine to 10 %), on batches
+    like training's at ``length · train_length`` positions, drawn from a
+    generator of their own (the same for every fine-tune).
+
+    Returns:
+        ``(model, log)`` as :func:`train_model`.
+    """
+    import copy
+
+    _validate.one_of("name", name, list(FINETUNES))
+    spec = FINETUNES[name]
+    model = copy.deepcopy(model).to(torch.device(device))
+    spec.configure(model, config.train_length)
+    schedule = dataclasses.replace(config, steps=config.finetune_steps, lr=config.finetune_lr,
+                                   warmup=config.finetune_warmup,
+                                   log_every=max(1, config.finetune_steps // 10))
+    generator = torch.Generator().manual_seed(40_000 + seed)
+    batches = _batches(config, data, MODELS["rope"].bos, generator,
+                       spec.length * config.train_length)
+    curve, seconds = fit(schedule, model, batches, device=torch.device(device),
+                         progress=progress, desc=f"fine-tune {name} seed {seed}",
+                         log_row=_log_row(config))
+    return model, {"seconds": seconds, "loss_curve": curve}
 
 
 # -- scoring --------------------------------------------------------------------------
@@ -662,11 +845,71 @@ def _probe_scores(config: Config, model, data: Tensor, bos: bool, *,
             "first_loss": stack(first_loss)}
 
 
+def retrieval_grid(config: Config) -> dict:
+    """The retrieval task's fixed test items
+    (:func:`posenc_lib.retrieval.position_grid`): ``retrieval_items`` per
+    (item length, distance band), identical for every model and seed.
+
+    Returns:
+        ``{"<length>:<band>": (inputs, answers, distances)}``.
+    """
+    from . import retrieval
+
+    grid = retrieval.position_grid(config.task, config.train_length, config.max_multiplier,
+                                   config.retrieval_items)
+    return {f"{n}:{band}": items for (n, band), items in grid.items()}
+
+
+@torch.no_grad()
+def retrieval_hits(model: lm.DecoderLM, inputs: Tensor, answers: Tensor, values: Sequence[int],
+                   *, bos: bool = True, batch_size: int = 16) -> np.ndarray:
+    """Whether the model's answer to each item is right: the value of the item
+    (a token of ``values`` in its row) with the largest logit at the last
+    position, one full pass per item (a multiple choice among the item's own
+    values, so guessing scores ``1 / values in the item``).
+
+    Args:
+        inputs: ``(items, n)`` int64, the query last; answers: ``(items,)``.
+        bos: whether the model reads :data:`~posenc_lib.lm.BOS` first (else
+            position 0 holds the item's first filler symbol instead).
+
+    Returns:
+        ``(items,)`` bool.
+    """
+    inputs = inputs.clone()
+    if not bos:
+        inputs[:, 0] = inputs[:, 1]
+    device = next(model.parameters(), torch.empty(0)).device
+    allowed = torch.zeros(inputs.shape[0], lm.VOCAB_SIZE, dtype=torch.bool)
+    is_value = torch.zeros(lm.VOCAB_SIZE, dtype=torch.bool)
+    is_value[list(values)] = True
+    allowed.scatter_(1, inputs, is_value[inputs])
+    out = []
+    for b in range(0, inputs.shape[0], batch_size):
+        logits = model(inputs[b:b + batch_size].to(device))[:, -1].float().cpu()
+        pick = logits.masked_fill(~allowed[b:b + batch_size], float("-inf")).argmax(-1)
+        out.append(pick == answers[b:b + batch_size])
+    return torch.cat(out).numpy()
+
+
+def _retrieval_scores(config: Config, model, grid: dict, bos: bool, *,
+                      configure: Callable[[int], None] | None = None) -> dict:
+    out = {}
+    for cell, (inputs, answers, _) in grid.items():
+        if configure is not None:
+            configure(inputs.shape[1])
+        out[cell] = retrieval_hits(model, inputs, answers, config.task_values, bos=bos,
+                                   batch_size=config.eval_batch)
+    return out
+
+
 def _evaluate_unit(config: Config, model, unit: str, eval_rows: Tensor, eval_data: Tensor,
-                   bos: bool) -> dict:
+                   bos: bool, grid: dict | None = None) -> dict:
     """One cached unit of evaluation: ``"full"``, ``"sliding"``, ``"probe"``,
-    ``"ext:<name>"`` or ``"probe:<name>"``."""
+    ``"retrieval"``, ``"ext:<name>"``, ``"probe:<name>"`` or ``"retrieval:<name>"``."""
     L, size = config.train_length, config.bucket
+    if unit == "retrieval":
+        return _retrieval_scores(config, model, grid, bos)
     if unit == "full":
         loss, _ = position_losses(model, *_split(eval_rows, bos), batch_size=config.eval_batch)
         return {"loss": _buckets(loss, size)}
@@ -682,6 +925,9 @@ def _evaluate_unit(config: Config, model, unit: str, eval_rows: Tensor, eval_dat
                 extension.configure(scheme, max(1.0, length / L), L)
                 return extension.evaluation
             return _probe_scores(config, model, eval_data, bos, configure=configure)
+        if kind == "retrieval":
+            return _retrieval_scores(config, model, grid, bos, configure=lambda n: (
+                extension.configure(scheme, max(1.0, n / L), L)))
         out = {}
         factors = config.factors if extension.scaled else (config.max_multiplier,)
         for factor in factors:
@@ -712,7 +958,9 @@ def _train_key(config: Config, name: str, seed: int, train_sha: str,
     keys = ("train_length", "max_multiplier", "d_model", "n_layers", "n_heads", "batch_size",
             "steps", "lr", "warmup", "weight_decay", "t5_num_buckets", "t5_max_distance",
             "rope_base", "xpos_scale_base", "threads", "log_every", "probe_length",
-            "probe_symbols", "train_plant_fraction")
+            "probe_symbols", "train_plant_fraction", "p_rope_fraction", "swa_window",
+            "full_every", "task_keys", "task_values", "task_filler", "task_pairs",
+            "retrieval_rows")
     spec = MODELS[name]
     return _digest({"config": {k: getattr(config, k) for k in keys}, "name": name,
                     "scheme": spec.scheme, "bos": spec.bos, "options": dict(spec.options),
@@ -723,7 +971,8 @@ def _train_key(config: Config, name: str, seed: int, train_sha: str,
 def _eval_key(config: Config, train_key: str, unit: str, eval_sha: str) -> str:
     keys = ("train_length", "max_multiplier", "factors", "eval_windows", "bucket",
             "dynamic_chunk", "probe_distances", "probe_count", "probe_length",
-            "probe_offset", "probe_symbols")
+            "probe_offset", "probe_symbols", "task_keys", "task_values", "task_filler",
+            "task_pairs", "retrieval_items", "eval_batch")
     name = unit.split(":")[-1]
     source = EXTENSIONS[name].source() if ":" in unit else ""
     return _digest({"config": json.loads(json.dumps({k: getattr(config, k) for k in keys})),
@@ -739,10 +988,39 @@ def _save(obj, path: Path) -> None:
 
 
 def _units(config: Config, name: str) -> list[str]:
-    units = ["full", "sliding", "probe"]
+    units = ["full", "sliding", "probe", "retrieval"]
     if name == "rope":
         units += [f"{kind}:{ext}" for ext in config.extensions for kind in ("ext", "probe")]
+        units += [f"retrieval:{ext}" for ext in config.extensions
+                  if ext not in RETRIEVAL_SKIP]
     return units
+
+
+def _finetune_key(config: Config, train_key: str, name: str) -> str:
+    keys = ("finetune_steps", "finetune_lr", "finetune_warmup", "batch_size",
+            "retrieval_rows")
+    return _digest({"config": {k: getattr(config, k) for k in keys}, "base": train_key,
+                    "name": name, "source": FINETUNES[name].source(),
+                    "code": _TRAIN_CODE_VERSION})
+
+
+def _evaluate_units(config: Config, model, units: list[str], folder: Path | None,
+                    model_key: str, data: dict, bos: bool) -> dict:
+    """Evaluate (or load) every unit of one model."""
+    out = {}
+    for unit in units:
+        path = None
+        if folder is not None:
+            key = _eval_key(config, model_key, unit, data["eval_sha256"])
+            path = folder / f"eval-{unit.replace(':', '-')}-{key}.pt"
+        if path is not None and path.is_file():
+            out[unit] = torch.load(path, weights_only=False)
+            continue
+        out[unit] = _evaluate_unit(config, model, unit, data["eval_rows"], data["eval"], bos,
+                                   data["grid"])
+        if path is not None:
+            _save(out[unit], path)
+    return out
 
 
 def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path | None,
@@ -763,20 +1041,29 @@ def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path |
         if checkpoint is not None:
             state = {k: v.cpu() for k, v in model.state_dict().items()}
             _save({"state_dict": state, "log": log}, checkpoint)
-    units = {}
-    for unit in _units(config, name):
-        path = None
-        if folder is not None:
-            key = _eval_key(config, train_key, unit, data["eval_sha256"])
-            path = folder / f"eval-{unit.replace(':', '-')}-{key}.pt"
-        if path is not None and path.is_file():
-            units[unit] = torch.load(path, weights_only=False)
-            continue
-        units[unit] = _evaluate_unit(config, model, unit, data["eval_rows"], data["eval"],
-                                     MODELS[name].bos)
-        if path is not None:
-            _save(units[unit], path)
-    return {"log": log, "units": units}
+    bos = MODELS[name].bos
+    units = _evaluate_units(config, model, _units(config, name), folder, train_key, data, bos)
+    finetunes = {}
+    for ft in (config.finetunes if name == "rope" else ()):
+        ft_key = _finetune_key(config, train_key, ft)
+        ft_folder = None if cache_dir is None else cache_dir / f"{ft}-seed{seed}-{ft_key}"
+        ft_checkpoint = None if ft_folder is None else ft_folder / "model.pt"
+        if ft_checkpoint is not None and ft_checkpoint.is_file():
+            saved = torch.load(ft_checkpoint, map_location="cpu", weights_only=False)
+            tuned = build_model(config, name, seed)
+            FINETUNES[ft].configure(tuned, config.train_length)
+            tuned.load_state_dict(saved["state_dict"])
+            tuned, ft_log = tuned.to(device).eval(), saved["log"]
+        else:
+            tuned, ft_log = finetune_model(config, ft, model, seed, data["train"],
+                                           device=device, progress=progress)
+            if ft_checkpoint is not None:
+                state = {k: v.cpu() for k, v in tuned.state_dict().items()}
+                _save({"state_dict": state, "log": ft_log}, ft_checkpoint)
+        finetunes[ft] = {"log": ft_log, "units": _evaluate_units(
+            config, tuned, ["full", "sliding", "probe", "retrieval"], ft_folder, ft_key, data,
+            bos)}
+    return {"log": log, "units": units, "finetunes": finetunes}
 
 
 def _distributed(device: str | None) -> tuple[int, int, torch.device]:
@@ -806,7 +1093,8 @@ def _share(config: Config, jobs: list, world: int) -> list[list[int]]:
 
     A RoPE job also evaluates every extension; count it as
     ``1 + len(extensions) / 4`` trainings (measured: about that)."""
-    cost = [1 + (len(config.extensions) / 4 if name == "rope" else 0) for name, _ in jobs]
+    cost = [1 + ((len(config.extensions) + 3 * len(config.finetunes)) / 4
+                 if name == "rope" else 0) for name, _ in jobs]
     load, share = [0.0] * world, [[] for _ in range(world)]
     for i in sorted(range(len(jobs)), key=lambda i: (-cost[i], i)):
         rank = min(range(world), key=lambda r: (load[r], r))
@@ -830,7 +1118,8 @@ def run(config: Config, *, device: str | None = None, cache_dir: Path | None = C
     train, train_sha = load_bytes(config.train_files)
     held_out, eval_sha = load_bytes(config.eval_files)
     data = {"train": train, "train_sha256": train_sha, "eval": held_out,
-            "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out)}
+            "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out),
+            "grid": retrieval_grid(config)}
     jobs = [(name, seed) for name in config.models for seed in config.seeds]
     mine = [(i, jobs[i]) for i in _share(config, jobs, world)[rank]]
     bar = None
@@ -880,8 +1169,10 @@ def _assemble(config: Config, jobs: dict) -> dict:
         entry = {
             "kind": "trained", "spec": dataclasses.asdict(MODELS[name]),
             "train": {"seconds": [log["seconds"] for log in logs],
-                      "steps": [step for step, _ in logs[0]["loss_curve"]],
-                      "loss_curve": [[v for _, v in log["loss_curve"]] for log in logs]},
+                      "steps": [row[0] for row in logs[0]["loss_curve"]],
+                      "loss_curve": [[row[1] for row in log["loss_curve"]] for log in logs],
+                      "retrieval_accuracy": [[row[2] for row in log["loss_curve"]]
+                                             for log in logs]},
             "loss": {str(config.eval_length): _rounded(
                 [job["units"]["full"]["loss"] for job in per_seed])},
             "sliding": {str(config.eval_length): _rounded(
@@ -904,6 +1195,34 @@ def _assemble(config: Config, jobs: dict) -> dict:
             probes = [job["units"][f"probe:{ext}"] for job in per_seed]
             probe[f"rope+{ext}"] = {key: _rounded([p[key] for p in probes])
                                     for key in ("second_loss", "second_acc", "first_loss")}
+    retrieval_outcomes = {name: [job["units"]["retrieval"] for job in
+                                 (jobs[(name, s)] for s in seeds)] for name in config.models}
+    if "rope" in config.models:
+        for ext in config.extensions:
+            if ext not in RETRIEVAL_SKIP:
+                retrieval_outcomes[f"rope+{ext}"] = [jobs[("rope", s)]["units"][
+                    f"retrieval:{ext}"] for s in seeds]
+        for ft in config.finetunes:
+            per_seed = [jobs[("rope", s)]["finetunes"][ft] for s in seeds]
+            logs = [job["log"] for job in per_seed]
+            models[ft] = {
+                "kind": "finetuned", "base_model": "rope",
+                "finetune": {"length": FINETUNES[ft].length * config.train_length,
+                             "steps": config.finetune_steps},
+                "train": {"seconds": [log["seconds"] for log in logs],
+                          "steps": [row[0] for row in logs[0]["loss_curve"]],
+                          "loss_curve": [[row[1] for row in log["loss_curve"]]
+                                         for log in logs],
+                          "retrieval_accuracy": [[row[2] for row in log["loss_curve"]]
+                                                 for log in logs]},
+                "loss": {str(config.eval_length): _rounded(
+                    [job["units"]["full"]["loss"] for job in per_seed])},
+                "sliding": {str(config.eval_length): _rounded(
+                    [job["units"]["sliding"]["loss"] for job in per_seed])},
+            }
+            probe[ft] = {key: _rounded([job["units"]["probe"][key] for job in per_seed])
+                         for key in ("second_loss", "second_acc", "first_loss")}
+            retrieval_outcomes[ft] = [job["units"]["retrieval"] for job in per_seed]
     L = config.train_length
     bands, lo = [], 0
     for hi in [L] + [L * 2 ** i for i in range(1, int(math.log2(config.max_multiplier)) + 1)]:
@@ -919,6 +1238,49 @@ def _assemble(config: Config, jobs: dict) -> dict:
                   "window_lengths": [config.probe_offset + d + config.probe_length
                                      for d in config.probe_distances],
                   "models": probe},
+        "retrieval": _retrieval_results(config, retrieval_outcomes),
+    }
+
+
+def _retrieval_results(config: Config, outcomes: dict) -> dict:
+    """The retrieval results file's content (``results/retrieval.json``).
+
+    ``"outcomes"``: per model and cell ``"<length>:<band>"``, one list of 0/1
+    per seed (item order of :func:`retrieval_grid`); ``"accuracy"``: per model
+    and band, per seed, over every cell of the band; ``"chance"`` and
+    ``"controls"``: the expected accuracy of guessing among an item's values
+    and of the order-free readers of
+    :func:`posenc_lib.retrieval.order_free_accuracy`, per band.
+    """
+    from . import retrieval
+
+    grid = retrieval_grid(config)
+    cells = {cell: {"length": inputs.shape[1], "band": cell.split(":", 1)[1],
+                    "distances": distances.tolist()}
+             for cell, (inputs, _, distances) in grid.items()}
+    band_names = list(dict.fromkeys(c["band"] for c in cells.values()))
+    by_band = {band: [cell for cell in cells if cells[cell]["band"] == band]
+               for band in band_names}
+    readers = {}
+    for band, members in by_band.items():
+        # each cell's readers, weighted by its items (cells differ in length)
+        parts = [retrieval.order_free_accuracy(config.task, grid[c][0], grid[c][1])
+                 for c in members]
+        sizes = [len(grid[c][1]) for c in members]
+        readers[band] = {kind: float(np.average([p[kind] for p in parts], weights=sizes))
+                         for kind in parts[0]}
+    table = {name: {cell: [np.asarray(seed[cell]).astype(int).tolist() for seed in per_seed]
+                    for cell in cells} for name, per_seed in outcomes.items()}
+    accuracy = {name: {band: [round(float(np.mean(np.concatenate(
+        [np.asarray(seed[c], dtype=float) for c in members]))), 4) for seed in per_seed]
+        for band, members in by_band.items()} for name, per_seed in outcomes.items()}
+    return {
+        "schema_version": retrieval.SCHEMA_VERSION, "config": config.to_dict(),
+        "config_hash": config.hash(), "bands": band_names, "cells": cells,
+        "accuracy": accuracy, "outcomes": table,
+        "chance": {band: round(r["chance"], 4) for band, r in readers.items()},
+        "controls": {kind: {band: round(r[kind], 4) for band, r in readers.items()}
+                     for kind in ("bag_of_tokens", "prefix_sets")},
     }
 
 
@@ -1458,6 +1820,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                      "generalization experiment.")
     parser.add_argument("--out", type=Path, default=RESULTS_PATH,
                         help="where to write the JSON results (default: %(default)s)")
+    parser.add_argument("--retrieval-out", type=Path, default=None,
+                        help="where to write the retrieval results (default: "
+                        "results/retrieval.json beside the default --out, else "
+                        "--out with the suffix .retrieval.json)")
     parser.add_argument("--smoke", action="store_true", help="tiny configuration")
     parser.add_argument("--device", default=None,
                         help="torch device (default: cuda if available, else cpu)")
@@ -1471,6 +1837,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                   progress=not args.quiet)
     if results is None:   # not rank 0
         return
+    retrieval_out = args.retrieval_out
+    if retrieval_out is None:
+        retrieval_out = (RESULTS_PATH.with_name("retrieval.json") if args.out == RESULTS_PATH
+                         else args.out.with_suffix(".retrieval.json"))
+    write_results(results.pop("retrieval"), retrieval_out)
     write_results(results, args.out)
     if not args.quiet:
         print(f"wrote {args.out} (config {results['config_hash']}, "

@@ -62,7 +62,7 @@ __all__ = ["Config", "BANDS", "RESULTS_PATH", "CACHE_DIR", "SCHEMA_VERSION", "ba
            "make_position_items", "order_free_accuracy", "position_grid"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RESULTS_PATH = experiment._ROOT / "results" / "retrieval.json"
 CACHE_DIR = experiment._ROOT / ".cache" / "retrieval"
 # Bump when training or evaluation code changes what it computes.

@@ -44,12 +44,13 @@ def smoke_results(cache_dir):
 
 def test_smoke_run_covers_every_model_extension_and_probe(smoke_results):
     models = smoke_results["models"]
-    expected = set(experiment.MODELS) | {f"rope+{e}" for e in experiment.EXTENSIONS}
+    expected = (set(experiment.MODELS) | {f"rope+{e}" for e in experiment.EXTENSIONS}
+                | set(experiment.FINETUNES))
     assert set(models) == expected
     assert set(smoke_results["probe"]["models"]) == expected
     seeds, windows = len(SMOKE.seeds), SMOKE.eval_windows
     n_buckets = SMOKE.eval_length // SMOKE.bucket
-    for name in experiment.MODELS:
+    for name in [*experiment.MODELS, *experiment.FINETUNES]:
         for table in ("loss", "sliding"):
             array = np.asarray(models[name][table][str(SMOKE.eval_length)])
             assert array.shape == (seeds, windows, n_buckets), (name, table)
@@ -82,6 +83,7 @@ def test_seeded_runs_are_bitwise_deterministic_and_resume_from_the_cache(
         raise AssertionError("a cached evaluation was run again")
 
     monkeypatch.setattr(experiment, "train_model", no_training)
+    monkeypatch.setattr(experiment, "finetune_model", no_training)
     monkeypatch.setattr(experiment, "_evaluate_unit", no_evaluation)
     assert _strip(experiment.run(SMOKE, cache_dir=cache_dir, progress=False)) == \
         _strip(smoke_results)
@@ -91,7 +93,7 @@ def test_a_new_extension_costs_evaluation_only(tmp_path, monkeypatch):
     """Adding an extension (and changing how evaluation reads windows) re-uses
     the trained checkpoints and the other extensions' cached evaluations."""
     small = dataclasses.replace(SMOKE, models=("rope",), seeds=(0,),
-                                extensions=("pi", "dynamic"))
+                                extensions=("pi", "dynamic"), finetunes=())
     first = experiment.run(small, cache_dir=tmp_path, progress=False)
     evaluated = []
     real = experiment._evaluate_unit
@@ -102,7 +104,7 @@ def test_a_new_extension_costs_evaluation_only(tmp_path, monkeypatch):
                         or real(config, model, unit, *a))
     more = dataclasses.replace(small, extensions=("pi", "dynamic", "yarn"))
     second = experiment.run(more, cache_dir=tmp_path, progress=False)
-    assert evaluated == ["ext:yarn", "probe:yarn"]
+    assert evaluated == ["ext:yarn", "probe:yarn", "retrieval:yarn"]
     assert second["models"]["rope+pi"] == first["models"]["rope+pi"]
     evaluated.clear()
     experiment.run(dataclasses.replace(more, eval_windows=3), cache_dir=tmp_path,
@@ -208,7 +210,30 @@ def test_evaluation_modes_agree_where_they_must():
                                                                  whole[:, 40:48], atol=1e-5)
 
 
-@pytest.mark.parametrize("name", [n for n, e in experiment.EXTENSIONS.items() if e.scaled])
+def test_dynamic_ntk_at_the_extension_factor():
+    # Within L it is plain RoPE at any factor; at factor 1 it is "dynamic";
+    # at factor 2 on 2L it differs from both (the bracket f·n/L - (f - 1)).
+    model = experiment.build_model(SMOKE, "rope", 0).eval()
+    L, g = SMOKE.train_length, torch.Generator().manual_seed(3)
+    short, long = torch.randint(0, 256, (2, L), generator=g), torch.randint(
+        0, 256, (2, 2 * L), generator=g)
+    ext = experiment.EXTENSIONS
+    with torch.no_grad():
+        plain_short, plain_long = model(short), model(long)
+        ext["dynamic"].configure(model.scheme, 2.0, L)
+        dynamic_long = model(long)
+        ext["dynamic-f"].configure(model.scheme, 4.0, L)
+        assert torch.allclose(model(short), plain_short, atol=1e-5)
+        ext["dynamic-f"].configure(model.scheme, 1.0, L)
+        assert torch.equal(model(long), dynamic_long)
+        ext["dynamic-f"].configure(model.scheme, 2.0, L)
+        two = model(long)
+        assert not torch.allclose(two, dynamic_long, atol=1e-5)
+        assert not torch.allclose(two, plain_long, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n, e in experiment.EXTENSIONS.items()
+                                  if e.scaled and n != "dynamic-f"])
 def test_every_extension_at_factor_one_is_plain_rope(name):
     model = experiment.build_model(SMOKE, "rope", 0).eval()
     tokens = torch.randint(0, 256, (2, SMOKE.train_length),
@@ -621,3 +646,59 @@ def test_training_curves_draw_the_stored_losses(smoke_results):
     assert list(lines[0].get_xdata()) == smoke_results["models"]["rope"]["train"]["steps"]
     with pytest.raises(ValueError, match="trained"):
         figures.training_curves(smoke_results, ["rope+pi"])
+
+
+def test_smoke_run_scores_retrieval_for_every_model_on_identical_items(smoke_results):
+    table = smoke_results["retrieval"]
+    grid = experiment.retrieval_grid(SMOKE)
+    assert set(table["cells"]) == set(grid)
+    expected = (set(experiment.MODELS) | set(experiment.FINETUNES)
+                | {f"rope+{e}" for e in experiment.EXTENSIONS
+                   if e not in experiment.RETRIEVAL_SKIP})
+    assert set(table["outcomes"]) == set(table["accuracy"]) == expected
+    for name, cells in table["outcomes"].items():
+        for cell, per_seed in cells.items():
+            assert np.asarray(per_seed).shape == (len(SMOKE.seeds), SMOKE.retrieval_items)
+            assert set(np.unique(per_seed)) <= {0, 1}
+        for band, accs in table["accuracy"][name].items():
+            members = [c for c in cells if table["cells"][c]["band"] == band]
+            pooled = np.concatenate([np.asarray(cells[c]) for c in members], axis=1)
+            assert np.allclose(accs, pooled.mean(1), atol=5e-5)
+    for band in table["bands"]:
+        assert table["controls"]["bag_of_tokens"][band] == table["chance"][band]
+        assert table["controls"]["prefix_sets"][band] < 1
+
+
+def test_retrieval_hits_is_a_multiple_choice_among_the_items_values():
+    # A model that always puts the largest logit on one fixed token that is
+    # not a value, and the second largest on the highest value token, answers
+    # every item with its highest value token, whatever else it prefers.
+    task = SMOKE.task
+    g = torch.Generator().manual_seed(0)
+    from posenc_lib import retrieval
+
+    inputs, answers, _ = retrieval.make_position_items(task, 16, torch.full((50,), 2), g)
+
+    class Fixed(torch.nn.Module):
+        def forward(self, tokens):
+            logits = torch.zeros(*tokens.shape, lm.VOCAB_SIZE)
+            logits[..., 0] = 10.0
+            logits[..., list(task.value_symbols)] = torch.arange(
+                len(task.value_symbols), dtype=torch.float32)
+            return logits
+
+    hits = experiment.retrieval_hits(Fixed(), inputs, answers, task.value_symbols)
+    top = torch.tensor([max(t for t in row.tolist() if t in task.value_symbols)
+                        for row in inputs])
+    assert np.array_equal(hits, (top == answers).numpy())
+
+
+def test_finetunes_start_from_the_trained_rope_model_and_keep_their_change():
+    data, _ = experiment.load_bytes(SMOKE.train_files)
+    base = experiment.build_model(SMOKE, "rope", 0)
+    drope, _ = experiment.finetune_model(SMOKE, "drope", base, 0, data)
+    assert type(drope.scheme) is lm.PositionScheme          # no rotation left
+    assert type(base.scheme) is lm.RopeScheme               # the base is untouched
+    pi, log = experiment.finetune_model(SMOKE, "rope+pi-ft", base, 0, data)
+    assert pi.scheme.rope_type == "linear" and pi.scheme.params["factor"] == 2.0
+    assert len(log["loss_curve"]) >= 2
