@@ -308,11 +308,12 @@ class Config:
     p_rope_fraction: float = 0.25
     swa_window: int = 32
     full_every: int = 3
-    task_keys: tuple = (160, 161, 162, 163)
+    task_keys: tuple = (160, 161)
     task_values: tuple = tuple(range(192, 224))
     task_filler: tuple = tuple(range(224, 256))
-    task_pairs: int = 10
-    retrieval_rows: int = 16
+    task_pairs: int = 6
+    task_batch: int = 32
+    task_queries: int = 2
     retrieval_items: int = 128
     finetune_steps: int = 200
     finetune_lr: float = 3e-4
@@ -342,8 +343,12 @@ class Config:
         self.task   # validates the retrieval task
         _validate.positive_int("finetune_steps", self.finetune_steps)
         _validate.positive_int("retrieval_items", self.retrieval_items)
-        _validate.positive_int("retrieval_rows", self.retrieval_rows, minimum=0)
-        if self.task.shortest(1) > L:
+        _validate.positive_int("task_batch", self.task_batch)
+        _validate.positive_int("task_queries", self.task_queries)
+        if self.task_queries > len(self.task_keys):
+            raise ValueError(f"task_queries ({self.task_queries}) must be at most the "
+                             f"number of task_keys ({len(self.task_keys)})")
+        if self.task.shortest(1) > L - 2 * (self.task_queries - 1):
             raise ValueError(f"task_pairs ({self.task_pairs}) do not fit in train_length "
                              f"({L}) positions")
         for f in self.factors:
@@ -376,7 +381,7 @@ class Config:
                    probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16,
                    n_layers=1, n_heads=2,
                    batch_size=4, steps=6, warmup=2, t5_num_buckets=8, t5_max_distance=8,
-                   xpos_scale_base=8.0, swa_window=8, task_pairs=5, retrieval_rows=2,
+                   xpos_scale_base=8.0, swa_window=8, task_pairs=5, task_batch=3, task_queries=2,
                    retrieval_items=3, finetune_steps=3, finetune_warmup=1, threads=1,
                    eval_batch=3, log_every=2)
 
@@ -631,81 +636,114 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
 
 def _task_rows(config: Config, length: int, count: int, generator: torch.Generator,
                bos: bool) -> tuple[Tensor, Tensor]:
-    """``count`` items of the retrieval task, ``length`` positions each, at
-    distances drawn uniformly from every distance that fits; returns
-    ``(inputs, targets)``, ``(count, length)``, the answer the only target."""
+    """``count`` training rows of the retrieval task, ``length`` positions each.
+
+    A row is an item of :func:`posenc_lib.retrieval.make_position_items`
+    (its distance drawn uniformly from every distance that fits), followed by
+    ``task_queries - 1`` more queries: after the first query the row holds its
+    answer, then another key, its answer, and so on, every query a different
+    key. Each query's answer is the value of its key's last binding, so the
+    later queries ask the same question of the same item (writing a query's
+    answer after it binds that key to the value it already had). Only the
+    answers are targets. A test item is the row up to its first query.
+
+    Returns:
+        ``(inputs, targets)``, ``(count, length)`` int64; -100 where not scored.
+    """
     from . import retrieval
 
-    task = config.task
-    top = max(d for d in range(1, length) if task.shortest(d) <= length)
+    task, extra = config.task, config.task_queries - 1
+    n = length - 2 * extra
+    top = max(d for d in range(1, n) if task.shortest(d) <= n)
     distances = torch.randint(1, top + 1, (count,), generator=generator)
-    inputs, answers, _ = retrieval.make_position_items(task, length, distances, generator,
-                                                       bos=bos)
-    targets = torch.full_like(inputs, -100)
-    targets[:, -1] = answers
+    items, answers, _ = retrieval.make_position_items(task, n, distances, generator, bos=bos)
+    keys, values = torch.tensor(task.keys), set(task.value_symbols)
+    inputs = torch.empty(count, length, dtype=torch.long)
+    targets = torch.full((count, length), -100, dtype=torch.long)
+    inputs[:, :n] = items
+    targets[:, n - 1] = answers
+    for r in range(count):
+        row = items[r].tolist()
+        last = {}                                   # key -> value of its last binding
+        for p in range(n - 2):
+            if row[p] in task.keys and row[p + 1] in values:
+                last[row[p]] = row[p + 1]
+        others = keys[torch.randperm(len(keys), generator=generator)].tolist()
+        others = [k for k in others if k != row[-1]][:extra]
+        answer = int(answers[r])
+        for j, key in enumerate(others):
+            at = n + 2 * j                          # the previous answer, then the key
+            inputs[r, at], inputs[r, at + 1] = answer, key
+            answer = last[key]
+            targets[r, at + 1] = answer
     return inputs, targets
 
 
+STUDIES = ("text", "task")
+
+
 def _batches(config: Config, data: Tensor, bos: bool, generator: torch.Generator,
-             length: int) -> Callable:
-    """The training batches: ``batch_size`` windows of ``length`` text
-    positions (the copy task planted in some, :func:`_plant`) and
-    ``retrieval_rows`` items of the retrieval task; the text's mean loss and
-    the answers' mean loss are added with equal weight."""
-    b, r = config.batch_size, config.retrieval_rows
+             length: int, study: str) -> Callable:
+    """The training batches of a study, ``length`` positions per row.
 
-    def next_batch():
-        starts = torch.randint(0, data.numel() - length - 1, (b,), generator=generator)
+    ``"text"``: ``batch_size`` windows of ``data`` (the copy task planted in
+    some, :func:`_plant`), every target scored. ``"task"``: ``task_batch``
+    rows of the retrieval task (:func:`_task_rows`), only the answers scored.
+    """
+    _validate.one_of("study", study, STUDIES)
+
+    def text():
+        starts = torch.randint(0, data.numel() - length - 1, (config.batch_size,),
+                               generator=generator)
         rows = torch.stack([data[s:s + length + 1] for s in starts.tolist()])
-        inputs, targets = _split(_plant(config, rows, generator), bos)
-        weights = torch.full(inputs.shape, 1.0 / inputs.numel())
-        if r:
-            extra, answers = _task_rows(config, length, r, generator, bos)
-            inputs, targets = torch.cat([inputs, extra]), torch.cat([targets, answers])
-            weights = torch.cat([weights, (answers != -100).float() / r])
-        return inputs, targets, weights
+        return _split(_plant(config, rows, generator), bos)
 
-    return next_batch
+    def task():
+        return _task_rows(config, length, config.task_batch, generator, bos)
+
+    return text if study == "text" else task
 
 
-def _log_row(config: Config):
-    """Logged every ``log_every`` steps: step, loss, and the retrieval rows' accuracy."""
-    b = config.batch_size
-
-    def log_row(step, loss, logits, targets):
-        row = [step, round(loss.item(), 4)]
-        if logits.shape[0] > b:
-            hit = logits[b:, -1].argmax(-1) == targets[b:, -1]
-            row.append(round(float(hit.float().mean()), 4))
-        return row
-
-    return log_row
+def _log_row(step, loss, logits, targets):
+    """Logged every ``log_every`` steps: step, loss, and the accuracy on the
+    scored targets of a retrieval batch (every target of a text batch is
+    scored; its row has no accuracy)."""
+    row = [step, round(loss.item(), 4)]
+    scored = targets != -100
+    if not scored.all():
+        hit = logits.argmax(-1)[scored] == targets[scored]
+        row.append(round(float(hit.float().mean()), 4))
+    return row
 
 
-def train_model(config: Config, name: str, seed: int, data: Tensor, *,
+def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: str = "text",
                 device: str | torch.device = "cpu", progress: bool = False):
-    """Train model ``name`` with ``seed`` on random windows of ``data`` and
-    items of the retrieval task (with :func:`fit`).
+    """Train model ``name`` with ``seed`` (with :func:`fit`) for one study:
+    ``"text"``, language modelling on random windows of ``data``, or
+    ``"task"``, the retrieval task alone (``data`` unused).
 
-    The batches (the copy task planted in some of them, ``_plant``, and the
-    retrieval items) depend on ``seed`` only, so every model sees the same ones.
+    The batches (and the copy task planted in some text windows, ``_plant``)
+    depend on ``seed`` and the study only, so every model sees the same ones.
 
     Returns:
         ``(model, log)``; ``log`` holds the training loss every ``log_every``
-        steps, the wall time, and for the learned table the norm of its rows
-        beyond ``train_length`` after training over their initial norm.
+        steps (and, for the task, the batch accuracy), the wall time, and for
+        the learned table the norm of its rows beyond ``train_length`` after
+        training over their initial norm.
     """
     device = torch.device(device)
     model = build_model(config, name, seed).to(device)
     bos = MODELS[name].bos
-    generator = torch.Generator().manual_seed(20_000 + seed)
+    _validate.one_of("study", study, STUDIES)
+    offset = 20_000 if study == "text" else 30_000
+    generator = torch.Generator().manual_seed(offset + seed)
     table = getattr(model.scheme, "table", None)
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
-    curve, seconds = fit(config, model, _batches(config, data, bos, generator, L),
-                         device=device, progress=progress, desc=f"train {name} seed {seed}",
-                         log_row=_log_row(config))
+    curve, seconds = fit(config, model, _batches(config, data, bos, generator, L, study),
+                         device=device, progress=progress,
+                         desc=f"train {name} seed {seed} ({study})", log_row=_log_row)
     log = {"seconds": seconds, "loss_curve": curve}
     if table is not None:
         final = table.table.weight.detach().cpu()
@@ -720,12 +758,13 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *,
 
 
 def finetune_model(config: Config, name: str, model: lm.DecoderLM, seed: int, data: Tensor,
-                   *, device: str | torch.device = "cpu", progress: bool = False):
-    """Fine-tune a copy of the trained ``"rope"`` ``model`` as :data:`FINETUNES`
-    ``[name]`` says: ``finetune_steps`` steps at peak learning rate
-    ``finetune_lr`` (warm-up ``finetune_warmup``, cosine to 10 %), on batches
-    like training's at ``length · train_length`` positions, drawn from a
-    generator of their own (the same for every fine-tune).
+                   *, study: str = "text", device: str | torch.device = "cpu",
+                   progress: bool = False):
+    """Fine-tune a copy of the trained ``"rope"`` ``model`` of a study as
+    :data:`FINETUNES` ``[name]`` says: ``finetune_steps`` steps at peak
+    learning rate ``finetune_lr`` (warm-up ``finetune_warmup``, cosine to
+    10 %), on the study's batches at ``length · train_length`` positions,
+    drawn from a generator of their own (the same for every fine-tune).
 
     Returns:
         ``(model, log)`` as :func:`train_model`.
@@ -739,12 +778,14 @@ def finetune_model(config: Config, name: str, model: lm.DecoderLM, seed: int, da
     schedule = dataclasses.replace(config, steps=config.finetune_steps, lr=config.finetune_lr,
                                    warmup=config.finetune_warmup,
                                    log_every=max(1, config.finetune_steps // 10))
-    generator = torch.Generator().manual_seed(40_000 + seed)
+    _validate.one_of("study", study, STUDIES)
+    offset = 40_000 if study == "text" else 50_000
+    generator = torch.Generator().manual_seed(offset + seed)
     batches = _batches(config, data, MODELS["rope"].bos, generator,
-                       spec.length * config.train_length)
+                       spec.length * config.train_length, study)
     curve, seconds = fit(schedule, model, batches, device=torch.device(device),
-                         progress=progress, desc=f"fine-tune {name} seed {seed}",
-                         log_row=_log_row(config))
+                         progress=progress, desc=f"fine-tune {name} seed {seed} ({study})",
+                         log_row=_log_row)
     return model, {"seconds": seconds, "loss_curve": curve}
 
 
@@ -953,16 +994,21 @@ def _environment(device: torch.device, world_size: int) -> dict:
             "world_size": world_size}
 
 
+_STUDY_KEYS = {"text": ("batch_size", "probe_length", "probe_symbols",
+                         "train_plant_fraction"),
+               "task": ("task_keys", "task_values", "task_filler", "task_pairs",
+                        "task_batch", "task_queries")}
+
+
 def _train_key(config: Config, name: str, seed: int, train_sha: str,
-               device: torch.device) -> str:
-    keys = ("train_length", "max_multiplier", "d_model", "n_layers", "n_heads", "batch_size",
+               device: torch.device, study: str = "text") -> str:
+    keys = ("train_length", "max_multiplier", "d_model", "n_layers", "n_heads",
             "steps", "lr", "warmup", "weight_decay", "t5_num_buckets", "t5_max_distance",
-            "rope_base", "xpos_scale_base", "threads", "log_every", "probe_length",
-            "probe_symbols", "train_plant_fraction", "p_rope_fraction", "swa_window",
-            "full_every", "task_keys", "task_values", "task_filler", "task_pairs",
-            "retrieval_rows")
+            "rope_base", "xpos_scale_base", "threads", "log_every", "p_rope_fraction",
+            "swa_window", "full_every") + _STUDY_KEYS[study]
     spec = MODELS[name]
     return _digest({"config": {k: getattr(config, k) for k in keys}, "name": name,
+                    "study": study,
                     "scheme": spec.scheme, "bos": spec.bos, "options": dict(spec.options),
                     "seed": seed, "train_sha256": train_sha, "torch": torch.__version__,
                     "device": device.type, "code": _TRAIN_CODE_VERSION})
@@ -987,18 +1033,18 @@ def _save(obj, path: Path) -> None:
     os.replace(tmp, path)   # atomic: an interrupted run never leaves half a file
 
 
-def _units(config: Config, name: str) -> list[str]:
-    units = ["full", "sliding", "probe", "retrieval"]
+def _units(config: Config, name: str, study: str = "text") -> list[str]:
+    if study == "task":
+        return ["retrieval"] + ([f"retrieval:{ext}" for ext in config.extensions
+                                 if ext not in RETRIEVAL_SKIP] if name == "rope" else [])
+    units = ["full", "sliding", "probe"]
     if name == "rope":
         units += [f"{kind}:{ext}" for ext in config.extensions for kind in ("ext", "probe")]
-        units += [f"retrieval:{ext}" for ext in config.extensions
-                  if ext not in RETRIEVAL_SKIP]
     return units
 
 
-def _finetune_key(config: Config, train_key: str, name: str) -> str:
-    keys = ("finetune_steps", "finetune_lr", "finetune_warmup", "batch_size",
-            "retrieval_rows")
+def _finetune_key(config: Config, train_key: str, name: str, study: str = "text") -> str:
+    keys = ("finetune_steps", "finetune_lr", "finetune_warmup") + _STUDY_KEYS[study]
     return _digest({"config": {k: getattr(config, k) for k in keys}, "base": train_key,
                     "name": name, "source": FINETUNES[name].source(),
                     "code": _TRAIN_CODE_VERSION})
@@ -1023,47 +1069,62 @@ def _evaluate_units(config: Config, model, units: list[str], folder: Path | None
     return out
 
 
-def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path | None,
-             device: torch.device, progress: bool) -> dict:
-    """Train (or load) one (model, seed) and evaluate (or load) every unit."""
-    train_key = _train_key(config, name, seed, data["train_sha256"], device)
-    folder = None if cache_dir is None else cache_dir / f"{name}-seed{seed}-{train_key}"
-    checkpoint = None if folder is None else folder / "model.pt"
+def _load_or_run(checkpoint: Path | None, build: Callable, train: Callable, device):
+    """A model from its checkpoint (``build()`` then the stored weights), or
+    ``train()`` and store it."""
     if checkpoint is not None and checkpoint.is_file():
         saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model = build_model(config, name, seed)
+        model = build()
         model.load_state_dict(saved["state_dict"])
-        model = model.to(device).eval()
-        log = saved["log"]
-    else:
-        model, log = train_model(config, name, seed, data["train"], device=device,
-                                 progress=progress)
-        if checkpoint is not None:
-            state = {k: v.cpu() for k, v in model.state_dict().items()}
-            _save({"state_dict": state, "log": log}, checkpoint)
-    bos = MODELS[name].bos
-    units = _evaluate_units(config, model, _units(config, name), folder, train_key, data, bos)
-    finetunes = {}
-    for ft in (config.finetunes if name == "rope" else ()):
-        ft_key = _finetune_key(config, train_key, ft)
-        ft_folder = None if cache_dir is None else cache_dir / f"{ft}-seed{seed}-{ft_key}"
-        ft_checkpoint = None if ft_folder is None else ft_folder / "model.pt"
-        if ft_checkpoint is not None and ft_checkpoint.is_file():
-            saved = torch.load(ft_checkpoint, map_location="cpu", weights_only=False)
-            tuned = build_model(config, name, seed)
-            FINETUNES[ft].configure(tuned, config.train_length)
-            tuned.load_state_dict(saved["state_dict"])
-            tuned, ft_log = tuned.to(device).eval(), saved["log"]
-        else:
-            tuned, ft_log = finetune_model(config, ft, model, seed, data["train"],
-                                           device=device, progress=progress)
-            if ft_checkpoint is not None:
-                state = {k: v.cpu() for k, v in tuned.state_dict().items()}
-                _save({"state_dict": state, "log": ft_log}, ft_checkpoint)
-        finetunes[ft] = {"log": ft_log, "units": _evaluate_units(
-            config, tuned, ["full", "sliding", "probe", "retrieval"], ft_folder, ft_key, data,
-            bos)}
-    return {"log": log, "units": units, "finetunes": finetunes}
+        return model.to(device).eval(), saved["log"]
+    model, log = train()
+    if checkpoint is not None:
+        state = {k: v.cpu() for k, v in model.state_dict().items()}
+        _save({"state_dict": state, "log": log}, checkpoint)
+    return model, log
+
+
+def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path | None,
+             device: torch.device, progress: bool) -> dict:
+    """Train (or load) one (model, seed) in both studies, and the fine-tunes of
+    ``"rope"``, and evaluate (or load) every unit.
+
+    Returns:
+        ``{study: {"log", "units", "finetunes": {name: {"log", "units"}}}}``.
+    """
+    bos, out = MODELS[name].bos, {}
+    for study in STUDIES:
+        key = _train_key(config, name, seed, data["train_sha256"], device, study)
+        tag = "" if study == "text" else "-task"
+        folder = None if cache_dir is None else cache_dir / f"{name}{tag}-seed{seed}-{key}"
+        model, log = _load_or_run(
+            None if folder is None else folder / "model.pt",
+            lambda: build_model(config, name, seed),
+            lambda: train_model(config, name, seed, data["train"], study=study,
+                                device=device, progress=progress), device)
+        units = _evaluate_units(config, model, _units(config, name, study), folder, key, data,
+                                bos)
+        finetunes = {}
+        for ft in (config.finetunes if name == "rope" else ()):
+            ft_key = _finetune_key(config, key, ft, study)
+            ft_folder = (None if cache_dir is None
+                         else cache_dir / f"{ft}{tag}-seed{seed}-{ft_key}")
+
+            def build(ft=ft):
+                tuned = build_model(config, name, seed)
+                FINETUNES[ft].configure(tuned, config.train_length)
+                return tuned
+
+            tuned, ft_log = _load_or_run(
+                None if ft_folder is None else ft_folder / "model.pt", build,
+                lambda ft=ft: finetune_model(config, ft, model, seed, data["train"],
+                                             study=study, device=device, progress=progress),
+                device)
+            finetunes[ft] = {"log": ft_log, "units": _evaluate_units(
+                config, tuned, ["retrieval"] if study == "task" else
+                ["full", "sliding", "probe"], ft_folder, ft_key, data, bos)}
+        out[study] = {"log": log, "units": units, "finetunes": finetunes}
+    return out
 
 
 def _distributed(device: str | None) -> tuple[int, int, torch.device]:
@@ -1159,70 +1220,65 @@ def _rounded(array, decimals: int = 4) -> list:
     return np.round(np.asarray(array, dtype=np.float64), decimals).tolist()
 
 
+def _train_entry(logs: list) -> dict:
+    out = {"seconds": [log["seconds"] for log in logs],
+           "steps": [row[0] for row in logs[0]["loss_curve"]],
+           "loss_curve": [[row[1] for row in log["loss_curve"]] for log in logs]}
+    if len(logs[0]["loss_curve"][0]) > 2:
+        out["accuracy_curve"] = [[row[2] for row in log["loss_curve"]] for log in logs]
+    return out
+
+
 def _assemble(config: Config, jobs: dict) -> dict:
-    """The results file's content from every job's log and units."""
+    """The results files' content from every job's logs and units (the
+    retrieval study's under ``"retrieval"``)."""
     seeds = list(config.seeds)
-    models, probe = {}, {}
-    for name in config.models:
-        per_seed = [jobs[(name, s)] for s in seeds]
-        logs = [job["log"] for job in per_seed]
-        entry = {
-            "kind": "trained", "spec": dataclasses.asdict(MODELS[name]),
-            "train": {"seconds": [log["seconds"] for log in logs],
-                      "steps": [row[0] for row in logs[0]["loss_curve"]],
-                      "loss_curve": [[row[1] for row in log["loss_curve"]] for log in logs],
-                      "retrieval_accuracy": [[row[2] for row in log["loss_curve"]]
-                                             for log in logs]},
+    models, probe, outcomes, training = {}, {}, {}, {}
+    scores = ("second_loss", "second_acc", "first_loss")
+
+    def perplexity(per_seed, **entry):
+        entry.update({
+            "train": _train_entry([job["log"] for job in per_seed]),
             "loss": {str(config.eval_length): _rounded(
                 [job["units"]["full"]["loss"] for job in per_seed])},
             "sliding": {str(config.eval_length): _rounded(
-                [job["units"]["sliding"]["loss"] for job in per_seed])},
-        }
-        if "table_norm_ratio" in logs[0]:
-            entry["train"]["table_norm_ratio"] = [log["table_norm_ratio"] for log in logs]
-        models[name] = entry
-        probe[name] = {key: _rounded([job["units"]["probe"][key] for job in per_seed])
-                       for key in ("second_loss", "second_acc", "first_loss")}
+                [job["units"]["sliding"]["loss"] for job in per_seed])}})
+        return entry
+
+    for name in config.models:
+        text = [jobs[(name, s)]["text"] for s in seeds]
+        task = [jobs[(name, s)]["task"] for s in seeds]
+        models[name] = perplexity(text, kind="trained", spec=dataclasses.asdict(MODELS[name]))
+        if "table_norm_ratio" in text[0]["log"]:
+            models[name]["train"]["table_norm_ratio"] = [
+                job["log"]["table_norm_ratio"] for job in text]
+        probe[name] = {k: _rounded([job["units"]["probe"][k] for job in text]) for k in scores}
+        outcomes[name] = [job["units"]["retrieval"] for job in task]
+        training[name] = _train_entry([job["log"] for job in task])
         if name != "rope":
             continue
         for ext in config.extensions:
-            units = [job["units"][f"ext:{ext}"] for job in per_seed]
+            units = [job["units"][f"ext:{ext}"] for job in text]
             models[f"rope+{ext}"] = {
                 "kind": "extension", "base_model": "rope", "extension": ext,
                 "evaluation": EXTENSIONS[ext].evaluation,
                 "loss": {length: _rounded([u[length] for u in units]) for length in units[0]},
             }
-            probes = [job["units"][f"probe:{ext}"] for job in per_seed]
-            probe[f"rope+{ext}"] = {key: _rounded([p[key] for p in probes])
-                                    for key in ("second_loss", "second_acc", "first_loss")}
-    retrieval_outcomes = {name: [job["units"]["retrieval"] for job in
-                                 (jobs[(name, s)] for s in seeds)] for name in config.models}
-    if "rope" in config.models:
-        for ext in config.extensions:
+            probe[f"rope+{ext}"] = {k: _rounded([job["units"][f"probe:{ext}"][k]
+                                                 for job in text]) for k in scores}
             if ext not in RETRIEVAL_SKIP:
-                retrieval_outcomes[f"rope+{ext}"] = [jobs[("rope", s)]["units"][
-                    f"retrieval:{ext}"] for s in seeds]
+                outcomes[f"rope+{ext}"] = [job["units"][f"retrieval:{ext}"] for job in task]
         for ft in config.finetunes:
-            per_seed = [jobs[("rope", s)]["finetunes"][ft] for s in seeds]
-            logs = [job["log"] for job in per_seed]
-            models[ft] = {
-                "kind": "finetuned", "base_model": "rope",
-                "finetune": {"length": FINETUNES[ft].length * config.train_length,
-                             "steps": config.finetune_steps},
-                "train": {"seconds": [log["seconds"] for log in logs],
-                          "steps": [row[0] for row in logs[0]["loss_curve"]],
-                          "loss_curve": [[row[1] for row in log["loss_curve"]]
-                                         for log in logs],
-                          "retrieval_accuracy": [[row[2] for row in log["loss_curve"]]
-                                                 for log in logs]},
-                "loss": {str(config.eval_length): _rounded(
-                    [job["units"]["full"]["loss"] for job in per_seed])},
-                "sliding": {str(config.eval_length): _rounded(
-                    [job["units"]["sliding"]["loss"] for job in per_seed])},
-            }
-            probe[ft] = {key: _rounded([job["units"]["probe"][key] for job in per_seed])
-                         for key in ("second_loss", "second_acc", "first_loss")}
-            retrieval_outcomes[ft] = [job["units"]["retrieval"] for job in per_seed]
+            ft_text = [job["finetunes"][ft] for job in text]
+            ft_task = [job["finetunes"][ft] for job in task]
+            about = {"length": FINETUNES[ft].length * config.train_length,
+                     "steps": config.finetune_steps}
+            models[ft] = perplexity(ft_text, kind="finetuned", base_model="rope",
+                                    finetune=about)
+            probe[ft] = {k: _rounded([job["units"]["probe"][k] for job in ft_text])
+                         for k in scores}
+            outcomes[ft] = [job["units"]["retrieval"] for job in ft_task]
+            training[ft] = _train_entry([job["log"] for job in ft_task])
     L = config.train_length
     bands, lo = [], 0
     for hi in [L] + [L * 2 ** i for i in range(1, int(math.log2(config.max_multiplier)) + 1)]:
@@ -1238,11 +1294,11 @@ def _assemble(config: Config, jobs: dict) -> dict:
                   "window_lengths": [config.probe_offset + d + config.probe_length
                                      for d in config.probe_distances],
                   "models": probe},
-        "retrieval": _retrieval_results(config, retrieval_outcomes),
+        "retrieval": _retrieval_results(config, outcomes, training),
     }
 
 
-def _retrieval_results(config: Config, outcomes: dict) -> dict:
+def _retrieval_results(config: Config, outcomes: dict, training: dict) -> dict:
     """The retrieval results file's content (``results/retrieval.json``).
 
     ``"outcomes"``: per model and cell ``"<length>:<band>"``, one list of 0/1
@@ -1277,7 +1333,7 @@ def _retrieval_results(config: Config, outcomes: dict) -> dict:
     return {
         "schema_version": retrieval.SCHEMA_VERSION, "config": config.to_dict(),
         "config_hash": config.hash(), "bands": band_names, "cells": cells,
-        "accuracy": accuracy, "outcomes": table,
+        "accuracy": accuracy, "outcomes": table, "training": training,
         "chance": {band: round(r["chance"], 4) for band, r in readers.items()},
         "controls": {kind: {band: round(r[kind], 4) for band, r in readers.items()}
                      for kind in ("bag_of_tokens", "prefix_sets")},

@@ -29,6 +29,8 @@ def _strip(results):
     results.pop("environment")
     for entry in results["models"].values():
         entry.get("train", {}).pop("seconds", None)
+    for entry in results.get("retrieval", {}).get("training", {}).values():
+        entry.pop("seconds", None)
     return results
 
 
@@ -134,7 +136,11 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
     assert distributed["environment"]["world_size"] == 2
     jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
     assert all(experiment._share(SMOKE, jobs, 2))   # both ranks had work
-    assert _strip(distributed) == _strip(smoke_results)
+    expected = _strip(smoke_results)
+    retrieval = expected.pop("retrieval")
+    assert _strip(distributed) == expected
+    assert _strip({"retrieval": json.loads(out.with_suffix(".retrieval.json").read_text()),
+                   "wall_time_s": 0, "environment": 0, "models": {}})["retrieval"] == retrieval
 
 
 def test_jobs_are_shared_out_completely():
@@ -702,3 +708,24 @@ def test_finetunes_start_from_the_trained_rope_model_and_keep_their_change():
     pi, log = experiment.finetune_model(SMOKE, "rope+pi-ft", base, 0, data)
     assert pi.scheme.rope_type == "linear" and pi.scheme.params["factor"] == 2.0
     assert len(log["loss_curve"]) >= 2
+
+
+@pytest.mark.parametrize("queries", [1, 2])
+def test_training_rows_score_the_last_binding_of_every_query(queries):
+    # Brute force: read each row left to right, keeping each key's last value;
+    # every scored target must be the last value of the key just read, and
+    # the row up to its first target is a test item of the same task.
+    config = dataclasses.replace(experiment.Config(), task_queries=queries)
+    g = torch.Generator().manual_seed(queries)
+    inputs, targets = experiment._task_rows(config, 64, 40, g, bos=True)
+    keys, values = set(config.task_keys), set(config.task_values)
+    assert ((targets != -100).sum(1) == queries).all()
+    for row, target in zip(inputs.tolist(), targets.tolist()):
+        last, queried = {}, []
+        for p, token in enumerate(row):
+            if target[p] != -100:
+                assert token in keys and target[p] == last[token]
+                queried.append(token)
+            elif p and row[p - 1] in keys and token in values:
+                last[row[p - 1]] = token
+        assert len(set(queried)) == queries          # every query a different key
