@@ -1181,7 +1181,8 @@ def run(config: Config, *, device: str | None = None, cache_dir: Path | None = C
     data = {"train": train, "train_sha256": train_sha, "eval": held_out,
             "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out),
             "grid": retrieval_grid(config)}
-    jobs = [(name, seed) for name in config.models for seed in config.seeds]
+    # seed by seed: an interrupted run has whole seeds done first
+    jobs = [(name, seed) for seed in config.seeds for name in config.models]
     mine = [(i, jobs[i]) for i in _share(config, jobs, world)[rank]]
     bar = None
     if progress and rank == 0:
