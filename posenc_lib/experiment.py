@@ -313,6 +313,7 @@ class Config:
     task_filler: tuple = tuple(range(224, 256))
     task_pairs: int = 6
     task_batch: int = 32
+    task_steps: int = 5000
     task_queries: int = 2
     retrieval_items: int = 128
     finetune_steps: int = 200
@@ -344,6 +345,7 @@ class Config:
         _validate.positive_int("finetune_steps", self.finetune_steps)
         _validate.positive_int("retrieval_items", self.retrieval_items)
         _validate.positive_int("task_batch", self.task_batch)
+        _validate.positive_int("task_steps", self.task_steps)
         _validate.positive_int("task_queries", self.task_queries)
         if self.task_queries > len(self.task_keys):
             raise ValueError(f"task_queries ({self.task_queries}) must be at most the "
@@ -381,7 +383,7 @@ class Config:
                    probe_length=4, probe_offset=2, train_plant_fraction=0.5, d_model=16,
                    n_layers=1, n_heads=2,
                    batch_size=4, steps=6, warmup=2, t5_num_buckets=8, t5_max_distance=8,
-                   xpos_scale_base=8.0, swa_window=8, task_pairs=5, task_batch=3, task_queries=2,
+                   xpos_scale_base=8.0, swa_window=8, task_pairs=5, task_batch=3, task_queries=2, task_steps=8,
                    retrieval_items=3, finetune_steps=3, finetune_warmup=1, threads=1,
                    eval_batch=3, log_every=2)
 
@@ -720,7 +722,8 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
                 device: str | torch.device = "cpu", progress: bool = False):
     """Train model ``name`` with ``seed`` (with :func:`fit`) for one study:
     ``"text"``, language modelling on random windows of ``data``, or
-    ``"task"``, the retrieval task alone (``data`` unused).
+    ``"task"``, the retrieval task alone for ``task_steps`` steps (``data``
+    unused; the learning-rate schedule of :func:`lr_factor` stretched to them).
 
     The batches (and the copy task planted in some text windows, ``_plant``)
     depend on ``seed`` and the study only, so every model sees the same ones.
@@ -741,7 +744,9 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
-    curve, seconds = fit(config, model, _batches(config, data, bos, generator, L, study),
+    schedule = config if study == "text" else dataclasses.replace(config,
+                                                                  steps=config.task_steps)
+    curve, seconds = fit(schedule, model, _batches(config, data, bos, generator, L, study),
                          device=device, progress=progress,
                          desc=f"train {name} seed {seed} ({study})", log_row=_log_row)
     log = {"seconds": seconds, "loss_curve": curve}
@@ -997,7 +1002,7 @@ def _environment(device: torch.device, world_size: int) -> dict:
 _STUDY_KEYS = {"text": ("batch_size", "probe_length", "probe_symbols",
                          "train_plant_fraction"),
                "task": ("task_keys", "task_values", "task_filler", "task_pairs",
-                        "task_batch", "task_queries")}
+                        "task_batch", "task_queries", "task_steps")}
 
 
 def _train_key(config: Config, name: str, seed: int, train_sha: str,
