@@ -343,7 +343,9 @@ def fope_inv_freq(rotary_dim: int, base: float, max_position_embeddings: int, *,
 
     ``θ_i = base**(-2i/rotary_dim)`` for the pairs with ``θ_i > 2π/L``
     (``L = max_position_embeddings``), or the first ``num_inv_freq`` if given.
-    The under-trained slower frequencies are left out of the basis.
+    The under-trained slower frequencies are left out of the basis. This is
+    vLLM's test; the authors' code zeroes ``θ_i < 2π/L`` and so also keeps
+    ``θ_i = 2π/L`` exactly, the only place the two differ.
 
     Returns:
         ``(D,)`` frequencies, fastest first, ``D <= rotary_dim/2``.
@@ -368,7 +370,10 @@ def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor
     Pair ``j`` gets ``Σ_D cos(p·θ_D)·cos_coef[D, j]`` and
     ``Σ_D sin(p·θ_D)·sin_coef[D, j]``: a Fourier series in the position instead
     of one frequency. The ``head_dim/2 - d`` pairs beyond the coefficients get
-    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)``: a fixed,
+    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)`` and the authors'
+    (TsinghuaC3I/Fourier-Position-Embedding at bd94b20d, ``olmo/model.py``
+    L713-714; frequency zero with a 45° phase, as a maintainer's reply on that
+    repository's issue 6 explains): a fixed,
     position-free map ``x + rotate(x)`` (``√2`` times a 45° turn), so those
     pairs contribute ``2·q·k`` whatever the positions.
 
@@ -458,7 +463,7 @@ def apply_pope(x: Tensor, positions, inv_freq: Tensor, *,
     repository (github.com/agopal42/pope), which this library does not check
     against; the unit tests compare with the paper's formula and with an
     independent implementation, lucidrains/PoPE-pytorch (``PoPE_pytorch/pope.py``
-    at commit 2b91cdec90429b751bf503bf6a08a099f8913f65), which interleaves the
+    at commit ee11cab0dda8361b02fec56975e84e419ea6a631), which interleaves the
     real and imaginary parts instead (a permutation of the same features) and
     clamps its learned bias to ``[-2π, 0]``.
 

@@ -24,8 +24,8 @@ References, each independent of :mod:`posenc_lib.designs`:
 * PoPE: the paper's score (arXiv 2509.10534, Section 3), summed term by term in Python
   floats, and a transcription of lucidrains/PoPE-pytorch (an independent
   implementation; the authors' repository is not available to these tests), file
-  ``PoPE_pytorch/pope.py`` at 2b91cdec90429b751bf503bf6a08a099f8913f65, cited line by
-  line below.
+  ``PoPE_pytorch/pope.py`` at ee11cab0dda8361b02fec56975e84e419ea6a631 (2026-01-27),
+  cited line by line below.
 * DroPE: transformers 4.57.6's ``LlamaAttention`` given ``cos = 1, sin = 0``, as the
   authors' ``custom_models/attention.py`` does (SakanaAI/DroPE at
   260a8bb9f4fda0673266ddfee7668915aade8b33, lines 57–62), and their QK-norm (lines
@@ -469,18 +469,18 @@ def test_pope_scores_are_the_papers_sum(d, n_q, n_k, base):
 
 
 class LucidrainsPope:
-    """lucidrains/PoPE-pytorch, PoPE_pytorch/pope.py at 2b91cdec9042, transcribed.
+    """lucidrains/PoPE-pytorch, PoPE_pytorch/pope.py at ee11cab0 (2026-01-27), transcribed.
 
-    ``PoPE.__init__``: L104 ``inv_freqs = theta ** -(arange(dim).float() / dim)`` (float64
-    here); L110 ``self.bias = Parameter(torch.zeros(heads, dim))``.
-    ``PoPE.forward``: L138 ``freqs = einsum(pos, self.inv_freqs, '... i, j -> ... i j')``;
-    L142 ``bias = self.bias.clamp(-2. * pi, 0.)``.
-    ``apply_pope_to_qk`` (``return_complex=False``, full rotation): L53
-    ``freqs_with_bias = freqs + rearrange(bias, 'h d -> h 1 d')``; L57
-    ``q, k = to_magnitude(q), to_magnitude(k)`` (``F.softplus``); L61
+    ``PoPE.__init__``: L107 ``inv_freqs = theta ** -(arange(dim).float() / dim)`` (float64
+    here); L113 ``self.bias = Parameter(torch.zeros(heads, dim))``.
+    ``PoPE.forward``: L141 ``freqs = einsum(pos, self.inv_freqs, '... i, j -> ... i j')``;
+    L145 ``bias = self.bias.clamp(-2. * pi, 0.)``.
+    ``apply_pope_to_qk`` (``return_complex=False``, full rotation): L56
+    ``freqs_with_bias = freqs + rearrange(bias, 'h d -> h 1 d')``; L60
+    ``q, k = to_magnitude(q), to_magnitude(k)`` (L34: ``F.softplus``); L64
     ``freqs = slice_right_at_dim(freqs, q_len, dim = -2)`` (the last ``q_len`` rows,
-    torch_einops_utils); L66-67 ``q = rearrange([q * qcos, q * qsin],
-    'two ... d -> ... (d two)')``; L74-75 the same for ``k`` with ``freqs_with_bias``.
+    torch_einops_utils); L69-70 ``q = rearrange([q * qcos, q * qsin],
+    'two ... d -> ... (d two)')``; L77-78 the same for ``k`` with ``freqs_with_bias``.
     """
 
     def __init__(self, dim, heads, theta, bias):
