@@ -444,7 +444,8 @@ def pope_tol(q, k, positions, d):
     return 2 * d * (2 * (float(positions.abs().max()) + 2 * math.pi + 2)) * EPS64 * mu
 
 
-@pytest.mark.parametrize("d, n_q, n_k, base", [(6, 4, 5, 1e4), (16, 3, 9, 5e5), (1, 2, 2, 1e4)])
+@pytest.mark.parametrize("d, n_q, n_k, base",
+                         [(6, 4, 5, 1e4), (16, 3, 9, 5e5), (1, 2, 2, 1e4)])
 def test_pope_scores_are_the_papers_sum(d, n_q, n_k, base):
     g = torch.Generator().manual_seed(10 * d + n_k)
     q, k = _random(g, n_q, d), _random(g, n_k, d)
