@@ -532,11 +532,23 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("designs-fope-half-turn", "designs.py",
        "        keep = theta > 2 * math.pi / length\n",
        "        keep = theta > math.pi / length\n",
-       [], "FoPE keeps frequencies that turn only half a circle within L"),
+       ["06_extension"], "FoPE keeps frequencies that turn only half a circle within L"),
     _m("designs-fope-pad-identity", "designs.py",
        "    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)\n",
        "    sin = torch.nn.functional.pad(sin, (0, pad), value=0.0)\n",
-       [], "FoPE's padded pairs given the identity (sin = 0), not vLLM's cos = sin = 1"),
+       ["06_extension"], "FoPE's padded pairs given the identity (sin = 0), not the "
+       "cos = sin = 1 of vLLM and of the authors' code"),
+    _m("designs-pope-bias-on-query", "designs.py",
+       "    return apply_pope(q, q_positions, inv_freq) @ apply_pope(\n"
+       "        k, k_positions, inv_freq, bias=bias).mT\n",
+       "    return apply_pope(q, q_positions, inv_freq, bias=bias) @ apply_pope(\n"
+       "        k, k_positions, inv_freq).mT\n",
+       ["06_extension"], "PoPE's phase bias added to the queries instead of the keys "
+       "(the angle turns by -δ instead of +δ)"),
+    _m("designs-pope-no-softplus", "designs.py",
+       "    magnitude = torch.nn.functional.softplus(x)\n", "    magnitude = x\n",
+       ["06_extension"], "PoPE without softplus: raw features as magnitudes, so a "
+       "negative one puts content back in the angle (by π)"),
     # ---- diagnose (recipes) -----------------------------------------------------------
     _m("diagnose-flat-ladder-unnamed", "diagnose.py",
        "            torch.ones_like(expected)))", "            expected.flip(0).flip(0)))",
