@@ -359,11 +359,15 @@ def test_every_engine_pairs_the_checkpoint_rows_as_transformers_does():
     SGLang's is_neox_style per model file (with Llama 4's permutation at load),
     llama.cpp's NORM/NEOX (with the converter's permutation). The tables are
     read from three code bases, independently of transformers' modelling code
-    (TRANSFORMERS_NEIGHBOURS)."""
+    (TRANSFORMERS_NEIGHBOURS, and the inspector's INTERLEAVED_PAIRS)."""
+    from posenc_lib import inspect
+
     checked = 0
     for m in _table():
         c = m["config"]
         tf = engines.transformers_pairs(c)
+        if c["model_type"] not in ("bloom", "t5"):  # the inspector's own record
+            assert (inspect._pair_layout(c) == "interleaved") == (tf == "neighbours")
         v, s = engines.vllm_pairs(c), engines.sglang_pairs(c)
         cpp = engines.llama_cpp_pairs(c["model_type"])
         if cpp == "none":
