@@ -514,6 +514,10 @@ def test_sglang_drops_an_explicit_attention_factor_and_the_laguna_fix_restores_i
               "attention_factor": att}
     dropped = engines.sglang_yarn(64, 4096, 10000.0, 64.0, **engines.sglang_yarn_kwargs(params))
     assert att_tf == 1.0 and dropped[1] == pytest.approx(1 + 0.1 * math.log(64))
+    # whatever the value: 0.5 is dropped as well
+    half = engines.sglang_yarn(64, 4096, 10000.0, 64.0,
+                               **engines.sglang_yarn_kwargs({**params, "attention_factor": 0.5}))
+    assert half[1] == dropped[1]
     # the double application, at the PR's factor 128 and its final mscale 1.4852
     final = 1 + 0.1 * math.log(128)
     twice = engines.sglang_yarn(64, 4096, 10000.0, 128.0, attn_factor=final)[1]
