@@ -666,6 +666,38 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("cpp-shift-allows-imrope", "engines.py",
        'not in ("mrope", "imrope")', 'not in ("mrope",)',
        ["recipes/engines"], "interleaved M-RoPE (Qwen3-VL) cache treated as shiftable"),
+    _m("sglang-yarn-forwards-attention-factor", "engines.py",
+       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n',
+       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n'
+       '    kwargs["attn_factor"] = rope_scaling.get("attention_factor", 1)\n',
+       ["recipes/engines"], "transformers' attention_factor copied into SGLang's attn_factor, so the "
+       "YaRN factor is applied twice (sglang #33558)"),
+    _m("sglang-dynamic-bracket-one", "engines.py",
+       "(scaling_factor * max_len / max_position_embeddings)",
+       "(max_len / max_position_embeddings)",
+       ["recipes/engines"], "SGLang's dynamic-NTK bracket transcribed as vLLM's later "
+       "one (1): the configured base instead of the longest length's"),
+    _m("sglang-longrope-per-token", "engines.py",
+       "torch.any(positions > k).float()", "(positions > k).float()",
+       ["recipes/engines"], "LongRoPE's short/long choice made per token, not for the "
+       "whole batch (the question of vLLM #6283)"),
+    _m("sglang-longrope-switch-at-equal", "engines.py",
+       "torch.any(positions > k)", "torch.any(positions >= k)",
+       ["recipes/engines"], "SGLang's LongRoPE switch moved to a largest position equal to "
+       "the original"),
+    _m("sglang-deepseek-ignores-rope-interleave", "engines.py",
+       '"deepseek_v3": ("rope_interleave", _SG', '"deepseek_v3": (False, _SG',
+       ["recipes/engines"], "DeepSeek's rope_interleave ignored, as vLLM does (PR #40267)"),
+    _m("vllm-llama4-not-permuted", "engines.py",
+       'VLLM_LOAD_PERMUTED = {"llama4"}', "VLLM_LOAD_PERMUTED: set = set()",
+       ["recipes/engines"], "Llama 4's q/k rows not permuted at load: NEOX on the "
+       "checkpoint's neighbour layout"),
+    _m("vllm-ernie-neox", "engines.py",
+       '"ernie4_5": (False, _VM', '"ernie4_5": (True, _VM',
+       ["recipes/engines"], "ERNIE 4.5 left at get_rope's default NEOX"),
+    _m("vllm-llama4-permute-no-swap", "engines.py",
+       ".transpose(1, 2)", ".transpose(1, 1)",
+       [], "the load-time q/k permutation left out"),
 )
 
 
