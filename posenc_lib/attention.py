@@ -111,6 +111,25 @@ def scaled_dot_product_attention(
     return (out, weights) if return_weights else out
 
 
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, score_bias: Optional[ScoreBias],
+                     causal: bool) -> Tensor:
+    """:func:`scaled_dot_product_attention` (no value term, no weights) through
+    ``torch.nn.functional.scaled_dot_product_attention``: the bias, with the
+    causal mask as ``-inf``, is its additive ``attn_mask``."""
+    mask = None
+    if score_bias is not None:
+        mask = score_bias(q, k) if callable(score_bias) else score_bias
+        _validate.tensor("score_bias", mask)
+        _validate.broadcastable("score_bias", mask.shape, q.shape[:-1] + k.shape[-2:-1])
+        mask = mask.to(q.dtype)
+    if causal:
+        blocked = torch.zeros(q.shape[-2], k.shape[-2], dtype=q.dtype, device=q.device)
+        blocked = blocked.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device),
+                                      float("-inf"))
+        mask = blocked if mask is None else mask + blocked
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head self-attention with the three position hooks.
 
@@ -153,6 +172,7 @@ class MultiHeadAttention(nn.Module):
         value_term: Optional[ValueTerm] = None,
         causal: bool = False,
         return_weights: bool = False,
+        fused: bool = False,
     ):
         """Attend from every row of ``x`` to ``memory`` followed by ``x``.
 
@@ -169,6 +189,12 @@ class MultiHeadAttention(nn.Module):
             value_term: see :func:`scaled_dot_product_attention`.
             causal: mask future keys.
             return_weights: also return ``(b, h, n_q, n_k)`` weights.
+            fused: compute the attention with torch's
+                ``F.scaled_dot_product_attention`` (the bias and the causal mask
+                as one additive mask) instead of this module's readable
+                :func:`scaled_dot_product_attention`; the same function up to
+                rounding, faster, and never materialising the weights. Ignored
+                when the weights are returned or a ``value_term`` is given.
 
         Returns:
             ``(b, n, d_model)`` (or ``(n, d_model)`` if ``x`` was unbatched),
@@ -205,11 +231,15 @@ class MultiHeadAttention(nn.Module):
                                  f"{tuple(q_new.shape)}, {tuple(k_new.shape)} for "
                                  f"{tuple(q.shape)}, {tuple(k.shape)}")
             q, k = q_new, k_new
-        out, weights = scaled_dot_product_attention(
-            q, k, v, score_bias=score_bias, value_term=value_term, causal=causal,
-            return_weights=True)
+        if fused and not return_weights and value_term is None:
+            out, weights = _fused_attention(q, k, v, score_bias, causal), None
+        else:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, score_bias=score_bias, value_term=value_term, causal=causal,
+                return_weights=True)
         b, _, n, _ = out.shape
         out = self.w_o(out.transpose(1, 2).reshape(b, n, self.d_model))
         if unbatched:
-            out, weights = out.squeeze(0), weights.squeeze(0)
+            out = out.squeeze(0)
+            weights = None if weights is None else weights.squeeze(0)
         return (out, weights) if return_weights else out

@@ -16,7 +16,13 @@ scheme                    hook
 ``"alibi"``               ``score_bias``
 ``"rope"``                ``qk_transform``
 ``"xpos"``                ``qk_transform``
+``"p-rope"``              ``qk_transform`` (the fastest pairs only)
+``"rnope-swa"``           per layer: ``qk_transform`` and a window
+                          as ``score_bias``, or nothing
 ========================  ==========================================
+
+A scheme whose layers differ overrides :meth:`PositionScheme.layer_hooks`
+(full pass) and :meth:`PositionScheme.for_layer` (cached path).
 
 The vocabulary is the 256 byte values plus :data:`BOS`, a beginning-of-sequence
 marker. A RoPE scheme can be given a context-extension method at inference
@@ -68,6 +74,17 @@ class PositionScheme(nn.Module):
         """Keyword arguments for :meth:`~posenc_lib.attention.MultiHeadAttention.forward`
         for positions ``0 .. n-1`` (the same for every layer)."""
         return {}
+
+    def layer_hooks(self, n: int, n_layers: int) -> list[dict]:
+        """One :meth:`attention_hooks` dict per layer (the same one for every
+        layer, unless a scheme treats its layers differently)."""
+        return [self.attention_hooks(n)] * n_layers
+
+    def for_layer(self, layer: int, n_layers: int):
+        """Cached path: what layer ``layer`` of ``n_layers`` uses for
+        :meth:`rotate` and :meth:`score_bias` (this scheme, unless its layers
+        differ)."""
+        return self
 
     def rotate(self, x: Tensor, positions: Tensor, kind: str, seq_len: int) -> Tensor:
         """Cached path: transform queries or keys ``x: (b, h, n, d)`` at ``positions: (n,)``.
@@ -224,13 +241,91 @@ class XposScheme(PositionScheme):
         return self._xpos(x, positions, kind, 0.0)
 
 
+class PRopeScheme(RopeScheme):
+    """p-RoPE (transformers 5.x's ``"proportional"`` rope type): only the
+    fastest ``fraction`` of the pairs turn, at the frequencies of the whole
+    head (:func:`posenc_lib.designs.proportional_inv_freq`); the others never
+    turn. No context extension."""
+
+    name = "p-rope"
+
+    def __init__(self, head_dim: int, base: float = 10000.0, fraction: float = 0.25):
+        from . import designs
+
+        super().__init__(head_dim, base)
+        self.fraction = fraction
+        self.register_buffer("inv_freq", designs.proportional_inv_freq(
+            head_dim, fraction, base, dtype=torch.float32), persistent=False)
+
+    def set_scaling(self, rope_type: str, **params) -> None:
+        if rope_type != "default":
+            raise ValueError(f"rope_type: p-RoPE takes no extension, got {rope_type!r}")
+        super().set_scaling(rope_type, **params)
+
+    def frequencies(self, seq_len):
+        return self.inv_freq, 1.0
+
+
+class RnopeSwaScheme(RopeScheme):
+    """RNoPE-SWA: RoPE layers that see a sliding window of ``window`` keys
+    (themselves included), and every ``full_every``-th layer full causal
+    attention without positions
+    (:func:`posenc_lib.designs.rnope_swa_layer_types`)."""
+
+    name = "rnope-swa"
+
+    def __init__(self, head_dim: int, base: float = 10000.0, window: int = 32,
+                 full_every: int = 3):
+        super().__init__(head_dim, base)
+        self.window = _validate.positive_int("window", window)
+        self.full_every = _validate.positive_int("full_every", full_every)
+
+    def layer_hooks(self, n, n_layers):
+        from . import designs
+
+        rope_hooks = self.attention_hooks(n)
+        allowed = designs.sliding_window_mask(n, self.window).to(self._device.device)
+        bias = torch.zeros(n, n, device=allowed.device).masked_fill(~allowed, float("-inf"))
+        sliding = {**rope_hooks, "score_bias": bias}
+        return [sliding if kind == "sliding_attention" else {}
+                for kind in designs.rnope_swa_layer_types(n_layers, self.full_every)]
+
+    def for_layer(self, layer, n_layers):
+        from . import designs
+
+        kind = designs.rnope_swa_layer_types(n_layers, self.full_every)[layer]
+        return _RnopeLayer(self, kind == "sliding_attention")
+
+
+class _RnopeLayer:
+    """One RNoPE-SWA layer on the cached path: RoPE and the window, or nothing."""
+
+    def __init__(self, scheme: RnopeSwaScheme, sliding: bool):
+        self.scheme, self.sliding = scheme, sliding
+
+    def rotate(self, x, positions, kind, seq_len):
+        return self.scheme.rotate(x, positions, kind, seq_len) if self.sliding else x
+
+    def score_bias(self, n_q, n_k):
+        if not self.sliding:
+            return None
+        device = self.scheme._device.device
+        i = torch.arange(n_k - n_q, n_k, device=device)[:, None]
+        j = torch.arange(n_k, device=device)[None, :]
+        outside = j <= i - self.scheme.window
+        return torch.zeros(n_q, n_k, device=device).masked_fill(outside, float("-inf"))
+
+
 #: The schemes :func:`make_scheme` knows.
-SCHEMES = ("nope", "sinusoidal", "learned", "t5", "alibi", "rope", "xpos")
+SCHEMES = ("nope", "sinusoidal", "learned", "t5", "alibi", "rope", "xpos", "p-rope",
+           "rnope-swa")
 
 
 def make_scheme(name: str, *, d_model: int, n_heads: int, max_positions: int,
                 t5_num_buckets: int = 16, t5_max_distance: int = 32,
-                rope_base: float = 10000.0, xpos_scale_base: float = 512.0) -> PositionScheme:
+                rope_base: float = 10000.0, xpos_scale_base: float = 512.0,
+                p_rope_fraction: float = 0.25, swa_window: int = 32,
+                full_every: int = 3) -> PositionScheme:
     """Build the scheme called ``name`` (one of :data:`SCHEMES`).
 
     Parameters (the learned table, T5's biases) are drawn from torch's global
@@ -250,6 +345,10 @@ def make_scheme(name: str, *, d_model: int, n_heads: int, max_positions: int,
         return AlibiScheme(n_heads)
     if name == "rope":
         return RopeScheme(head_dim, rope_base)
+    if name == "p-rope":
+        return PRopeScheme(head_dim, rope_base, p_rope_fraction)
+    if name == "rnope-swa":
+        return RnopeSwaScheme(head_dim, rope_base, swa_window, full_every)
     return XposScheme(head_dim, rope_base, xpos_scale_base)
 
 
@@ -263,7 +362,7 @@ class _Block(nn.Module):
                                  nn.Linear(4 * d_model, d_model))
 
     def forward(self, h: Tensor, hooks: dict) -> Tensor:
-        h = h + self.attn(self.norm1(h), causal=True, **hooks)
+        h = h + self.attn(self.norm1(h), causal=True, fused=True, **hooks)
         return h + self.ffn(self.norm2(h))
 
     def forward_cached(self, h: Tensor, scheme: PositionScheme, positions: Tensor,
@@ -326,8 +425,8 @@ class DecoderLM(nn.Module):
         if cache is None:
             n = tokens.shape[1]
             h = self._embed(tokens, torch.arange(n, device=tokens.device))
-            hooks = self.scheme.attention_hooks(n)
-            for block in self.blocks:
+            for block, hooks in zip(self.blocks,
+                                    self.scheme.layer_hooks(n, len(self.blocks))):
                 h = block(h, hooks)
             return self.head(self.norm(h))
         if not isinstance(cache, list):
@@ -337,8 +436,9 @@ class DecoderLM(nn.Module):
         start = cache[0]["k"].shape[-2] if cache[0] else 0
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
         h = self._embed(tokens, positions)
-        for block, entry in zip(self.blocks, cache):
-            h = block.forward_cached(h, self.scheme, positions, entry)
+        for i, (block, entry) in enumerate(zip(self.blocks, cache)):
+            h = block.forward_cached(h, self.scheme.for_layer(i, len(self.blocks)), positions,
+                                     entry)
         return self.head(self.norm(h))
 
     def _embed(self, tokens: Tensor, positions: Tensor) -> Tensor:

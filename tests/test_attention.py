@@ -157,3 +157,35 @@ def test_sdpa_shape_errors(generator):
         attention.scaled_dot_product_attention(q, k, v[..., :2, :])
     with pytest.raises(ValueError, match="n_k must be >= n_q"):
         attention.causal_mask(5, 3)
+
+
+@pytest.mark.parametrize("bias_kind", [None, "tensor", "callable"])
+@pytest.mark.parametrize("n", [1, 7, 33])
+def test_fused_path_equals_the_readable_one_to_rounding(bias_kind, n):
+    # torch's fused kernel against this module's softmax(q kᵀ s + b) v, causal.
+    # Bound: each score carries at most d·u·|q||k|·s of rounding per path,
+    # which moves a softmax weight by at most 2·that relatively, plus n·u
+    # for the normalising sum; the output then by that times max |v|.
+    torch.manual_seed(n)
+    layer = attention.MultiHeadAttention(16, 2)
+    x = torch.randn(3, n, 16)
+    bias = None
+    if bias_kind == "tensor":
+        bias = torch.randn(2, n, n)
+    elif bias_kind == "callable":
+        bias = lambda q, k: torch.randn(q.shape[-2], k.shape[-2],  # noqa: E731
+                                        generator=torch.Generator().manual_seed(0))
+    slow = layer(x, score_bias=bias, causal=True)
+    fast = layer(x, score_bias=bias, causal=True, fused=True)
+    with torch.no_grad():
+        q = layer._split(layer.w_q(x))
+        k = layer._split(layer.w_k(x))
+        v = layer._split(layer.w_v(x))
+        u, d = torch.finfo(torch.float32).eps / 2, layer.head_dim
+        score = q.norm(dim=-1).max() * k.norm(dim=-1).max() / d ** 0.5
+        rel = 2 * 2 * d * u * score + 2 * n * u
+        bound = rel * v.abs().max() * layer.w_o.weight.abs().sum(1).max() * 2
+    assert (fast - slow).abs().max() <= bound
+    # fused never returns weights: asking for them takes the readable path
+    out, weights = layer(x, score_bias=bias, causal=True, fused=True, return_weights=True)
+    assert torch.equal(out, slow) and weights.shape == (3, 2, n, n)

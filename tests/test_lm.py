@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc_lib import experiment, lm
+from posenc_lib import attention, experiment, lm
 
 SMOKE = experiment.Config.smoke()
 
@@ -120,3 +120,68 @@ def test_bad_cache_argument():
     model = experiment.build_model(SMOKE, "nope", 0)
     with pytest.raises(ValueError, match="cache"):
         model(_tokens(4), cache={})
+
+
+def _layer_inputs(n=40, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=g) for _ in range(3))
+    return q, k, v
+
+
+def test_rnope_swa_layers_match_the_reference_layer():
+    # Each layer of the trained RNoPE-SWA scheme against
+    # designs.rnope_swa_attention (itself checked against Cohere2's code):
+    # layers 0 and 1 slide with RoPE, layer 2 sees everything without positions.
+    from posenc_lib import designs
+
+    scheme = lm.make_scheme("rnope-swa", d_model=64, n_heads=4, max_positions=64,
+                            swa_window=8, full_every=3)
+    q, k, v = _layer_inputs()
+    inv_freq, _ = scheme.frequencies(q.shape[-2])
+    kinds = designs.rnope_swa_layer_types(3, 3)
+    assert kinds == ["sliding_attention", "sliding_attention", "full_attention"]
+    for hooks, kind in zip(scheme.layer_hooks(q.shape[-2], 3), kinds):
+        ours = attention._fused_attention(*_hooked(hooks, q, k), v,
+                                          hooks.get("score_bias"), True)
+        want = designs.rnope_swa_attention(q, k, v, kind, inv_freq=inv_freq, window=8,
+                                           layout="half")
+        assert torch.allclose(ours, want, atol=1e-5), kind
+
+
+def _hooked(hooks, q, k):
+    return hooks["qk_transform"](q, k) if "qk_transform" in hooks else (q, k)
+
+
+def test_p_rope_scheme_rotates_as_the_proportional_plan():
+    # The p-RoPE scheme's rotation against designs.apply_plan's "proportional"
+    # plan (itself checked against transformers 5.x's frequencies).
+    from posenc_lib import designs
+
+    scheme = lm.make_scheme("p-rope", d_model=64, n_heads=4, max_positions=64,
+                            p_rope_fraction=0.25)
+    q, k, _ = _layer_inputs()
+    plan = designs.rotation_plan(16, 0.25, "proportional")
+    got_q, got_k = _hooked(scheme.attention_hooks(q.shape[-2]), q, k)
+    positions = torch.arange(q.shape[-2])
+    assert torch.allclose(got_q, designs.apply_plan(q, positions, plan).float(), atol=1e-5)
+    assert torch.allclose(got_k, designs.apply_plan(k, positions, plan).float(), atol=1e-5)
+    # two of eight pairs turn: the slow six leave their features unchanged
+    assert int((scheme.inv_freq > 0).sum()) == 2
+
+
+@pytest.mark.parametrize("name", lm.SCHEMES)
+def test_every_scheme_caches_as_it_reads_in_one_pass(name):
+    # Three layers (RNoPE-SWA: two sliding, one full) and a window shorter
+    # than the sequence, built from lm alone (the study's models aside).
+    torch.manual_seed(0)
+    scheme = lm.make_scheme(name, d_model=32, n_heads=2, max_positions=64, swa_window=8,
+                            full_every=3, xpos_scale_base=32.0)
+    torch.manual_seed(1)
+    model = lm.DecoderLM(lm.VOCAB_SIZE, 32, 3, 2, scheme).eval()
+    tokens = _tokens()
+    with torch.no_grad():
+        full = model(tokens)
+        cache = []
+        pieces = [model(tokens[:, a:b], cache=cache)
+                  for a, b in [(0, 5), (5, 6), (6, 30), (30, 40)]]
+    assert torch.allclose(torch.cat(pieces, 1), full, atol=1e-5)
