@@ -19,6 +19,9 @@ the reopened one shows the still figure and the line. Outputs of other
 widgets, which carry no such figure, are saved as they are.
 
 It imports nothing from the project, so the server starts without torch.
+Checked with jupyter_server 2.21.1 (the pinned one): a notebook PUT through
+the contents API with a live figure's output is written without the widget
+view, with the still figure (tests/test_widgets.py checks the hook itself).
 """
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -48,4 +51,9 @@ def strip_widget_views(model, **_kwargs):
 
 
 if "c" in globals():  # loaded by Jupyter as a configuration file
+    import warnings
+
+    # The server applies this setting twice and warns that the hook replaces itself.
+    warnings.filterwarnings("ignore", message=r"Overriding existing pre_save_hook "
+                            r"\(strip_widget_views\)")
     c.ContentsManager.pre_save_hook = strip_widget_views  # noqa: F821
