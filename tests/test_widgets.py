@@ -239,6 +239,15 @@ def test_static_html_holds_every_combination_and_starts_at_the_default():
     assert not re.search(r"<script[^>]+src=", figure.static_html()), "external script"
 
 
+def test_compressed_frames_keep_the_white_background_white():
+    """The palette keeps the figures' white exactly, so a frame sits on the page's white."""
+    for png in (_toy_figure().png(), FIGURES["rope.ROTATION_ANGLES"].png()):
+        before, after = _pixels(png)[..., :3], _pixels(core._compress_png(png))[..., :3]
+        white = (before == 255).all(axis=-1)
+        assert white.any() and (after[white] == 255).all()
+        assert len(core._compress_png(png)) < len(png)
+
+
 def test_identical_frames_are_stored_once():
     def ignores_label(height=1, label="a"):
         return _bar(height)

@@ -495,7 +495,7 @@ class InteractiveFigure:
         """What the live widget's output holds besides the widget: the figure at its defaults.
 
         A frontend without a widget manager (nbviewer, GitHub, ``nbconvert``)
-        shows it instead of the widget: ``text/html`` with :data:`STALE_NOTE`
+        shows it instead of the widget: ``text/html`` with ``STALE_NOTE``
         above the image, ``image/png`` and ``text/plain`` (the note) for the
         rest. JupyterLab renders the widget whenever the output holds one, and
         a notebook reopened without its kernel shows "model not found" there.
@@ -566,12 +566,25 @@ def _gc_deferred():
 
 
 def _compress_png(data: bytes) -> bytes:
-    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller."""
+    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller.
+
+    The palette comes from an octree (Pillow's ``FASTOCTREE``), whose error is
+    spread evenly over the colours (a few levels in 255): on the book's frames
+    it gives files about a quarter smaller than median cut, whose error is
+    smaller on average but reaches tens of levels on some colours. Entries
+    within 3 levels of white are made white, so a figure's background is the
+    page's.
+    """
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
-        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                                                dither=Image.Dither.NONE)
+        palette = quantized.getpalette()
+        for k in range(0, len(palette), 3):
+            if min(palette[k:k + 3]) >= 252:
+                palette[k:k + 3] = [255, 255, 255]
+        quantized.putpalette(palette)
         buf = io.BytesIO()
         quantized.save(buf, format="PNG", optimize=True)
     smaller = buf.getvalue()
