@@ -397,6 +397,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("steady-limit-coarse", "figures/_base.py",
        "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
        [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
+    _m("figures-drawn-below-shown-width", "figures/_base.py",
+       "    return max(float(DPI), SHOWN_WIDTH * (1 + 2.0 ** -30) / width)\n",
+       "    return float(DPI)\n",
+       [], "one dpi for every figure: a 6.4 in figure is drawn 512 px wide and the "
+           "book enlarges it to 752 px (tests/test_browser.py catches it on a build)"),
     # ---- portability round: checks that could not fail before ---------------------------
     _m("ridge-sqrt-forgotten", "scaling.py",
        "math.sqrt(ridge) * torch.eye(n, dtype=dtype)", "ridge * torch.eye(n, dtype=dtype)",
