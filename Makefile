@@ -137,7 +137,9 @@ $(LAB_INSTALLED): requirements-lab.txt constraints.txt $(INSTALLED)
 # kernelspec installed above ("Python 3", as committed), because nbformat
 # requires one. tests/test_notebooks_clean.py checks that this filter leaves
 # every committed notebook as it is, and that a run-and-saved one comes back
-# to it.
+# to it. The server loads scripts/lab/jupyter_server_config.py: a notebook
+# saved with live figures keeps their still image, not the widget, so that it
+# reopens without "model not found" (see that file).
 LANGUAGE_INFO := codemirror_mode file_extension mimetype nbconvert_exporter pygments_lexer version
 NBSTRIPOUT_FLAGS := --keep-id --extra-keys "$(foreach k,$(LANGUAGE_INFO),metadata.language_info.$(k))"
 
@@ -153,7 +155,8 @@ lab: $(LAB_INSTALLED)
 	    echo '*.ipynb filter=nbstripout diff=ipynb' >> "$$attributes"; } && \
 	  echo "nbstripout: git strips notebook outputs as it stages them (see README.md)"; \
 	fi
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) book/
+	JUPYTER_CONFIG_PATH="$(abspath scripts/lab)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) book/
 
 benchmark: $(INSTALLED)
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

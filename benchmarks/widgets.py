@@ -12,12 +12,14 @@ Prints three tables:
    values), draw and encode the PNG. The widget is timed first, so that the
    other two columns find those numerics cached (an advantage for *before*).
    Side by side, change by change on the same values:
-   *before*, the original pipeline (``savefig`` at the book's resolution,
+   *before*, the original pipeline (``savefig`` of the same image,
    :func:`posenc_lib.figures.fast_rendering` off); *after*, the widget as it
-   is now, until the new image is shown (cached glyphs, axis and legend layers, at
-   the book's resolution), with its CPU time and 90th percentile; *sharp*,
-   the image the widget swaps in once the sliders rest (``LIVE_SCALE`` times
-   the resolution, for high-DPI screens). CPU time is what the redraw costs
+   is now, until the new image is shown (cached glyphs, axis and legend
+   layers; the draft at ``DPI`` = 80 dpi, which the widget shows at the
+   figure's full width, 752 px, until the sharp image replaces it), with its
+   CPU time and 90th percentile; *sharp*, the image the widget swaps in once
+   the sliders rest (``LIVE_SCALE`` times the book's resolution, for
+   high-DPI screens). CPU time is what the redraw costs
    this process (all its threads); on a machine shared with other jobs the
    wall time is larger by however long the process waited for a core;
 2. the time to build every static frame of each figure (the cost the book
@@ -77,7 +79,8 @@ def redraw_times(figure, repeats: int, rng: random.Random) -> dict[str, list[flo
             times["after_cpu"].append(cpu)
             figure._cache.clear()
             with fast_rendering(False):
-                times["before"].append(_timed(lambda: figure.png(**params))[0])
+                times["before"].append(_timed(
+                    lambda: figure.png(scale=figure.draft_scale, **params))[0])
             figure._cache.clear()
             times["sharp"].append(_timed(lambda: figure.png(scale=LIVE_SCALE, **params))[0])
     return times

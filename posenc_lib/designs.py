@@ -33,6 +33,12 @@
   pretrained model (the rotation set to the identity, ``cos = 1, sin = 0``),
   optionally with an RMS norm on the queries and keys, then recalibrated
   (:func:`drope_attention`).
+* **PoPE** (Gopalakrishnan et al., arXiv 2509.10534): every feature, not every
+  pair, becomes a complex number whose magnitude is ``softplus`` of the content
+  and whose phase is the position times one of ``head_dim`` frequencies, plus a
+  learned per-frequency bias on the keys; the score is
+  ``Σ_c μ_q,c μ_k,c cos((n − m)θ_c + δ_c)`` (:func:`pope_inv_freq`,
+  :func:`apply_pope`, :func:`pope_scores`).
 """
 
 from __future__ import annotations
@@ -51,10 +57,13 @@ __all__ = [
     "RotationPlan",
     "apply_fope",
     "apply_plan",
+    "apply_pope",
     "drope_attention",
     "feature_frequencies",
     "fope_cos_sin",
     "fope_inv_freq",
+    "pope_inv_freq",
+    "pope_scores",
     "proportional_inv_freq",
     "removed_pairs",
     "rnope_swa_attention",
@@ -334,7 +343,9 @@ def fope_inv_freq(rotary_dim: int, base: float, max_position_embeddings: int, *,
 
     ``θ_i = base**(-2i/rotary_dim)`` for the pairs with ``θ_i > 2π/L``
     (``L = max_position_embeddings``), or the first ``num_inv_freq`` if given.
-    The under-trained slower frequencies are left out of the basis.
+    The under-trained slower frequencies are left out of the basis. This is
+    vLLM's test; the authors' code zeroes ``θ_i < 2π/L`` and so also keeps
+    ``θ_i = 2π/L`` exactly, the only place the two differ.
 
     Returns:
         ``(D,)`` frequencies, fastest first, ``D <= rotary_dim/2``.
@@ -359,7 +370,10 @@ def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor
     Pair ``j`` gets ``Σ_D cos(p·θ_D)·cos_coef[D, j]`` and
     ``Σ_D sin(p·θ_D)·sin_coef[D, j]``: a Fourier series in the position instead
     of one frequency. The ``head_dim/2 - d`` pairs beyond the coefficients get
-    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)``: a fixed,
+    ``cos = sin = 1`` as in vLLM's ``F.pad(..., value=1)`` and the authors'
+    (TsinghuaC3I/Fourier-Position-Embedding at bd94b20d, ``olmo/model.py``
+    L713-714; frequency zero with a 45° phase, as a maintainer's reply on that
+    repository's issue 6 explains): a fixed,
     position-free map ``x + rotate(x)`` (``√2`` times a 45° turn), so those
     pairs contribute ``2·q·k`` whatever the positions.
 
@@ -407,3 +421,109 @@ def apply_fope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+def pope_inv_freq(head_dim: int, base: float = 10000.0, *,
+                  dtype: torch.dtype | None = None) -> Tensor:
+    """PoPE's frequencies: one per feature, ``θ_c = base**(-c/head_dim)``.
+
+    RoPE has ``head_dim/2`` frequencies ``base**(-2i/head_dim)``, one per pair;
+    PoPE turns every feature and so has ``head_dim`` of them, spread over the
+    same range twice as densely: ``θ_{2i}`` is RoPE's ``θ_i``.
+
+    Args:
+        head_dim: features per head (any positive integer).
+        base: the base wavelength (``> 1``; 10 000 in the paper and in
+            PoPE-pytorch's ``theta`` default).
+        dtype: computed in float64 and rounded once (torch's default if ``None``).
+
+    Returns:
+        ``(head_dim,)`` frequencies, fastest first.
+    """
+    head_dim = _validate.positive_int("head_dim", head_dim)
+    base = _validate.finite_float("base", base, greater_than=1.0)
+    dtype = _validate.floating_dtype("dtype", dtype)
+    c = torch.arange(head_dim, dtype=torch.float64)
+    return (base ** (-c / head_dim)).to(dtype)
+
+
+def apply_pope(x: Tensor, positions, inv_freq: Tensor, *,
+               bias: Tensor | None = None) -> Tensor:
+    """PoPE's polar features of queries or keys, in real form.
+
+    Feature ``c`` of ``x`` at position ``p`` becomes the complex number
+    ``softplus(x_c)·exp(i(p·θ_c + δ_c))``: the content sets its magnitude
+    (``softplus`` keeps it positive) and the position alone sets its phase.
+    The real parts come first, then the imaginary parts, so that
+    ``apply_pope(q, m, θ) @ apply_pope(k, n, θ, bias=δ).mT`` is the real part of
+    the complex score, ``Σ_c μ_q,c μ_k,c cos((n − m)θ_c + δ_c)``
+    (:func:`pope_scores`). The paper adds the bias ``δ`` on the keys only.
+
+    Reference: arXiv 2509.10534, Section 3. The paper links its authors'
+    repository (github.com/agopal42/pope), which this library does not check
+    against; the unit tests compare with the paper's formula and with an
+    independent implementation, lucidrains/PoPE-pytorch (``PoPE_pytorch/pope.py``
+    at commit ee11cab0dda8361b02fec56975e84e419ea6a631), which interleaves the
+    real and imaginary parts instead (a permutation of the same features) and
+    clamps its learned bias to ``[-2π, 0]``.
+
+    Args:
+        x: ``(..., seq, head_dim)`` queries or keys (floating point).
+        positions: ``(seq,)``, or anything broadcasting to ``(..., seq)``.
+        inv_freq: ``(head_dim,)`` from :func:`pope_inv_freq`.
+        bias: ``(head_dim,)`` or ``(heads, head_dim)`` phase bias ``δ`` (any
+            shape that broadcasts to ``(..., head_dim)`` once a sequence axis is
+            inserted before the last), finite; ``None`` for no bias. The paper
+            and PoPE-pytorch keep it in ``[-2π, 0]``; any finite value is taken.
+
+    Returns:
+        ``(..., seq, 2·head_dim)`` in ``x``'s dtype: ``μ·cos φ`` in the first
+        ``head_dim`` features, ``μ·sin φ`` in the last, with the phases
+        ``φ = p·θ + δ`` computed in float64.
+    """
+    _validate.tensor("x", x, min_dim=1, floating=True)
+    inv_freq = rope._check_inv_freq(inv_freq)
+    if inv_freq.shape[0] != x.shape[-1]:
+        raise ValueError(f"inv_freq must have one frequency per feature of x "
+                         f"({x.shape[-1]}), got {inv_freq.shape[0]}")
+    phase = rope.rope_angles(positions, inv_freq.to(torch.float64))
+    if bias is not None:
+        _validate.tensor("bias", bias, min_dim=1, last_dim=x.shape[-1], floating=True)
+        _validate.finite_tensor("bias", bias)
+        phase = phase + bias.to(torch.float64).unsqueeze(-2)
+    # positions (..., seq) and bias (..., head_dim) must not grow x
+    _validate.broadcastable("the phases of positions and bias", phase.shape, x.shape)
+    magnitude = torch.nn.functional.softplus(x)
+    return torch.cat((magnitude * phase.cos().to(x.dtype),
+                      magnitude * phase.sin().to(x.dtype)), dim=-1)
+
+
+def pope_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, q_positions=None,
+                k_positions=None, bias: Tensor | None = None) -> Tensor:
+    """PoPE's attention logits before scaling and softmax.
+
+    ``a(m, n) = Σ_c softplus(q_m,c)·softplus(k_n,c)·cos((n − m)θ_c + δ_c)``
+    for the query at position ``m`` and the key at position ``n``: the content
+    enters only through the non-negative magnitudes, the angle only through
+    ``n − m`` and the content-free bias ``δ``.
+
+    Args:
+        q: ``(..., n_q, head_dim)``.
+        k: ``(..., n_k, head_dim)``.
+        inv_freq: ``(head_dim,)`` from :func:`pope_inv_freq`.
+        q_positions, k_positions: ``(n_q,)`` and ``(n_k,)`` (``arange`` if
+            ``None``; pass ``arange(n_k - n_q, n_k)`` for queries that come last).
+        bias: the keys' phase bias ``δ``, as in :func:`apply_pope`.
+
+    Returns:
+        ``(..., n_q, n_k)`` scores (divide by a temperature such as
+        ``√head_dim`` before the softmax, as the model does).
+    """
+    _validate.tensor("q", q, min_dim=2, floating=True)
+    _validate.tensor("k", k, min_dim=2, floating=True)
+    if q_positions is None:
+        q_positions = torch.arange(q.shape[-2])
+    if k_positions is None:
+        k_positions = torch.arange(k.shape[-2])
+    return apply_pope(q, q_positions, inv_freq) @ apply_pope(
+        k, k_positions, inv_freq, bias=bias).mT

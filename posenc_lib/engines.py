@@ -1,7 +1,7 @@
 """What three inference engines do with a model's RoPE configuration.
 
 transformers 4.57.6 is what :mod:`posenc_lib.scaling` reproduces. This module
-holds, for vLLM and llama.cpp, **transcriptions** of the engine code that
+holds, for vLLM, SGLang and llama.cpp, **transcriptions** of the engine code that
 turns a ``config.json`` into rotations, each labelled with its repository,
 file, commit and lines, and a table of per-engine facts (:data:`FACTS`), each
 cited the same way. The transcriptions are tested against transformers and
@@ -15,6 +15,10 @@ Sources (every ``lines`` below refers to these):
 
 * :data:`VLLM` files, each at the commit of the stored copy that was read
   (vLLM moves fast; the commit is per file).
+* :data:`VLLM_MODELS`: vLLM's model files (the pair layout each passes to
+  ``get_rope``), read in the vllm 0.33.0 source distribution.
+* :data:`SGLANG`: SGLang's rotary-embedding package and model files, read in
+  the sglang 0.5.23 wheel.
 * :data:`LLAMA_CPP`: ggml-org/llama.cpp at ``0c1e57098``, the commit that
   ``llama-cpp-python`` 0.3.36 vendors (its CHANGELOG: "update llama.cpp to
   ggml-org/llama.cpp@0c1e57098"; its build prints ``ggml commit: 0c1e570``).
@@ -54,12 +58,33 @@ VLLM = {
                  "17d618b0f944610b73e79e6726983fbe7679f613"),
 }
 
-ENGINES = ("transformers", "vllm", "llama.cpp")
+#: vLLM's model files, read in the source distribution vllm-0.33.0.tar.gz from
+#: PyPI (sha256 f4c33c25...4c74112); its vllm/_version.py names the commit
+#: ``g4ba787ec9``. Every line of :data:`VLLM_PAIRS` refers to it.
+VLLM_MODELS = {"package": "vllm==0.33.0", "repo": "vllm-project/vllm", "commit": "4ba787ec9",
+               "sdist_sha256": "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"}
+
+#: SGLang, read in the wheel sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
+#: from PyPI (sha256 00b3cd5b...859937). Its sglang/_version.py records no commit
+#: (``commit_id = None``), so the version and the wheel's hash are the citation;
+#: paths are those of the package (python/sglang/... in sgl-project/sglang).
+SGLANG = {"package": "sglang==0.5.23", "repo": "sgl-project/sglang",
+          "wheel_sha256": "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"}
+
+ENGINES = ("transformers", "vllm", "llama.cpp", "sglang")
 
 
 def _cite(key: str, lines: str) -> str:
     path, commit = VLLM[key]
     return f"vllm-project/vllm {path}@{commit[:12]} {lines}"
+
+
+def _vm(path: str, lines: str) -> str:
+    return f"{VLLM_MODELS['repo']} {VLLM_MODELS['package']} (commit {VLLM_MODELS['commit']}) {path} {lines}"
+
+
+def _sgl(path: str, lines: str) -> str:
+    return f"{SGLANG['repo']} {SGLANG['package']} (PyPI wheel) sglang/srt/{path} {lines}"
 
 
 def _lcpp(path: str, lines: str) -> str:
@@ -121,6 +146,199 @@ TRANSFORMERS_NEIGHBOURS = {"deepseek_v3", "ernie4_5",
 #: other NORM models (DeepSeek-V3, ERNIE 4.5) already pair neighbours in
 #: transformers and are not permuted.
 PERMUTED = {"llama", "mistral", "smollm3"}
+
+
+# ---- vLLM and SGLang: pair layout per model file ------------------------------
+
+_VM = "vllm/model_executor/models/"
+
+#: vLLM's ``is_neox_style`` for each ``model_type`` of the table, with the file
+#: and line (vllm 0.33.0, :data:`VLLM_MODELS`) where it is set and the text of
+#: that line. ``True``: halves (NEOX); ``False``: neighbours (GPT-J style,
+#: ``x[..., ::2]`` with ``x[..., 1::2]`` in ``apply_rotary_emb_torch``).
+#: ``get_rope``'s default is ``True`` (layers/rotary_embedding/__init__.py line
+#: 35); a model file that does not pass it gets halves. ``"transformers"``: the
+#: registry sends the architecture to vLLM's Transformers backend
+#: (models/registry.py, ``_TRANSFORMERS_SUPPORTED_MODELS``), which runs
+#: transformers' own modelling code, hence transformers' layout. ``"none"``: no
+#: RoPE. ``None``: no vLLM model for the architecture.
+VLLM_PAIRS: dict[str, tuple] = {
+    "llama": (True, _VM + "llama.py", 241,
+              "is_neox_style = True  # LlamaAttention._init_rotary_emb"),
+    "mistral": (True, _VM + "mistral.py", 77,
+                "class MistralAttention(LlamaAttention):  # llama.py line 241"),
+    "phi3": (True, _VM + "phi3.py", 10,
+             "class Phi3ForCausalLM(LlamaForCausalLM):  # llama.py line 241"),
+    "qwen2": (True, _VM + "qwen2.py", 179, "self.rotary_emb = get_rope(  # default"),
+    "qwen2_5_vl": (True, _VM + "qwen2_5_vl.py", 1447,
+                   'architectures=["Qwen2ForCausalLM"],  # qwen2.py line 179'),
+    "qwen3": (True, _VM + "qwen3.py", 123, "self.rotary_emb = get_rope(  # default"),
+    "qwen3_moe": (True, _VM + "qwen3_moe.py", 302, "self.rotary_emb = get_rope(  # default"),
+    "qwen3_vl": (True, _VM + "qwen3_vl.py", 2046,
+                 'architectures=["Qwen3ForCausalLM"],  # qwen3.py line 123'),
+    "qwen3_next": (True, _VM + "qwen3_next.py", 336,
+                   "self.rotary_emb = get_rope(  # default"),
+    "gemma": (True, _VM + "gemma.py", 181, "is_neox_style=True,"),
+    "gemma3": (True, _VM + "gemma3.py", 162, "is_neox_style=True,"),
+    "lfm2": (True, _VM + "lfm2.py", 162, "is_neox_style=True,"),
+    "gpt_oss": (True, _VM + "gpt_oss.py", 95, "rope_is_neox_style: bool = True"),
+    "llama4": (True, _VM + "llama4.py", 238,
+               "is_neox_style = True  # q/k rows permuted at load, line 805"),
+    "ernie4_5": (False, _VM + "ernie45.py", 51,
+                 "layer.self_attn.rotary_emb.is_neox_style = False"),
+    "deepseek_v3": (False, _VM + "deepseek_v2.py", 1126,
+                    "is_neox_style=False,  # DeepseekV2MLAAttention"),
+    "kimi_k2": (False, _VM + "deepseek_v2.py", 1126,
+                "is_neox_style=False,  # DeepseekV3ForCausalLM, as deepseek_v3"),
+    "deepseek_v32": (False, "vllm/models/deepseek_v32/attention.py", 276,
+                     "is_neox_style=False,  # the indexer: line 283"),
+    "gpt_neox": ("transformers", _VM + "registry.py", 754,
+                 '"GPTNeoXForCausalLM": ("transformers", "TransformersForCausalLM"),'),
+    "olmo3": ("transformers", _VM + "registry.py", 763,
+              '"Olmo3ForCausalLM": ("transformers", "TransformersForCausalLM"),'),
+    "smollm3": ("transformers", _VM + "registry.py", 766,
+                '"SmolLM3ForCausalLM": ("transformers", "TransformersForCausalLM"),'),
+    "bloom": ("none", _VM + "registry.py", 84,
+              '"BloomForCausalLM": ("bloom", "BloomForCausalLM"),  # ALiBi'),
+    "t5": (None, _VM + "registry.py", None, "no T5 architecture in the registry"),
+}
+
+#: Table models whose checkpoint q/k rows vLLM permutes while loading, so that
+#: its NEOX rotation scores as the checkpoint's neighbour pairs:
+#: ``Llama4ForCausalLM.permute_qk_weight_for_rotary`` (llama4.py lines 805-840
+#: of vllm 0.33.0, the transcription :func:`vllm_permute_qk_for_rotary`).
+VLLM_LOAD_PERMUTED = {"llama4"}
+
+_SG = "models/"
+
+#: SGLang's ``is_neox_style`` for each ``model_type`` of the table (sglang
+#: 0.5.23, :data:`SGLANG`), as :data:`VLLM_PAIRS`. ``get_rope``'s default is
+#: ``True`` (layers/rotary_embedding/factory.py line 130). SGLang reads
+#: DeepSeek's ``rope_interleave`` (default ``True``: neighbours) where vLLM
+#: does not. ``"transformers"``: no SGLang class; with the default
+#: ``model_impl`` it falls back to the Transformers implementation
+#: (model_loader/utils.py lines 181-194).
+SGLANG_PAIRS: dict[str, tuple] = {
+    "llama": (True, _SG + "llama.py", 335,
+              'rope_is_neox_style = getattr(config, "rope_is_neox_style", True)'),
+    "mistral": (True, _SG + "mistral.py", 33,
+                "class MistralForCausalLM(LlamaForCausalLM):  # llama.py line 335"),
+    "phi3": (True, _SG + "llama.py", 956,
+             "class Phi3ForCausalLM(LlamaForCausalLM):  # line 335"),
+    "qwen2": (True, _SG + "qwen2.py", 207, "self.rotary_emb = get_rope(  # default"),
+    "qwen2_5_vl": (True, _SG + "qwen2_5_vl.py", 720,
+                   "self.model = Qwen2Model(  # qwen2.py line 207"),
+    "qwen3": (True, _SG + "qwen3.py", 216, "self.rotary_emb = get_rope(  # default"),
+    "qwen3_moe": (True, _SG + "qwen3_moe.py", 546, "self.rotary_emb = get_rope(  # default"),
+    "qwen3_vl": (True, _SG + "qwen3_vl.py", 1169,
+                 "class Qwen3LLMModel(Qwen3Model):  # qwen3.py line 216"),
+    "qwen3_next": (True, _SG + "qwen3_next.py", 660, "is_neox_style=True,"),
+    "gemma": (True, _SG + "gemma.py", 135, "is_neox_style=True,"),
+    "gemma3": (True, _SG + "gemma3_causal.py", 224,
+               'is_neox_style=getattr(config, "rope_is_neox_style", True),'),
+    "lfm2": (True, _SG + "lfm2.py", 147, "is_neox_style=True,"),
+    "gpt_oss": (True, _SG + "gpt_oss.py", 444, "self.rotary_emb = get_rope(  # default"),
+    "olmo3": (True, _SG + "olmo2.py", 138,
+              "self.rotary_emb = get_rope(  # configs/olmo3.py line 63: Olmo2ForCausalLM"),
+    "llama4": (True, _SG + "llama4.py", 284,
+               "is_neox_style = True  # q/k rows permuted at load, mllama4.py line 606"),
+    "ernie4_5": (False, _SG + "ernie4.py", 168,
+                 'rope_is_neox_style = getattr(config, "rope_is_neox_style", False)'),
+    "deepseek_v3": ("rope_interleave", _SG + "deepseek_v2.py", 2166,
+                    'is_neox_style = not getattr(config, "rope_interleave", True)'),
+    "kimi_k2": ("rope_interleave", _SG + "deepseek_v2.py", 2166,
+                'is_neox_style = not getattr(config, "rope_interleave", True)'),
+    "deepseek_v32": ("rope_interleave", _SG + "deepseek_v2.py", 2166,
+                     'is_neox_style = not getattr(config, "rope_interleave", True)'),
+    "gpt_neox": ("transformers", "model_loader/utils.py", 190,
+                 '"%s has no SGLang implementation, falling back to Transformers "'),
+    "smollm3": ("transformers", "model_loader/utils.py", 190,
+                '"%s has no SGLang implementation, falling back to Transformers "'),
+    "bloom": ("none", _SG, None, "no Bloom model (ALiBi; no RoPE either way)"),
+    "t5": (None, _SG, None, "no T5 model"),
+}
+
+#: Table models whose q/k rows SGLang permutes while loading
+#: (``Llama4ForConditionalGeneration.permute_qk_weight_for_rotary``,
+#: models/mllama4.py lines 606-637 of sglang 0.5.23).
+SGLANG_LOAD_PERMUTED = {"llama4"}
+
+#: DeepSeek-V3's attention in transformers: ``rope_interleave`` (default
+#: ``True``) picks neighbour pairs; vLLM passes ``is_neox_style=False`` whatever
+#: it says, SGLang reads it.
+DEEPSEEK_FAMILY = {"deepseek_v3", "kimi_k2", "deepseek_v32"}
+
+
+def transformers_pairs(config: Mapping) -> str:
+    """transformers 4.57.6's pair layout for ``config``: ``"neighbours"`` or
+    ``"halves"`` (see :data:`TRANSFORMERS_NEIGHBOURS`; DeepSeek's
+    ``rope_interleave``, default ``True``, is read)."""
+    model_type = config.get("model_type")
+    if model_type in DEEPSEEK_FAMILY:
+        return "neighbours" if config.get("rope_interleave", True) else "halves"
+    return "neighbours" if model_type in TRANSFORMERS_NEIGHBOURS else "halves"
+
+
+def _engine_pairs(table: Mapping, permuted: set, config: Mapping, engine: str) -> tuple:
+    model_type = config.get("model_type")
+    if model_type not in table:
+        raise ValueError(f"model_type {model_type!r} is not in the {engine} pair table; "
+                         f"known: {', '.join(sorted(table))}")
+    neox, path, line, code = table[model_type]
+    if neox == "rope_interleave":
+        neox = not config.get("rope_interleave", True)
+    if neox in ("transformers", "none", None):
+        rotated = {"transformers": transformers_pairs(config), "none": "no RoPE",
+                   None: f"no {engine} model"}[neox]
+        return neox, rotated, path, line, code
+    rotated = "halves" if neox else "neighbours"
+    # NEOX on rows permuted at load = neighbours of the checkpoint's rows
+    on_checkpoint = ({"halves": "neighbours", "neighbours": "halves"}[rotated]
+                     if model_type in permuted else rotated)
+    return neox, on_checkpoint, path, line, code
+
+
+def vllm_pairs(config: Mapping) -> dict:
+    """vLLM's pair layout for a ``config.json`` (:data:`VLLM_PAIRS`).
+
+    Returns:
+        dict with ``is_neox_style`` (``True``, ``False``, ``"transformers"``,
+        ``"none"`` or ``None``), ``checkpoint_pairs`` (which features of the
+        checkpoint's q/k rows rotate together: ``"halves"``, ``"neighbours"``,
+        ``"no RoPE"``, ``"no vllm model"``), ``source``.
+
+    Raises:
+        ValueError: naming ``model_type`` if it is not in the table.
+    """
+    neox, pairs, path, line, code = _engine_pairs(VLLM_PAIRS, VLLM_LOAD_PERMUTED, config,
+                                                  "vllm")
+    return {"is_neox_style": neox, "checkpoint_pairs": pairs,
+            "source": _vm(path, f"line {line}: {code}" if line else code)}
+
+
+def sglang_pairs(config: Mapping) -> dict:
+    """SGLang's pair layout for a ``config.json`` (:data:`SGLANG_PAIRS`), as
+    :func:`vllm_pairs`."""
+    neox, pairs, path, line, code = _engine_pairs(SGLANG_PAIRS, SGLANG_LOAD_PERMUTED,
+                                                  config, "sglang")
+    return {"is_neox_style": neox, "checkpoint_pairs": pairs,
+            "source": _sgl(path, f"line {line}: {code}" if line else code)}
+
+
+def vllm_permute_qk_for_rotary(weights: Tensor, n_heads: int) -> Tensor:
+    """Transcription of ``Llama4ForCausalLM.permute_qk_weight_for_rotary``
+    (vllm 0.33.0 models/llama4.py lines 835-839): within each head, rows
+    ``(2i, 2i+1)`` of a q/k projection move to ``(i, i + d/2)``, so that NEOX
+    rotation of the loaded rows scores as neighbour rotation of the checkpoint.
+    SGLang's mllama4.py lines 612-619 does the same.
+
+    Args:
+        weights: ``(n_heads * head_dim, in_features)``.
+    """
+    f_out, f_in = weights.shape
+    return (weights.view(n_heads, f_out // n_heads // 2, 2, f_in)
+            .transpose(1, 2)
+            .reshape(f_out, f_in))
 
 
 def llama_cpp_pairs(model_type: str) -> str:
@@ -446,12 +664,236 @@ def vllm_longrope(rotary_dim: int, max_position_embeddings: int,
     return {"use_long_rope": use_long, "inv_freq": inv_freq, "mscale": ms}
 
 
+# ---- SGLang: rotary-embedding modules ---------------------------------------
+#
+# Transcriptions of sglang 0.5.23 (:data:`SGLANG`), package
+# sglang/srt/layers/rotary_embedding/, not a run: SGLang needs its CUDA
+# kernels package and is not installed here.
+
+def sglang_inv_freq(rotary_dim: int, base: float) -> Tensor:
+    """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py lines
+    233-251 of sglang 0.5.23): ``(rotary_dim/2,)`` float32."""
+    return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+
+
+def sglang_default_cache(rotary_dim: int, max_position_embeddings: int, base: float, *,
+                         cast_to: torch.dtype | None = None) -> Tensor:
+    """Transcription of ``RotaryEmbedding._compute_cos_sin_cache`` (base.py
+    lines 253-266) and of the cast in ``__init__`` (lines 119-120): the cache
+    is built in float32 and kept so on CUDA, HIP and XPU; elsewhere (CPU, NPU,
+    MPS) it is cast to the model's dtype unless ``SGLANG_ROPE_CACHE_FP32`` is
+    set. ``cast_to`` is that dtype (``None``: the float32 cache).
+
+    Returns:
+        ``(max_position_embeddings, rotary_dim)``, cos then sin.
+    """
+    inv_freq = sglang_inv_freq(rotary_dim, base)
+    t = torch.arange(0, max_position_embeddings, dtype=torch.float)
+    freqs = torch.einsum("i,j -> ij", t, inv_freq)
+    cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+    return cache if cast_to is None else cache.to(cast_to)
+
+
+def sglang_forward_native(positions: Tensor, query: Tensor, key: Tensor,
+                          cos_sin_cache: Tensor, *, head_size: int, rotary_dim: int,
+                          is_neox_style: bool = True,
+                          offsets: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Transcription of ``RotaryEmbedding.forward_native`` (base.py lines
+    321-361): add ``offsets``, look up ``cos_sin_cache[positions]``, rotate the
+    first ``rotary_dim`` features of every head with ``apply_rotary_emb``
+    (utils.py lines 35-62, the same text as vLLM's ``apply_rotary_emb_torch``,
+    so :func:`vllm_apply_rotary_emb_torch` runs it).
+
+    Args:
+        positions: ``(tokens,)``; query, key: ``(tokens, heads * head_size)``;
+        cos_sin_cache: ``(max_positions, rotary_dim)``, cos then sin.
+    """
+    if offsets is not None:
+        positions = positions + offsets
+    positions = positions.flatten()
+    num_tokens = positions.shape[0]
+    cos, sin = cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
+    out = []
+    for t in (query, key):
+        shape = t.shape
+        t = t.view(num_tokens, -1, head_size)
+        rot = vllm_apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
+        out.append(torch.cat((rot, t[..., rotary_dim:]), dim=-1).reshape(shape))
+    return out[0], out[1]
+
+
+def sglang_linear_cache(rotary_dim: int, max_position_embeddings: int, base: float,
+                        scaling_factor: float) -> Tensor:
+    """Transcription of ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``
+    for one factor (base.py lines 649-681): positions divided by the factor,
+    ``max_position_embeddings * scaling_factor`` rows."""
+    inv_freq = sglang_inv_freq(rotary_dim, base)
+    max_len = max_position_embeddings * scaling_factor
+    t = torch.arange(max_len, dtype=torch.float) / scaling_factor
+    freqs = torch.einsum("i,j -> ij", t, inv_freq)
+    return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+
+
+def sglang_dynamic_ntk_base(rotary_dim: int, max_position_embeddings: int, base: float,
+                            scaling_factor: float) -> tuple[float, int]:
+    """Transcription of ``DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache``
+    (rope_variant.py lines 880-893): one static cache of
+    ``max_position_embeddings * scaling_factor`` rows whose base is transformers'
+    dynamic-NTK base at that full length,
+    ``base * (factor^2 - factor + 1)^(d/(d-2))``, for every request, short
+    ones included (the bracket vLLM had before its PR #41277).
+
+    Returns:
+        ``(base, cache_length)``.
+    """
+    max_len = max_position_embeddings * scaling_factor
+    new_base = base * ((scaling_factor * max_len / max_position_embeddings)
+                       - (scaling_factor - 1)) ** (rotary_dim / (rotary_dim - 2))
+    return new_base, int(max_len)
+
+
+def sglang_yarn_kwargs(rope_scaling: Mapping) -> dict:
+    """Transcription of ``get_rope``'s YaRN branch (factory.py lines 311-333):
+    the keys of the rope block it forwards to ``YaRNScalingRotaryEmbedding``.
+    transformers' ``attention_factor`` is not among them, so an explicit one
+    is dropped (sglang PR #33558 converts it for one model, Laguna, in
+    configs/laguna.py lines 68-78)."""
+    kwargs = {k: v for k, v in rope_scaling.items()
+              if k in ("extrapolation_factor", "attn_factor", "beta_fast", "beta_slow",
+                       "mscale", "mscale_all_dim")}
+    kwargs["truncate"] = rope_scaling.get("truncate", True)
+    return kwargs
+
+
+def sglang_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
+                scaling_factor: float, *, extrapolation_factor: float = 1,
+                attn_factor: float = 1, beta_fast: float = 32, beta_slow: float = 1,
+                truncate: bool = True, mscale: float | None = None,
+                mscale_all_dim: float | None = None) -> tuple[Tensor, float, int]:
+    """Transcription of ``YaRNScalingRotaryEmbedding`` (yarn.py lines 91-180,
+    with ``yarn_find_correction_*``, ``yarn_linear_ramp_mask`` and
+    ``yarn_get_mscale*`` at lines 15-63). ``max_position_embeddings`` is the
+    *original* context (``get_rope`` passes ``original_max_position_embeddings``).
+
+    The factor is the mscale ratio when ``mscale`` and ``mscale_all_dim`` are
+    both given (``is not None``; transformers asks that both be non-zero),
+    else ``0.1 ln s + 1``, and in both cases is *multiplied* by
+    ``attn_factor``; transformers' ``attention_factor`` *replaces* it.
+
+    Returns:
+        ``(inv_freq, mscale, num_positions)`` as :func:`vllm_yarn`.
+    """
+    def get_mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if mscale is not None and mscale_all_dim is not None:
+        ms = float(get_mscale(scaling_factor, mscale) / get_mscale(scaling_factor, mscale_all_dim))
+    else:
+        ms = float(get_mscale(scaling_factor))
+    ms *= attn_factor
+    pos_freqs = base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (scaling_factor * pos_freqs)
+
+    def corr_dim(num_rotations):
+        return (rotary_dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))
+                ) / (2 * math.log(base))
+
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(rotary_dim // 2, dtype=torch.float) - low) / (high - low),
+                       0, 1)
+    inv_freq_mask = (1 - ramp) * extrapolation_factor
+    inv_freq = inv_freq_interpolation * (1 - inv_freq_mask) + inv_freq_extrapolation * inv_freq_mask
+    return inv_freq, ms, math.ceil(max_position_embeddings * scaling_factor)
+
+
+def sglang_llama3_inv_freq(rotary_dim: int, base: float, scaling_factor: float,
+                           low_freq_factor: float, high_freq_factor: float,
+                           orig_max_position: int) -> Tensor:
+    """Transcription of ``Llama3RotaryEmbedding._compute_inv_freq``
+    (rope_variant.py lines 579-600), float32."""
+    inv_freqs = sglang_inv_freq(rotary_dim, base)
+    low_freq_wavelen = orig_max_position / low_freq_factor
+    high_freq_wavelen = orig_max_position / high_freq_factor
+    wave_len = 2 * math.pi / inv_freqs
+    if low_freq_factor != high_freq_factor:
+        smooth = (orig_max_position / wave_len - low_freq_factor) / (
+            high_freq_factor - low_freq_factor)
+    else:
+        smooth = 0
+    return torch.where(
+        wave_len < high_freq_wavelen, inv_freqs,
+        torch.where(wave_len > low_freq_wavelen, inv_freqs / scaling_factor,
+                    (1 - smooth) * inv_freqs / scaling_factor + smooth * inv_freqs))
+
+
+def sglang_longrope_cache(rotary_dim: int, max_position_embeddings: int,
+                          original_max_position_embeddings: int, base: float,
+                          short_factor: Sequence[float], long_factor: Sequence[float], *,
+                          short_mscale: float | None = None,
+                          long_mscale: float | None = None) -> Tensor:
+    """Transcription of ``Phi3LongRoPEScaledRotaryEmbedding.__init__``
+    (rope_variant.py lines 40-101): the short cache (``original`` rows, short
+    factors) followed by the long cache (``max_position_embeddings`` rows, long
+    factors), each times its mscale (default ``sqrt(1 + ln s / ln original)``,
+    ``s = max_position_embeddings / original``), float32.
+
+    Returns:
+        ``(original + max_position_embeddings, rotary_dim)``, cos then sin.
+    """
+    scale = max_position_embeddings / original_max_position_embeddings
+    ms = 1.0 if scale <= 1.0 else math.sqrt(
+        1 + math.log(scale) / math.log(original_max_position_embeddings))
+    short_mscale = ms if short_mscale is None else short_mscale
+    long_mscale = ms if long_mscale is None else long_mscale
+
+    def cache(n, factors, m):
+        inv_freq = 1.0 / (torch.tensor(factors, dtype=torch.float32) * (
+            base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim)))
+        freqs = torch.einsum("i,j -> ij", torch.arange(n, dtype=torch.float), inv_freq)
+        return torch.cat((freqs.cos() * m, freqs.sin() * m), dim=-1)
+
+    return torch.cat([cache(original_max_position_embeddings, short_factor, short_mscale),
+                      cache(max_position_embeddings, long_factor, long_mscale)], dim=0)
+
+
+def sglang_longrope_index(positions: Tensor, original_max_position_embeddings: int) -> Tensor:
+    """Transcription of the row lookup in ``Phi3LongRoPEScaledRotaryEmbedding.forward``
+    (rope_variant.py lines 141-148): if *any* position of the batch exceeds
+    ``original``, every token of the batch reads the long cache (row
+    ``position + original``); else every token reads the short one.
+
+    Two consequences, both checked in tests/test_engines.py: a short request
+    batched with a long one is rotated with the long factors (the question of
+    vllm-project/vllm issue #6283, about the same code in vLLM then); and at a
+    largest position equal to ``original`` (a sequence of ``original + 1``
+    tokens) the short branch is taken, whose cache has only ``original`` rows,
+    so that token reads the long cache's row 0, the rotation of position 0.
+
+    Args:
+        positions: ``(tokens,)`` integer positions of the whole batch.
+
+    Returns:
+        ``(tokens,)`` rows of :func:`sglang_longrope_cache`.
+    """
+    k = original_max_position_embeddings
+    long_prompt_offset = (torch.any(positions > k).float() * torch.full_like(positions, k)).long()
+    return positions + long_prompt_offset
+
+
 # ---- the side-by-side facts -------------------------------------------------
 
 #: Per rope type, what each engine does; every entry is cited. Keys: the
 #: six questions of the recipe: ``frequencies``, ``factor`` (what multiplies
 #: cos and sin, hence the logits by its square), ``when`` (when the
 #: frequencies change during generation).
+_R = "layers/rotary_embedding/"
+
 FACTS: dict[str, dict[str, dict[str, str]]] = {
     "default": {
         "transformers": {"frequencies": "base^(-2i/d)", "factor": "1",
@@ -464,6 +906,10 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "llama.cpp": {"frequencies": "base^(-2i/d) by repeated float32 products",
                       "factor": "1", "when": "never",
                       "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6203-6218, 6372")},
+        "sglang": {"frequencies": "base^(-2i/d), float32 cache, cast to the model's dtype "
+                                  "off CUDA/HIP/XPU",
+                   "factor": "1", "when": "never (one cos/sin cache)",
+                   "source": _sgl(_R + "base.py", "lines 119-120, 233-266")},
     },
     "linear": {
         "transformers": {"frequencies": "base^(-2i/d) / factor", "factor": "1",
@@ -476,6 +922,10 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "llama.cpp": {"frequencies": "freq_scale = 1/factor (GGUF rope.scaling.factor)",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/base.py", "lines 1465-1469")},
+        "sglang": {"frequencies": "positions / factor over a cache of "
+                                  "max_position_embeddings * factor rows",
+                   "factor": "1", "when": "never",
+                   "source": _sgl(_R + "base.py", "lines 649-681 (LinearScalingRotaryEmbedding)")},
     },
     "dynamic": {
         "transformers": {"frequencies": "NTK base from the current length when it "
@@ -494,6 +944,12 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                      "(only HunYuan handles it), so plain RoPE",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/base.py", "lines 1487-1489")},
+        "sglang": {"frequencies": "one static cache of max_position_embeddings * factor "
+                                  "rows with the NTK base of that full length, "
+                                  "base (factor^2 - factor + 1)^(d/(d-2)), for every request",
+                   "factor": "1", "when": "never (static; short requests get the long base)",
+                   "source": _sgl(_R + "rope_variant.py",
+                                  "lines 859-893 (DynamicNTKScalingRotaryEmbedding)")},
     },
     "yarn": {
         "transformers": {"frequencies": "ramp between base^(-2i/d) and /factor",
@@ -511,6 +967,12 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                       "when": "never",
                       "source": _lcpp("src/llama-context.cpp", "lines 176-214") + "; "
                       + _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6187-6201")},
+        "sglang": {"frequencies": "same ramp, float32 (reads truncate)",
+                   "factor": "0.1 ln(factor) + 1 (or the mscale ratio) times attn_factor; a "
+                             "config's attention_factor is not read",
+                   "when": "never",
+                   "source": _sgl(_R + "yarn.py", "lines 91-180") + "; "
+                   + _sgl(_R + "factory.py", "lines 311-333")},
     },
     "llama3": {
         "transformers": {"frequencies": "three bands: kept, /factor, smooth between",
@@ -522,6 +984,9 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                      "tensor), applied as freq_factors",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/llama.py", "lines 298-326")},
+        "sglang": {"frequencies": "same, float32", "factor": "1", "when": "never",
+                   "source": _sgl(_R + "rope_variant.py",
+                                  "lines 557-600 (Llama3RotaryEmbedding)")},
     },
     "longrope": {
         "transformers": {"frequencies": "short factors up to the original context, "
@@ -544,6 +1009,14 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                               "context is created",
                       "source": _lcpp("src/llama-model.cpp", "lines 2337-2350") + "; "
                       + _lcpp("conversion/phi.py", "lines 196-210")},
+        "sglang": {"frequencies": "short cache while every position of the batch is "
+                                  "<= original, else the long cache for every token",
+                   "factor": "same formula (short_mscale / long_mscale when given)",
+                   "when": "per batch: any position > original switches every token of "
+                           "the batch; at largest position = original that token reads "
+                           "the long cache's row 0",
+                   "source": _sgl(_R + "rope_variant.py",
+                                  "lines 37-170 (Phi3LongRoPEScaledRotaryEmbedding)")},
     },
     "mrope": {
         "transformers": {"frequencies": "base^(-2i/d) split among (t, h, w) sections",
@@ -559,6 +1032,9 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                       "when": "never; the cache cannot be shifted (n_pos_per_embd > 1)",
                       "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6220-6288") + "; "
                       + _lcpp("src/llama-kv-cache.cpp", "lines 1188-1197")},
+        "sglang": {"frequencies": "same sections", "factor": "1", "when": "never",
+                   "source": _sgl(_R + "factory.py", "lines 242-253") + "; "
+                   + _sgl(_R + "mrope.py", "line 60 (MRotaryEmbedding)")},
     },
 }
 
@@ -579,6 +1055,19 @@ def llama_cpp_can_shift(model_type: str) -> bool:
     return llama_cpp_pairs(model_type) not in ("mrope", "imrope")
 
 
+def _describe_pairs(layout: Mapping, model_type: str, permuted: set) -> str:
+    """One phrase for the inspector and the recipe: the engine's rotation and,
+    where it differs, what it pairs in the checkpoint's rows."""
+    neox, on_checkpoint = layout["is_neox_style"], layout["checkpoint_pairs"]
+    if neox == "transformers":
+        return f"{on_checkpoint} (Transformers backend)"
+    if neox in ("none", None):
+        return on_checkpoint
+    if model_type in permuted:
+        return f"halves (NEOX) on q/k rows permuted at load = {on_checkpoint}"
+    return "halves (NEOX)" if neox else "neighbours (GPT-J style)"
+
+
 def engine_summary(config: Mapping, engine: str) -> dict:
     """The per-engine facts for one ``config.json``: pair layout, factor on
     cos and sin, when the frequencies change, whether the cache may be
@@ -591,8 +1080,10 @@ def engine_summary(config: Mapping, engine: str) -> dict:
     Returns:
         dict with ``rope_type``, ``pairs``, ``factor`` (a float, or ``None``
         without RoPE), ``when``, ``can_shift``, ``source``. ``can_shift`` is
-        llama.cpp's answer (:func:`llama_cpp_can_shift`); for transformers and
-        vLLM it is not assessed and reads ``True``.
+        llama.cpp's answer (:func:`llama_cpp_can_shift`); for transformers,
+        vLLM and SGLang it is not assessed and reads ``True``. For vLLM and
+        SGLang, ``pairs_source`` cites the model file's line that sets the
+        layout (:data:`VLLM_PAIRS`, :data:`SGLANG_PAIRS`).
 
     Raises:
         ValueError: naming ``engine`` for an unknown engine, or naming
@@ -614,13 +1105,22 @@ def engine_summary(config: Mapping, engine: str) -> dict:
     _, tf_factor = scaling.rope_from_config(config)
     fact = FACTS.get(rope_type, FACTS["default"])[engine]
     if engine == "transformers":
-        pairs = "neighbours" if model_type in TRANSFORMERS_NEIGHBOURS else "halves"
+        pairs = transformers_pairs(config)
         factor = tf_factor
         can_shift = True
-    elif engine == "vllm":
-        # each vLLM model file passes its own is_neox_style; not transcribed here
-        pairs = "per model file (not transcribed)"
+    elif engine in ("vllm", "sglang"):
+        layout = (vllm_pairs if engine == "vllm" else sglang_pairs)(config)
+        pairs = _describe_pairs(layout, model_type,
+                                VLLM_LOAD_PERMUTED if engine == "vllm" else SGLANG_LOAD_PERMUTED)
         factor = tf_factor
+        can_shift = True
+    if engine == "sglang":
+        if rope_type == "yarn":
+            p = rope.params
+            factor = sglang_yarn(rope.dim, p.get("original_max_position_embeddings")
+                                 or rope.max_position_embeddings, rope.base, p["factor"],
+                                 **sglang_yarn_kwargs(p))[1]
+    elif engine == "vllm":
         if rope_type == "yarn":
             p = rope.params
             factor = vllm_yarn(rope.dim, p.get("original_max_position_embeddings")
@@ -628,7 +1128,7 @@ def engine_summary(config: Mapping, engine: str) -> dict:
                                mscale=p.get("mscale"), mscale_all_dim=p.get("mscale_all_dim"),
                                attention_factor=p.get("attention_factor"))[1]
         can_shift = True
-    else:
+    elif engine == "llama.cpp":
         pairs = {"norm": "neighbours (NORM; converter permutes q/k)"
                  if model_type in PERMUTED else "neighbours (NORM)",
                  "neox": "halves (NEOX)", "mrope": "halves, sectioned (MROPE)",
@@ -641,5 +1141,8 @@ def engine_summary(config: Mapping, engine: str) -> dict:
             factor = llama_cpp_net_factor(p["factor"], rope_yarn_log_mul=log_mul,
                                           deepseek2=model_type == "deepseek_v3")
         can_shift = llama_cpp_can_shift(model_type)
-    return {"rope_type": rope_type, "pairs": pairs, "factor": float(factor),
-            "when": fact["when"], "can_shift": can_shift, "source": fact["source"]}
+    out = {"rope_type": rope_type, "pairs": pairs, "factor": float(factor),
+           "when": fact["when"], "can_shift": can_shift, "source": fact["source"]}
+    if engine in ("vllm", "sglang"):
+        out["pairs_source"] = layout["source"]
+    return out

@@ -14,7 +14,8 @@ static method changes for short prompts too, the angle error at the target
 length in bfloat16, float16 and float32 (with the configured method's
 frequencies), the KV-cache size counted layer by layer at the length the
 config supports (``--engine vllm`` for vLLM's conventions, transcribed from
-its source), a one-line serving verdict, and what an engine must implement
+its source), the engine's pair layout, factor and frequency schedule
+(``--engine sglang`` too), a one-line serving verdict, and what an engine must implement
 beyond RoPE (learned attention sinks, multi-token-prediction layers, the fixed
 state of layers without keys and values). ``--crosscheck`` then compares the
 report with a tiny model of the config's class built with the installed
@@ -51,6 +52,10 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
            "trained_and_extended", "format_report", "main"]
 
 #: Display names of transformers' rope types.
+#: The engines ``--engine`` accepts: :data:`posenc_lib.serving.ENGINES` (whose KV
+#: cache is sized) and SGLang (RoPE only, :func:`posenc_lib.engines.engine_summary`).
+ENGINES = serving.ENGINES + ("sglang",)
+
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
            "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)",
@@ -423,16 +428,19 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
             ``max_position_embeddings``, the length the config supports, for
             the serving numbers.
         name: a label for the report.
-        engine: whose KV-cache conventions to report (``"transformers"`` or
-            ``"vllm"``, see :func:`posenc_lib.serving.kv_cache_bytes`).
+        engine: whose conventions to report, one of :data:`ENGINES`: the KV
+            cache (:func:`posenc_lib.serving.kv_cache_bytes`, which knows
+            transformers and vLLM; for ``"sglang"`` the report says the cache
+            is not sized) and the engine's RoPE
+            (:func:`posenc_lib.engines.engine_summary`).
 
     Keys of the rope block that transformers ignores are ignored here too; the
     report lists them under ``warnings`` (instead of raising a warning), with
     the fields filled in from a config class's defaults and the values
     transformers accepts with a warning (equal Llama 3 factors, say).
     """
-    if engine not in serving.ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(serving.ENGINES)}, got "
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got "
                          f"{engine!r}")
     scheme = _config.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
@@ -558,8 +566,12 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
                                         f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
-            "kv_cache": serving.kv_cache_bytes(config, length=kv_length,
-                                               engine=engine)}
+            **({"kv_cache": serving.kv_cache_bytes(config, length=kv_length,
+                                                   engine=engine)}
+               if engine in serving.ENGINES else
+               {"kv_cache_not_covered": f"{engine}'s KV-cache sizing is not "
+                                        f"transcribed here; see --engine vllm or "
+                                        f"transformers"})}
 
 
 def _verdict(report: dict) -> str:
@@ -781,6 +793,8 @@ def _serving_rows(report: dict, row) -> None:
                     f"{state['what']}")
     elif "kv_cache" in report:
         row("KV cache", "needs num_hidden_layers, which the config omits")
+    elif report.get("kv_cache_not_covered"):
+        row("KV cache", report["kv_cache_not_covered"])
     if report.get("serving_verdict"):
         row("serving", report["serving_verdict"])
     for need in report.get("engine_needs", []):
@@ -798,7 +812,7 @@ def _serving_rows(report: dict, row) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
-    [--target-length N] [--engine transformers|vllm] [--crosscheck]``.
+    [--target-length N] [--engine transformers|vllm|sglang] [--crosscheck]``.
 
     Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
     when ``--crosscheck`` finds a mismatch."""
@@ -811,9 +825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--target-length", type=int, default=None,
                         help="length at which to count pairs out of range")
-    parser.add_argument("--engine", choices=serving.ENGINES, default="transformers",
-                        help="whose KV-cache conventions to report (vllm: a "
-                             "transcription of its source)")
+    parser.add_argument("--engine", choices=ENGINES, default="transformers",
+                        help="whose KV cache and RoPE conventions to report (vllm, "
+                             "sglang: transcriptions of their source; sglang's KV "
+                             "cache is not sized)")
     parser.add_argument("--crosscheck", action="store_true",
                         help="build a tiny model of the config's class with the "
                              "installed transformers and compare every layer's "

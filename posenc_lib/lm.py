@@ -16,7 +16,13 @@ scheme                    hook
 ``"alibi"``               ``score_bias``
 ``"rope"``                ``qk_transform``
 ``"xpos"``                ``qk_transform``
+``"p-rope"``              ``qk_transform`` (the fastest pairs only)
+``"rnope-swa"``           per layer: ``qk_transform`` and a window
+                          as ``score_bias``, or nothing
 ========================  ==========================================
+
+A scheme whose layers differ overrides :meth:`PositionScheme.layer_hooks`
+(full pass) and :meth:`PositionScheme.for_layer` (cached path).
 
 The vocabulary is the 256 byte values plus :data:`BOS`, a beginning-of-sequence
 marker. A RoPE scheme can be given a context-extension method at inference

@@ -397,6 +397,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("steady-limit-coarse", "figures/_base.py",
        "_STEPS = (1.0, 1.2, 1.5,", "_STEPS = (1.0, 1.2,",
        [], "a limit ladder with a gap (up to 67 % of empty headroom)"),
+    _m("figures-drawn-below-shown-width", "figures/_base.py",
+       "    return max(float(DPI), SHOWN_WIDTH * (1 + 2.0 ** -30) / width)\n",
+       "    return float(DPI)\n",
+       [], "one dpi for every figure: a 6.4 in figure is drawn 512 px wide and the "
+           "book enlarges it to 752 px (tests/test_browser.py catches it on a build)"),
     # ---- portability round: checks that could not fail before ---------------------------
     _m("ridge-sqrt-forgotten", "scaling.py",
        "math.sqrt(ridge) * torch.eye(n, dtype=dtype)", "ridge * torch.eye(n, dtype=dtype)",
@@ -522,6 +527,22 @@ MUTANTS: tuple[Mutant, ...] = (
        "    return [\"full_attention\" if (i + 1) % full_every == 0",
        "    return [\"full_attention\" if i % full_every == 0",
        ["06_extension"], "RNoPE-SWA: the full (NoPE) layer first in each period, not last"),
+    _m("attention-fused-no-causal", "attention.py",
+       "    if causal:\n        blocked = torch.zeros(",
+       "    if False:\n        blocked = torch.zeros(",
+       [], "the fused attention path forgets the causal mask"),
+    _m("lm-p-rope-every-pair", "lm.py",
+       "            head_dim, fraction, base, dtype=torch.float32), persistent=False)",
+       "            head_dim, 1.0, base, dtype=torch.float32), persistent=False)",
+       [], "the trained p-RoPE scheme turns every pair (plain RoPE)"),
+    _m("lm-rnope-full-layer-rotates", "lm.py",
+       '        return [sliding if kind == "sliding_attention" else {}',
+       '        return [sliding if kind == "sliding_attention" else rope_hooks',
+       [], "RNoPE-SWA's full-attention layer keeps RoPE"),
+    _m("lm-rnope-cached-window-wider", "lm.py",
+       "        outside = j <= i - self.scheme.window\n",
+       "        outside = j < i - self.scheme.window\n",
+       [], "RNoPE-SWA's cached path sees one key more than its window"),
     _m("designs-window-one-wider", "designs.py",
        "    return (j <= i) & (j > i - window)\n", "    return (j <= i) & (j >= i - window)\n",
        [], "sliding window one key wider than window (window + 1 keys with itself)"),
@@ -532,11 +553,23 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("designs-fope-half-turn", "designs.py",
        "        keep = theta > 2 * math.pi / length\n",
        "        keep = theta > math.pi / length\n",
-       [], "FoPE keeps frequencies that turn only half a circle within L"),
+       ["06_extension"], "FoPE keeps frequencies that turn only half a circle within L"),
     _m("designs-fope-pad-identity", "designs.py",
        "    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)\n",
        "    sin = torch.nn.functional.pad(sin, (0, pad), value=0.0)\n",
-       [], "FoPE's padded pairs given the identity (sin = 0), not vLLM's cos = sin = 1"),
+       ["06_extension"], "FoPE's padded pairs given the identity (sin = 0), not the "
+       "cos = sin = 1 of vLLM and of the authors' code"),
+    _m("designs-pope-bias-on-query", "designs.py",
+       "    return apply_pope(q, q_positions, inv_freq) @ apply_pope(\n"
+       "        k, k_positions, inv_freq, bias=bias).mT\n",
+       "    return apply_pope(q, q_positions, inv_freq, bias=bias) @ apply_pope(\n"
+       "        k, k_positions, inv_freq).mT\n",
+       ["06_extension"], "PoPE's phase bias added to the queries instead of the keys "
+       "(the angle turns by -δ instead of +δ)"),
+    _m("designs-pope-no-softplus", "designs.py",
+       "    magnitude = torch.nn.functional.softplus(x)\n", "    magnitude = x\n",
+       ["06_extension"], "PoPE without softplus: raw features as magnitudes, so a "
+       "negative one puts content back in the angle (by π)"),
     # ---- diagnose (recipes) -----------------------------------------------------------
     _m("diagnose-flat-ladder-unnamed", "diagnose.py",
        "            torch.ones_like(expected)))", "            expected.flip(0).flip(0)))",
@@ -654,6 +687,38 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("cpp-shift-allows-imrope", "engines.py",
        'not in ("mrope", "imrope")', 'not in ("mrope",)',
        ["recipes/engines"], "interleaved M-RoPE (Qwen3-VL) cache treated as shiftable"),
+    _m("sglang-yarn-forwards-attention-factor", "engines.py",
+       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n',
+       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n'
+       '    kwargs["attn_factor"] = rope_scaling.get("attention_factor", 1)\n',
+       ["recipes/engines"], "transformers' attention_factor copied into SGLang's attn_factor, so the "
+       "YaRN factor is applied twice (sglang #33558)"),
+    _m("sglang-dynamic-bracket-one", "engines.py",
+       "(scaling_factor * max_len / max_position_embeddings)",
+       "(max_len / max_position_embeddings)",
+       ["recipes/engines"], "SGLang's dynamic-NTK bracket transcribed as vLLM's later "
+       "one (1): the configured base instead of the longest length's"),
+    _m("sglang-longrope-per-token", "engines.py",
+       "torch.any(positions > k).float()", "(positions > k).float()",
+       ["recipes/engines"], "LongRoPE's short/long choice made per token, not for the "
+       "whole batch (the question of vLLM #6283)"),
+    _m("sglang-longrope-switch-at-equal", "engines.py",
+       "torch.any(positions > k)", "torch.any(positions >= k)",
+       ["recipes/engines"], "SGLang's LongRoPE switch moved to a largest position equal to "
+       "the original"),
+    _m("sglang-deepseek-ignores-rope-interleave", "engines.py",
+       '"deepseek_v3": ("rope_interleave", _SG', '"deepseek_v3": (False, _SG',
+       ["recipes/engines"], "DeepSeek's rope_interleave ignored, as vLLM does (PR #40267)"),
+    _m("vllm-llama4-not-permuted", "engines.py",
+       'VLLM_LOAD_PERMUTED = {"llama4"}', "VLLM_LOAD_PERMUTED: set = set()",
+       ["recipes/engines"], "Llama 4's q/k rows not permuted at load: NEOX on the "
+       "checkpoint's neighbour layout"),
+    _m("vllm-ernie-neox", "engines.py",
+       '"ernie4_5": (False, _VM', '"ernie4_5": (True, _VM',
+       ["recipes/engines"], "ERNIE 4.5 left at get_rope's default NEOX"),
+    _m("vllm-llama4-permute-no-swap", "engines.py",
+       ".transpose(1, 2)", ".transpose(1, 1)",
+       [], "the load-time q/k permutation left out"),
 )
 
 

@@ -15,8 +15,9 @@ For every page in the table of contents:
 7. no request leaves the machine, and no uncaught JavaScript error occurs;
 8. at 1280 x 900, in light and dark mode, no code block (source or printed
    output) is wider than its column, so none scrolls sideways;
-9. at 1280 x 900, every figure image is at least 90 % of the text column and
-   no table is wider than it; every chapter has a "What to remember" section;
+9. at 1280 x 900, every figure image is at least 90 % of the text column,
+   none is shown wider than it is drawn (the book never enlarges a figure), and
+   no table is wider than the column; every chapter has a "What to remember" section;
    the text holds no raw TeX (``$``, ``\\(``), no doubled names ("Proposition
    Proposition") and no unresolved label (``??``).
 
@@ -278,6 +279,31 @@ def test_figures_fill_the_column(laptop):
         img => [img.getBoundingClientRect().width, img.getAttribute('alt') || ''])""")
     narrow = [(round(w), alt[:40]) for w, alt in widths if w < 0.9 * column]
     assert not narrow, f"figures narrower than 90 % of the {column:.0f} px column: {narrow}"
+
+
+# Every image in the article, loaded (lazy ones too): drawn and shown width.
+_IMAGE_WIDTHS_JS = """async () => {
+  const images = Array.from(document.querySelectorAll('article.bd-article img'));
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.decode().catch(() => null)));
+  return images.map(img => ({
+    natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+    name: (img.closest('[data-posenc-figure]') || img).getAttribute('data-posenc-figure')
+          || (img.getAttribute('alt') || img.getAttribute('src')).slice(0, 40)}));
+}"""
+
+
+def test_no_figure_is_shown_wider_than_it_is_drawn(laptop):
+    """At 1280 x 900 the book never enlarges a figure: each image is drawn at least
+    as wide as it is shown (posenc_lib/figures/_base.py draws every figure
+    SHOWN_WIDTH pixels wide), so its lines and text are sharp."""
+    images = laptop.evaluate(_IMAGE_WIDTHS_JS)
+    unloaded = [i["name"] for i in images if not i["natural"]]
+    assert not unloaded, f"images that did not load: {unloaded}"
+    enlarged = [(i["name"], i["natural"], round(i["shown"], 1)) for i in images
+                if i["shown"] > i["natural"] + 0.5]
+    assert not enlarged, (f"{len(enlarged)} of {len(images)} figures shown wider than "
+                          f"drawn (name, drawn px, shown px): {enlarged}")
 
 
 def test_no_table_is_wider_than_the_column(laptop):

@@ -1,4 +1,5 @@
-"""p-RoPE, the partial-RoPE conventions, RNoPE-SWA and DroPE against their references.
+"""p-RoPE, the partial-RoPE conventions, RNoPE-SWA, DroPE, FoPE and PoPE against their
+references.
 
 References, each independent of :mod:`posenc_lib.designs`:
 
@@ -17,7 +18,14 @@ References, each independent of :mod:`posenc_lib.designs`:
   only in its sliding-window layers.
 * FoPE: a transcription of vLLM's ``FourierRotaryEmbedding``
   (vllm-project/vllm at c215d1e62d7394f965f92676143fc9c5b4913ad2,
-  ``vllm/model_executor/layers/rotary_embedding/fope.py``), cited line by line below.
+  ``vllm/model_executor/layers/rotary_embedding/fope.py``), cited line by line below,
+  and of the authors' ``FourierEmbedding`` (TsinghuaC3I/Fourier-Position-Embedding at
+  bd94b20d82bf11240ad3584c515c790d255da919, ``olmo/model.py``).
+* PoPE: the paper's score (arXiv 2509.10534, Section 3), summed term by term in Python
+  floats, and a transcription of lucidrains/PoPE-pytorch (an independent
+  implementation; the authors' repository is not available to these tests), file
+  ``PoPE_pytorch/pope.py`` at ee11cab0dda8361b02fec56975e84e419ea6a631 (2026-01-27),
+  cited line by line below.
 * DroPE: transformers 4.57.6's ``LlamaAttention`` given ``cos = 1, sin = 0``, as the
   authors' ``custom_models/attention.py`` does (SakanaAI/DroPE at
   260a8bb9f4fda0673266ddfee7668915aade8b33, lines 57–62), and their QK-norm (lines
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import math
 
+import einops
 import pytest
 import torch
 from hypothesis import given, settings
@@ -414,6 +423,223 @@ def test_fope_matches_vllm(head_dim, rotary_dim, length, num_inv_freq, per_head)
         q.abs().max() * k.abs().max()) * head_dim)
 
 
+def _softplus(x: float) -> float:
+    return math.log1p(math.exp(x))
+
+
+def pope_brute_force(q, k, theta, bias, q_positions, k_positions):
+    """The paper's score, term by term in Python floats:
+    a(m, n) = sum_c softplus(q_m,c) softplus(k_n,c) cos((n - m) theta_c + delta_c)."""
+    d = len(theta)
+    return [[sum(_softplus(q[i][c]) * _softplus(k[j][c])
+                 * math.cos((n - m) * theta[c] + bias[c]) for c in range(d))
+             for j, n in enumerate(k_positions)] for i, m in enumerate(q_positions)]
+
+
+def pope_tol(q, k, positions, d):
+    """Each phase p·θ_c + δ_c is rounded once or twice (|p|θ_c <= |p|, |δ| <= 2π), cos
+    and sin once more, in d terms of size <= max μ_q · max μ_k: an error per term of at
+    most 2(max|p| + 2π + 2)·eps64 times that size."""
+    mu = float(torch.nn.functional.softplus(q).max() * torch.nn.functional.softplus(k).max())
+    return 2 * d * (2 * (float(positions.abs().max()) + 2 * math.pi + 2)) * EPS64 * mu
+
+
+@pytest.mark.parametrize("d, n_q, n_k, base",
+                         [(6, 4, 5, 1e4), (16, 3, 9, 5e5), (1, 2, 2, 1e4)])
+def test_pope_scores_are_the_papers_sum(d, n_q, n_k, base):
+    g = torch.Generator().manual_seed(10 * d + n_k)
+    q, k = _random(g, n_q, d), _random(g, n_k, d)
+    theta = designs.pope_inv_freq(d, base, dtype=torch.float64)
+    reference_theta = [base ** (-c / d) for c in range(d)]  # θ_c = base^(-(c-1)/d), c >= 1
+    assert torch.allclose(theta, torch.tensor(reference_theta, dtype=torch.float64),
+                          rtol=4 * EPS64 * (1 + math.log(base)), atol=0)
+    bias = -2 * math.pi * torch.rand(d, generator=g, dtype=torch.float64)
+    q_pos = torch.randint(0, 5000, (n_q,), generator=g)
+    k_pos = torch.randint(0, 5000, (n_k,), generator=g)
+    ours = designs.pope_scores(q, k, theta, q_positions=q_pos, k_positions=k_pos, bias=bias)
+    brute = torch.tensor(pope_brute_force(q.tolist(), k.tolist(), reference_theta,
+                                          bias.tolist(), q_pos.tolist(), k_pos.tolist()),
+                         dtype=torch.float64)
+    tol = pope_tol(q, k, torch.cat([q_pos, k_pos]), d)
+    assert ours.shape == (n_q, n_k)
+    assert (ours - brute).abs().max() <= tol
+    # the bias sits on the keys: on the queries it would turn the other way
+    wrong = designs.apply_pope(q, q_pos, theta, bias=bias) @ designs.apply_pope(
+        k, k_pos, theta).mT
+    assert (wrong - brute).abs().max() > 100 * tol
+
+
+class LucidrainsPope:
+    """lucidrains/PoPE-pytorch, PoPE_pytorch/pope.py at ee11cab0 (2026-01-27), transcribed.
+
+    ``PoPE.__init__``: L107 ``inv_freqs = theta ** -(arange(dim).float() / dim)`` (float64
+    here); L113 ``self.bias = Parameter(torch.zeros(heads, dim))``.
+    ``PoPE.forward``: L141 ``freqs = einsum(pos, self.inv_freqs, '... i, j -> ... i j')``;
+    L145 ``bias = self.bias.clamp(-2. * pi, 0.)``.
+    ``apply_pope_to_qk`` (``return_complex=False``, full rotation): L56
+    ``freqs_with_bias = freqs + rearrange(bias, 'h d -> h 1 d')``; L60
+    ``q, k = to_magnitude(q), to_magnitude(k)`` (L34: ``F.softplus``); L64
+    ``freqs = slice_right_at_dim(freqs, q_len, dim = -2)`` (the last ``q_len`` rows,
+    torch_einops_utils); L69-70 ``q = rearrange([q * qcos, q * qsin],
+    'two ... d -> ... (d two)')``; L77-78 the same for ``k`` with ``freqs_with_bias``.
+    """
+
+    def __init__(self, dim, heads, theta, bias):
+        self.inv_freqs = theta ** -(torch.arange(dim, dtype=torch.float64) / dim)
+        self.bias = bias  # (heads, dim), the learned parameter before the clamp
+
+    def forward(self, seq_len):
+        pos = torch.arange(seq_len, dtype=self.inv_freqs.dtype)
+        freqs = einops.einsum(pos, self.inv_freqs, "... i, j -> ... i j")
+        return freqs, self.bias.clamp(-2.0 * math.pi, 0.0)
+
+    @staticmethod
+    def apply_pope_to_qk(pope, q, k):
+        freqs, bias = pope
+        q_len = q.shape[-2]
+        freqs_with_bias = freqs + einops.rearrange(bias, "h d -> h 1 d")
+        q, k = torch.nn.functional.softplus(q), torch.nn.functional.softplus(k)
+        freqs = freqs[..., -q_len:, :]  # slice_right_at_dim(freqs, q_len, dim=-2)
+        qcos, qsin = freqs.cos(), freqs.sin()
+        q = einops.rearrange([q * qcos, q * qsin], "two ... d -> ... (d two)")
+        kcos, ksin = freqs_with_bias.cos(), freqs_with_bias.sin()
+        k = einops.rearrange([k * kcos, k * ksin], "two ... d -> ... (d two)")
+        return q, k
+
+
+@pytest.mark.parametrize("d, heads, n, n_q", [(64, 2, 12, 12), (32, 3, 20, 1), (8, 1, 7, 3)])
+def test_pope_matches_pope_pytorch(d, heads, n, n_q):
+    g = torch.Generator().manual_seed(d + n)
+    q, k = _random(g, 1, heads, n_q, d), _random(g, 1, heads, n, d)
+    bias = -2 * math.pi * torch.rand(heads, d, generator=g, dtype=torch.float64)
+    reference = LucidrainsPope(d, heads, 1e4, bias)
+    q_ref, k_ref = reference.apply_pope_to_qk(reference.forward(n), q, k)
+    theta = designs.pope_inv_freq(d, 1e4, dtype=torch.float64)
+    assert torch.allclose(theta, reference.inv_freqs, rtol=4 * EPS64 * (1 + math.log(1e4)),
+                          atol=0)
+    q_pos = torch.arange(n - n_q, n)  # queries last, as its inference path slices them
+    q_ours = designs.apply_pope(q, q_pos, theta)
+    k_ours = designs.apply_pope(k, torch.arange(n), theta, bias=bias)
+    # the same features, real and imaginary parts interleaved there, in halves here
+    interleave = torch.stack([torch.arange(d), d + torch.arange(d)], -1).flatten()
+    tol = 8 * (n + 2 * math.pi) * EPS64 * float(torch.nn.functional.softplus(
+        torch.cat([q.flatten(), k.flatten()])).max())
+    assert (q_ours[..., interleave] - q_ref).abs().max() <= tol
+    assert (k_ours[..., interleave] - k_ref).abs().max() <= tol
+    scores = designs.pope_scores(q, k, theta, q_positions=q_pos, bias=bias)
+    assert (scores - q_ref @ k_ref.mT).abs().max() <= pope_tol(q, k, torch.arange(n), d)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(1, 48), shift=st.integers(-10**5, 10**5), seed=st.integers(0, 2**31))
+def test_pope_scores_depend_on_positions_through_n_minus_m_only(d, shift, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k = _random(g, 2, 5, d), _random(g, 2, 6, d)
+    theta = designs.pope_inv_freq(d, 1e4, dtype=torch.float64)
+    bias = -2 * math.pi * torch.rand(2, d, generator=g, dtype=torch.float64)
+    q_pos, k_pos = torch.randint(0, 4096, (5,), generator=g), torch.arange(6) * 700
+    here = designs.pope_scores(q, k, theta, q_positions=q_pos, k_positions=k_pos, bias=bias)
+    there = designs.pope_scores(q, k, theta, q_positions=q_pos + shift,
+                                k_positions=k_pos + shift, bias=bias)
+    positions = torch.cat([q_pos, k_pos]).abs() + abs(shift)
+    assert (here - there).abs().max() <= 2 * pope_tol(q, k, positions, d)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 32).filter(lambda v: v % 2 == 0), seed=st.integers(0, 2**31))
+def test_pope_angle_is_content_free_and_ropes_is_not(d, seed):
+    """Feature c of any content at position p points at angle p·θ_c + δ_c."""
+    g = torch.Generator().manual_seed(seed)
+    x = 3 * _random(g, 4, 9, d)  # four contents, nine positions
+    positions = torch.arange(9) * 37
+    theta = designs.pope_inv_freq(d, 1e4, dtype=torch.float64)
+    bias = -2 * math.pi * torch.rand(d, generator=g, dtype=torch.float64)
+    out = designs.apply_pope(x, positions, theta, bias=bias)
+    turned = torch.complex(out[..., :d], out[..., d:])
+    expected = torch.polar(torch.ones(9, d, dtype=torch.float64),
+                           positions[:, None] * theta + bias)
+    direction = turned / turned.abs()
+    assert (direction - expected).abs().max() <= 8 * (9 * 37 + 2 * math.pi) * EPS64
+    # RoPE: a pair's direction is its position's angle plus the content's own angle
+    rotated = rope.apply_rope(x, positions, rope.inv_freq(d, 1e4, dtype=torch.float64),
+                              layout="half")
+    pair = torch.complex(rotated[..., : d // 2], rotated[..., d // 2:])
+    spread = (pair / pair.abs() - (pair / pair.abs())[:1]).abs().max()
+    assert spread > 1e-3  # contents disagree
+
+
+class AuthorsFope:
+    """The authors' FoPE, TsinghuaC3I/Fourier-Position-Embedding at bd94b20d, olmo/model.py,
+    transcribed for their configuration (``rope_clamp_floor_freq``,
+    ``rope_clamp_floor_to_zero``, ``fourier_ignore_zero``, ``fourier_separate_basis``,
+    ``fourier_separate_head``, no ``fourier_norm``; the released configs' flags).
+
+    ``RotaryEmbedding.__init__``: L333 ``floor_freq = 2π / max_sequence_length ·
+    floor_freq_ratio`` (ratio 1.0 by default); L336 ``clamp_floor_value = 0.0``.
+    ``get_inv_freq``: L432-434 ``inv_freq = 1 / rope_theta ** (arange(0, dim, 2) / dim)``;
+    L446 ``inv_freq[inv_freq < floor_freq] = clamp_floor_value``; L502
+    ``inv_freq = inv_freq[inv_freq != 0.0]``.
+    ``get_rotary_embedding``: L560 ``seq = arange(seq_len)``; L565 ``freqs =
+    einsum("t, hd -> htd", seq, inv_freq)``; L570 ``positions = freqs.unsqueeze(0)``;
+    L574 ``pos_sin, pos_cos = positions.sin(), positions.cos()``.
+    ``FourierEmbedding``: L659-660 ``input_dim = inv_freq.size(-1)``, ``output_dim =
+    min(input_dim, head_dim // 4)``; L702-703 ``fourier_sin = einsum("bhtD, hDd ->
+    bhtd", pos_sin, sin_coef)``, the same for cos; L713-714 ``F.pad(..., pad=(0,
+    head_dim // 2 - size), value=1)``; L716-717 ``cat((fourier_sin, fourier_sin))``;
+    L720 ``t * fourier_cos + rotate_half(t) * fourier_sin``, with L589-592
+    ``rotate_half``: ``cat((-x2, x1))`` of the two halves.
+    """
+
+    def __init__(self, head_dim, base, max_sequence_length, cos_coef, sin_coef):
+        floor_freq = 2 * torch.pi / max_sequence_length * 1.0
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64)
+                                   / head_dim))
+        inv_freq[inv_freq < floor_freq] = 0.0
+        self.inv_freq = inv_freq[inv_freq != 0.0][None, :]  # (1, D)
+        self.head_dim, self.cos_coef, self.sin_coef = head_dim, cos_coef, sin_coef
+
+    def output_dim(self):
+        return min(self.inv_freq.size(-1), self.head_dim // 4)
+
+    def forward(self, t):  # t: (batch, heads, seq, head_dim)
+        seq = torch.arange(t.shape[-2], dtype=torch.float64)
+        freqs = torch.einsum("t, hd -> htd", seq, self.inv_freq)
+        positions = freqs.unsqueeze(0)
+        pos_sin, pos_cos = positions.sin(), positions.cos()
+        fourier_sin = torch.einsum("bhtD, hDd -> bhtd", pos_sin, self.sin_coef)
+        fourier_cos = torch.einsum("bhtD, hDd -> bhtd", pos_cos, self.cos_coef)
+        pad = (0, self.head_dim // 2 - fourier_sin.size(-1))
+        fourier_sin = torch.nn.functional.pad(fourier_sin, pad, mode="constant", value=1)
+        fourier_cos = torch.nn.functional.pad(fourier_cos, pad, mode="constant", value=1)
+        fourier_sin = torch.cat((fourier_sin, fourier_sin), dim=-1)
+        fourier_cos = torch.cat((fourier_cos, fourier_cos), dim=-1)
+        x1, x2 = t.view(*t.shape[:-1], 2, self.head_dim // 2).unbind(dim=-2)
+        return t * fourier_cos + torch.cat((-x2, x1), dim=-1) * fourier_sin
+
+
+@pytest.mark.parametrize("head_dim, base, length", [
+    (128, 1e4, 512),    # the 1.2B configs/c4/length-512 model (d_model 2048, 16 heads)
+    (128, 1e4, 1024), (64, 1e4, 512), (64, 5e5, 4096)])
+def test_fope_matches_the_authors_code(head_dim, base, length):
+    heads, n = 2, 48
+    inv_freq = designs.fope_inv_freq(head_dim, base, length, dtype=torch.float64)
+    g = torch.Generator().manual_seed(head_dim + length)
+    basis, out = inv_freq.shape[0], min(inv_freq.shape[0], head_dim // 4)
+    cos_coef = _random(g, heads, basis, out) * 0.3
+    sin_coef = _random(g, heads, basis, out) * 0.3
+    reference = AuthorsFope(head_dim, base, length, cos_coef, sin_coef)
+    assert torch.allclose(reference.inv_freq[0], inv_freq,
+                          rtol=4 * EPS64 * (1 + math.log(base)), atol=0)
+    assert reference.output_dim() == out
+    q = _random(g, 1, heads, n, head_dim)
+    cos, sin = designs.fope_cos_sin(torch.arange(n), inv_freq, cos_coef, sin_coef, head_dim)
+    ours = designs.apply_fope(q, cos, sin)
+    # angles up to n rad, each off by <= n·eps64, in sums of `basis` terms
+    tol = 4 * n * basis * EPS64 * float(q.abs().max() * (cos_coef.abs().sum(-2).max()
+                                                          + sin_coef.abs().sum(-2).max()))
+    assert (ours - reference.forward(q)).abs().max() <= tol + 8 * EPS64 * float(q.abs().max())
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: designs.proportional_inv_freq(63, 0.5), "head_dim"),
     (lambda: designs.proportional_inv_freq(64, 1.5), "partial_rotary_factor"),
@@ -439,6 +665,17 @@ def test_fope_matches_vllm(head_dim, rotary_dim, length, num_inv_freq, per_head)
                                   torch.ones(4, 4), 16), "cos_coef"),
     (lambda: designs.fope_cos_sin(torch.arange(3), torch.ones(4), torch.ones(4, 4),
                                   torch.ones(4, 9), 16), "sin_coef"),
+    (lambda: designs.pope_inv_freq(0), "head_dim"),
+    (lambda: designs.pope_inv_freq(8, base=1.0), "base"),
+    (lambda: designs.apply_pope(torch.zeros(3, 8), torch.arange(3), torch.ones(4)),
+     "inv_freq"),
+    (lambda: designs.apply_pope(torch.zeros(3, 8), torch.arange(3), torch.ones(8),
+                                bias=torch.zeros(4)), "bias"),
+    (lambda: designs.apply_pope(torch.zeros(3, 8), torch.arange(3), torch.ones(8),
+                                bias=torch.full((8,), math.nan)), "bias"),
+    (lambda: designs.apply_pope(torch.zeros(3, 8), torch.arange(5), torch.ones(8)),
+     "positions"),
+    (lambda: designs.pope_scores(torch.zeros(8), torch.zeros(3, 8), torch.ones(8)), "q"),
 ])
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):

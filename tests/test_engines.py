@@ -318,13 +318,14 @@ def test_every_table_model_has_a_llama_cpp_layout_and_shift_answer():
     with pytest.raises(ValueError, match="model_type"):
         engines.llama_cpp_pairs("no-such-model")
     with pytest.raises(ValueError, match="engine"):
-        engines.engine_summary(models[0]["config"], "sglang")
+        engines.engine_summary(models[0]["config"], "tensorrt-llm")
 
 
 def test_engine_summary_for_every_table_model():
     """Every model of the table gets an answer from each engine; the factor on
-    cos and sin agrees across engines for all of them (none sets an explicit
-    YaRN attention_factor), and llama.cpp refuses to shift M-RoPE caches only."""
+    cos and sin agrees across engines for all of them (OLMo 3.1 sets an explicit
+    YaRN attention_factor, equal to 0.1 ln 8 + 1, the value llama.cpp and SGLang
+    compute instead), and llama.cpp refuses to shift M-RoPE caches only."""
     import json
     from importlib import resources
 
@@ -340,3 +341,309 @@ def test_engine_summary_for_every_table_model():
             else:
                 assert row["factor"] == pytest.approx(tf["factor"], rel=1e-12), (m["name"], e)
         assert rows["llama.cpp"]["can_shift"] == (tf["rope_type"] != "mrope"), m["name"]
+
+
+# ---- vLLM and SGLang: pair layout per model ------------------------------------
+
+def _table():
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("posenc_lib").joinpath("data/models.json")
+                      .read_text())["models"]
+
+
+def test_every_engine_pairs_the_checkpoint_rows_as_transformers_does():
+    """For every model of the table, the features of the checkpoint's q/k rows
+    that each engine rotates together are transformers' pairs: vLLM's and
+    SGLang's is_neox_style per model file (with Llama 4's permutation at load),
+    llama.cpp's NORM/NEOX (with the converter's permutation). The tables are
+    read from three code bases, independently of transformers' modelling code
+    (TRANSFORMERS_NEIGHBOURS, and the inspector's INTERLEAVED_PAIRS)."""
+    from posenc_lib import inspect
+
+    checked = 0
+    for m in _table():
+        c = m["config"]
+        tf = engines.transformers_pairs(c)
+        if c["model_type"] not in ("bloom", "t5"):  # the inspector's own record
+            assert (inspect._pair_layout(c) == "interleaved") == (tf == "neighbours")
+        v, s = engines.vllm_pairs(c), engines.sglang_pairs(c)
+        cpp = engines.llama_cpp_pairs(c["model_type"])
+        if cpp == "none":
+            assert v["checkpoint_pairs"] == "no RoPE" or v["is_neox_style"] is None
+            continue
+        cpp_on_checkpoint = ("neighbours" if cpp == "norm"
+                             and c["model_type"] not in engines.PERMUTED else "halves")
+        assert v["checkpoint_pairs"] == tf, (m["name"], v)
+        assert s["checkpoint_pairs"] == tf, (m["name"], s)
+        assert cpp_on_checkpoint == tf, m["name"]
+        checked += 1
+    assert checked == 29
+    # what the engines run, before any permutation of the rows
+    assert [engines.vllm_pairs({"model_type": t})["is_neox_style"]
+            for t in ("llama4", "ernie4_5", "deepseek_v3", "olmo3", "t5")] == [
+        True, False, False, "transformers", None]
+
+
+def test_deepseek_rope_interleave_false_is_read_by_sglang_not_vllm():
+    """transformers' DeepSeek-V3 pairs neighbours only while rope_interleave is
+    true; SGLang reads the key (deepseek_v2.py line 2166), vLLM passes
+    is_neox_style=False whatever it says (line 1126): with rope_interleave false
+    vLLM pairs other features than transformers and SGLang (the request of
+    vllm-project/vllm PR #40267, closed unmerged)."""
+    ds = next(m["config"] for m in _table() if m["name"] == "deepseek-v3")
+    flat = {**ds, "rope_interleave": False}
+    assert engines.transformers_pairs(ds) == "neighbours"
+    assert engines.transformers_pairs(flat) == "halves"
+    assert engines.sglang_pairs(flat)["checkpoint_pairs"] == "halves"
+    assert engines.vllm_pairs(flat)["checkpoint_pairs"] == "neighbours"
+    from transformers import DeepseekV3Config
+
+    assert DeepseekV3Config().rope_interleave is True  # the default read above
+
+
+def test_vllm_llama4_permutation_makes_neox_rotate_the_checkpoints_neighbours():
+    """vLLM's (and SGLang's) load-time permutation of Llama 4's q/k rows, then
+    NEOX rotation, gives exactly the rows of neighbour (GPT-J) rotation of the
+    unpermuted projection, permuted the same way: the same products, so the
+    same bits."""
+    g = torch.Generator().manual_seed(3)
+    heads, dim, hidden, n = 4, 32, 40, 12
+    w = torch.randn(heads * dim, hidden, generator=g)
+    x = torch.randn(n, hidden, generator=g)
+    positions = torch.randint(0, 4096, (n,), generator=g)
+    cache = engines.vllm_default_cache(dim, 4096, 500000.0)
+    wp = engines.vllm_permute_qk_for_rotary(w, heads)
+    neox, _ = engines.vllm_forward_native(positions, x @ wp.T, x @ wp.T, cache,
+                                          head_size=dim, rotary_dim=dim, is_neox_style=True)
+    gptj, _ = engines.vllm_forward_native(positions, x @ w.T, x @ w.T, cache,
+                                          head_size=dim, rotary_dim=dim, is_neox_style=False)
+    # permuting the rotated neighbour layout's features as the rows were permuted
+    eye = torch.eye(heads * dim)
+    perm = engines.vllm_permute_qk_for_rotary(eye, heads).argmax(dim=1)
+    assert torch.equal(neox, gptj[:, perm])
+    # without the permutation NEOX pairs other features: the scores change
+    plain, _ = engines.vllm_forward_native(positions, x @ w.T, x @ w.T, cache,
+                                           head_size=dim, rotary_dim=dim)
+    assert not torch.allclose(plain @ plain.T, gptj @ gptj.T, rtol=1e-3)
+
+
+# ---- SGLang --------------------------------------------------------------
+
+@SETTINGS
+@given(dim=dims, base=bases, seed=st.integers(0, 2**16))
+def test_sglang_forward_native_default_matches_transformers(dim, base, seed):
+    """SGLang's float32 cos/sin cache (CUDA's) and forward_native rotate q and
+    k as transformers' Llama does, offsets added to the positions."""
+    g = torch.Generator().manual_seed(seed)
+    heads, n = 2, 30
+    positions = torch.randint(0, 2000, (n,), generator=g)
+    offsets = torch.randint(0, 2000, (n,), generator=g)
+    q = torch.randn(n, heads * dim, generator=g)
+    k = torch.randn(n, heads * dim, generator=g)
+    config = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                         rope_theta=base)
+    tf_inv, _ = ROPE_INIT_FUNCTIONS["default"](config, "cpu")
+    assert torch.equal(engines.sglang_inv_freq(dim, base), tf_inv)
+    cache = engines.sglang_default_cache(dim, 4096, base)
+    sq, sk = engines.sglang_forward_native(positions, q, k, cache, head_size=dim,
+                                           rotary_dim=dim, offsets=offsets)
+    cos, sin = _tf_cos_sin(tf_inv, positions + offsets)
+    tq, tk = apply_rotary_pos_emb(q.view(n, heads, dim).transpose(0, 1)[None],
+                                  k.view(n, heads, dim).transpose(0, 1)[None], cos, sin)
+    for s_, t, x in ((sq, tq, q), (sk, tk, k)):
+        t = t[0].transpose(0, 1).reshape(n, heads * dim)
+        tol = _tol(x.view(n, heads, dim), dim).reshape(n, heads * dim)
+        assert ((s_ - t).abs() <= tol).all()
+
+
+def test_sglang_cache_off_cuda_is_in_the_model_dtype():
+    """Off CUDA/HIP/XPU SGLang casts the cos/sin cache to the model's dtype:
+    bfloat16 coefficients (8 significant bits), each within bfloat16's unit
+    roundoff 2**-8 of the float32 ones (round to nearest) and, at 4096
+    positions, not all equal."""
+    c32 = engines.sglang_default_cache(64, 4096, 10000.0)
+    c16 = engines.sglang_default_cache(64, 4096, 10000.0, cast_to=torch.bfloat16)
+    assert c16.dtype == torch.bfloat16
+    err = (c16.float() - c32).abs()
+    assert (err <= 2.0 ** -8 * c32.abs()).all()
+    assert err.max() > 0
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs,
+       beta=st.sampled_from([(32, 1), (16, 2)]), truncate=st.booleans())
+def test_sglang_yarn_frequencies_and_factor_match_transformers(dim, base, factor, orig,
+                                                               beta, truncate):
+    """SGLang's YaRN inv_freq is transformers' bit for bit, truncate (gpt-oss
+    sets it false) included, and its mscale is transformers' factor when the
+    config sets no attention_factor."""
+    params = {"factor": factor, "original_max_position_embeddings": orig,
+              "beta_fast": beta[0], "beta_slow": beta[1], "truncate": truncate}
+    inv, factor_tf = scaling.rope_parameters("yarn", dim, base, reference="transformers",
+                                             dtype=torch.float32, **params)
+    s_inv, s_ms, n_pos = engines.sglang_yarn(dim, orig, base, factor,
+                                             **engines.sglang_yarn_kwargs(params))
+    assert torch.equal(s_inv, inv)
+    assert s_ms == pytest.approx(factor_tf, rel=1e-15)
+    assert n_pos == math.ceil(orig * factor)
+
+
+def test_sglang_yarn_mscale_ratio_matches_transformers():
+    """DeepSeek's mscale / mscale_all_dim: the same ratio as transformers."""
+    params = {"factor": 40.0, "original_max_position_embeddings": 4096, "mscale": 0.707,
+              "mscale_all_dim": 1.0}
+    _, att = scaling.rope_parameters("yarn", 64, 10000.0, reference="transformers",
+                                     dtype=torch.float32, **params)
+    ms = engines.sglang_yarn(64, 4096, 10000.0, 40.0, **engines.sglang_yarn_kwargs(params))[1]
+    assert ms == pytest.approx(att, rel=1e-15) and ms != pytest.approx(1 + 0.1 * math.log(40))
+
+
+def test_sglang_drops_an_explicit_attention_factor_and_the_laguna_fix_restores_it():
+    """transformers uses a config's attention_factor as the factor; SGLang's
+    get_rope does not forward the key (factory.py lines 311-333), so it applies
+    0.1 ln s + 1. Copying the value into SGLang's attn_factor multiplies the two
+    (sgl-project/sglang PR #33558: factor 128, 1.4852 -> 2.2058); the PR's
+    conversion attention_factor / (0.1 ln s + 1) gives transformers' factor."""
+    att = 1.0
+    _, att_tf = scaling.rope_parameters("yarn", 64, 10000.0, factor=64.0,
+                                        original_max_position_embeddings=4096,
+                                        attention_factor=att)
+    params = {"factor": 64.0, "original_max_position_embeddings": 4096,
+              "attention_factor": att}
+    dropped = engines.sglang_yarn(64, 4096, 10000.0, 64.0, **engines.sglang_yarn_kwargs(params))
+    assert att_tf == 1.0 and dropped[1] == pytest.approx(1 + 0.1 * math.log(64))
+    # whatever the value: 0.5 is dropped as well
+    half = engines.sglang_yarn(64, 4096, 10000.0, 64.0,
+                               **engines.sglang_yarn_kwargs({**params, "attention_factor": 0.5}))
+    assert half[1] == dropped[1]
+    # the double application, at the PR's factor 128 and its final mscale 1.4852
+    final = 1 + 0.1 * math.log(128)
+    twice = engines.sglang_yarn(64, 4096, 10000.0, 128.0, attn_factor=final)[1]
+    assert round(final, 4) == 1.4852 and round(twice, 4) == 2.2058
+    fixed = engines.sglang_yarn(64, 4096, 10000.0, 64.0, attn_factor=att / dropped[1])[1]
+    assert fixed == pytest.approx(att_tf, rel=4 * 2.0 ** -53)
+
+
+@pytest.mark.parametrize("factor", [2.0, 4.0, 8.0])
+def test_sglang_dynamic_ntk_is_the_longest_lengths_base_at_every_length(factor):
+    """SGLang's static cache uses transformers' dynamic-NTK base at the cache's
+    full length, max_position_embeddings * factor, for every request: equal
+    frequencies to transformers at that length, and smaller ones than
+    transformers' (the plain base) for a request within the trained length."""
+    dim, base, mpe = 128, 10000.0, 4096
+    s_base, n_pos = engines.sglang_dynamic_ntk_base(dim, mpe, base, factor)
+    assert n_pos == mpe * factor
+    s_inv = engines.sglang_inv_freq(dim, s_base)
+    long, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=n_pos, factor=factor,
+                                      max_position_embeddings=mpe,
+                                      reference="transformers", dtype=torch.float32)
+    short, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=mpe, factor=factor,
+                                       max_position_embeddings=mpe,
+                                       reference="transformers", dtype=torch.float32)
+    # both: one float32 pow of a float64 base, one division; <= 4u apart
+    assert torch.allclose(s_inv, long, rtol=4 * U, atol=0)
+    assert (s_inv[1:] < short[1:]).all()
+    assert s_base == pytest.approx(base * (factor**2 - factor + 1) ** (dim / (dim - 2)),
+                                   rel=1e-14)
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs,
+       bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
+def test_sglang_llama3_matches_transformers(dim, base, factor, orig, bands):
+    inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
+                                       low_freq_factor=bands[0], high_freq_factor=bands[1],
+                                       original_max_position_embeddings=orig,
+                                       reference="transformers", dtype=torch.float32)
+    s = engines.sglang_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
+    assert torch.allclose(s, inv, rtol=4 * U, atol=0) and att == 1.0
+
+
+def test_sglang_linear_cache_matches_transformers():
+    """SGLang divides the positions by the factor, transformers the
+    frequencies: the angles differ by float32 rounding only (each side is two
+    roundings of t inv / factor, so <= 4u theta apart), cos and sin by that
+    plus 2 ulp of each kernel (2u each side)."""
+    dim, base, mpe, factor = 64, 10000.0, 512, 4.0
+    cache = engines.sglang_linear_cache(dim, mpe, base, factor).double()
+    inv, _ = scaling.rope_parameters("linear", dim, base, factor=factor,
+                                     reference="transformers", dtype=torch.float32)
+    t = torch.arange(int(mpe * factor), dtype=torch.float32)
+    ang = t[:, None] * inv[None, :]
+    tf = torch.cat((ang.cos(), ang.sin()), dim=-1).double()
+    theta = torch.cat((ang, ang), dim=-1).double()
+    assert cache.shape == tf.shape
+    assert ((cache - tf).abs() <= theta * 4 * U + 4 * U).all()
+
+
+def _phi3():
+    return next(m["config"] for m in _table() if m["config"]["model_type"] == "phi3")
+
+
+def _sglang_phi3_rows(positions):
+    phi = _phi3()
+    rs, o = phi["rope_scaling"], phi["original_max_position_embeddings"]
+    head = phi["hidden_size"] // phi["num_attention_heads"]
+    cache = engines.sglang_longrope_cache(head, phi["max_position_embeddings"], o,
+                                          phi["rope_theta"], rs["short_factor"],
+                                          rs["long_factor"])
+    return cache[engines.sglang_longrope_index(positions, o)], head
+
+
+def _tf_phi3_rows(positions, seq_len):
+    inv, att = scaling.rope_from_config(_phi3(), seq_len=seq_len, dtype=torch.float32)
+    ang = positions.float()[:, None] * inv[None, :]
+    return torch.cat((ang.cos() * att, ang.sin() * att), dim=-1).double(), ang.double()
+
+
+def test_sglang_longrope_matches_transformers_below_and_above_the_switch():
+    """A batch within the original context reads the short cache, one beyond
+    it the long cache: transformers' short and long factors and factor, within
+    float32 rounding. Each side rounds the exponent 2i/d (relative u, which
+    base**x amplifies by x ln(base) <= ln(base)), then pow, the product with
+    the factor, the division and the angle (4u): |d theta| <= 2 (ln base + 4)
+    u theta; cos, sin and the factor add 2u a side on values <= 1.2."""
+    phi = _phi3()
+    o = phi["original_max_position_embeddings"]
+    c = 2 * (math.log(phi["rope_theta"]) + 4) * U
+    for positions, seq_len in ((torch.arange(0, o), o), (torch.arange(o - 100, o + 900),
+                                                          o + 900)):
+        rows, _ = _sglang_phi3_rows(positions)
+        tf, ang = _tf_phi3_rows(positions, seq_len)
+        theta = torch.cat((ang, ang), dim=-1)
+        assert ((rows.double() - tf).abs() <= 1.2 * (theta * c + 8 * U)).all()
+
+
+def test_sglang_longrope_one_long_request_switches_the_whole_batch():
+    """vllm-project/vllm issue #6283 (same code then): the switch is any()
+    over the batch, so a short request decoded beside a long one reads the
+    long factors; transformers rotates it with the short ones."""
+    phi = _phi3()
+    o = phi["original_max_position_embeddings"]
+    alone, _ = _sglang_phi3_rows(torch.tensor([100]))
+    batched, _ = _sglang_phi3_rows(torch.tensor([100, o + 5000]))
+    tf, ang = _tf_phi3_rows(torch.tensor([100]), 101)
+    theta = torch.cat((ang, ang), dim=-1)  # bound of the previous test
+    c = 2 * (math.log(phi["rope_theta"]) + 4) * U
+    assert ((alone.double() - tf).abs() <= 1.2 * (theta * c + 8 * U)).all()
+    assert not torch.allclose(batched[:1].double(), tf, atol=1e-3)
+
+
+def test_sglang_longrope_at_exactly_original_plus_one_tokens():
+    """With positions 0..original (original + 1 tokens) transformers uses the
+    long factors (seq_len > original); SGLang's any(positions > original) is
+    false, so it reads the short cache, which has only `original` rows: the
+    last token reads the long cache's row 0, the rotation of position 0."""
+    o = _phi3()["original_max_position_embeddings"]
+    positions = torch.arange(0, o + 1)
+    rows, head = _sglang_phi3_rows(positions)
+    tf, _ = _tf_phi3_rows(positions, o + 1)
+    half = head // 2
+    long_ms = _tf_phi3_rows(torch.tensor([0]), o + 1)[0][0, 0].item()  # cos(0) * factor
+    assert torch.allclose(rows[-1, :half].double(), torch.full((half,), long_ms, dtype=torch.float64),
+                          rtol=2 * U) and (rows[-1, half:] == 0).all()
+    assert not torch.allclose(rows[-1].double(), tf[-1], atol=1e-3)
+    # the other tokens: short factors where transformers uses the long ones
+    assert not torch.allclose(rows[1:-1].double(), tf[1:-1], atol=1e-3)

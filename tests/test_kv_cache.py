@@ -301,8 +301,12 @@ def test_engine_flag(capsys):
     report = json.loads(capsys.readouterr().out)
     if report["kv_cache"] is not None:
         assert report["kv_cache"]["engine"] == "vllm"
-    with pytest.raises(SystemExit):
-        inspect.main(["deepseek-v3", "--engine", "sglang"])
+    with pytest.raises(SystemExit):  # an engine the inspector does not know
+        inspect.main(["deepseek-v3", "--engine", "tgi"])
+    # SGLang: its RoPE is reported, its KV cache is not sized
+    assert inspect.main(["deepseek-v3", "--engine", "sglang", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "kv_cache" not in report and report["engine_rope"]["engine"] == "sglang"
     with pytest.raises(ValueError, match="engine must be one of"):
         inspect.inspect_config(inspect.model_config("qwen3-8b"), engine="tgi")
 

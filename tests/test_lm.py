@@ -167,3 +167,21 @@ def test_p_rope_scheme_rotates_as_the_proportional_plan():
     assert torch.allclose(got_k, designs.apply_plan(k, positions, plan).float(), atol=1e-5)
     # two of eight pairs turn: the slow six leave their features unchanged
     assert int((scheme.inv_freq > 0).sum()) == 2
+
+
+@pytest.mark.parametrize("name", lm.SCHEMES)
+def test_every_scheme_caches_as_it_reads_in_one_pass(name):
+    # Three layers (RNoPE-SWA: two sliding, one full) and a window shorter
+    # than the sequence, built from lm alone (the study's models aside).
+    torch.manual_seed(0)
+    scheme = lm.make_scheme(name, d_model=32, n_heads=2, max_positions=64, swa_window=8,
+                            full_every=3, xpos_scale_base=32.0)
+    torch.manual_seed(1)
+    model = lm.DecoderLM(lm.VOCAB_SIZE, 32, 3, 2, scheme).eval()
+    tokens = _tokens()
+    with torch.no_grad():
+        full = model(tokens)
+        cache = []
+        pieces = [model(tokens[:, a:b], cache=cache)
+                  for a, b in [(0, 5), (5, 6), (6, 30), (30, 40)]]
+    assert torch.allclose(torch.cat(pieces, 1), full, atol=1e-5)

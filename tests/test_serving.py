@@ -258,6 +258,7 @@ def test_gemma3_without_max_position_embeddings_gets_its_class_default(tmp_path)
 @pytest.mark.parametrize("engine, when", [
     ("transformers", "per forward: the long factors once the sequence passes"),
     ("vllm", "never: fixed at start-up by max_model_len"),
+    ("sglang", "per batch: any position > original switches every token"),
 ])
 def test_engine_flag_reports_the_engines_rope(engine, when, capsys):
     """``--engine`` names the chosen engine's pair layout, factor and frequency
@@ -268,3 +269,47 @@ def test_engine_flag_reports_the_engines_rope(engine, when, capsys):
                if row.strip().startswith("engine RoPE")]
     assert f"{engine}: pairs" in line and when in line
     assert "factor 1.19024 on cos and sin (logits x 1.41667)" in line
+
+
+@pytest.mark.parametrize("model, engine, pairs", [
+    ("llama-3.1-8b", "vllm", "pairs halves (NEOX);"),
+    ("deepseek-v3", "vllm", "pairs neighbours (GPT-J style);"),
+    ("ernie-4.5-0.3b-base-pt", "vllm", "pairs neighbours (GPT-J style);"),
+    ("llama-4-scout-17b-16e-instruct", "vllm",
+     "pairs halves (NEOX) on q/k rows permuted at load = neighbours;"),
+    ("smollm3-3b", "vllm", "pairs halves (Transformers backend);"),
+    ("olmo-3.1-32b-instruct", "sglang", "pairs halves (NEOX);"),
+    ("kimi-k2-instruct", "sglang", "pairs neighbours (GPT-J style);"),
+])
+def test_engine_flag_reports_the_per_model_pair_layout(model, engine, pairs, capsys):
+    """``--engine vllm|sglang`` reports the layout the engine's model file sets
+    (posenc_lib.engines.VLLM_PAIRS / SGLANG_PAIRS); on the checkpoint's rows it
+    is the inspector's own record of transformers' pairs (INTERLEAVED_PAIRS),
+    and the JSON report cites the model file's line."""
+    assert inspect.main([model, "--engine", engine]) == 0
+    (line,) = [row for row in capsys.readouterr().out.splitlines()
+               if row.strip().startswith("engine RoPE")]
+    assert f"{engine}: {pairs}" in line
+    _, config = inspect.load_config(model)
+    report = inspect.inspect_config(config, engine=engine)
+    from posenc_lib import engines
+
+    expected = "neighbours" if inspect._pair_layout(config) == "interleaved" else "halves"
+    layout = (engines.vllm_pairs if engine == "vllm" else engines.sglang_pairs)(config)
+    assert layout["checkpoint_pairs"] == expected
+    source = report["engine_rope"]["pairs_source"]
+    assert source.startswith({"vllm": "vllm-project/vllm vllm==0.33.0",
+                              "sglang": "sgl-project/sglang sglang==0.5.23"}[engine])
+    assert " line " in source
+
+
+def test_sglang_engine_has_no_kv_cache_size(capsys):
+    """SGLang's KV-cache sizing is not transcribed: the report says so rather
+    than give transformers' or vLLM's number under SGLang's name."""
+    _, config = inspect.load_config("llama-3.1-8b")
+    report = inspect.inspect_config(config, engine="sglang")
+    assert "kv_cache" not in report and "not transcribed" in report["kv_cache_not_covered"]
+    with pytest.raises(ValueError, match="engine"):
+        inspect.inspect_config(config, engine="llama.cpp")
+    with pytest.raises(ValueError, match="engine"):
+        serving.kv_cache_bytes(config, length=10, engine="sglang")

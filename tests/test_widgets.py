@@ -16,7 +16,8 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
 from posenc_lib.widgets import LIVE_SCALE, InteractiveFigure, Slider, core, registry, set_frontend
-from posenc_lib.figures import DPI, _base, fast_rendering, new_figure, to_png
+from posenc_lib.figures import (DPI, SHOWN_WIDTH, _base, fast_rendering, figure_dpi,
+                                new_figure, to_png)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = registry()
@@ -74,9 +75,43 @@ def test_every_figure_draws_through_the_layer_cache(name):
     png = to_png(fig, compress_level=1, reuse_axes=True)
     assert png.startswith(PNG_MAGIC)
     width, height = fig.get_size_inches()
-    assert _png_size(png) == (round(width * DPI), round(height * DPI)), name
+    # As wide as the book shows it (narrower figures are never enlarged), or wider.
+    assert _png_size(png) == (int(width * fig.dpi), int(height * fig.dpi)), name
+    assert _png_size(png)[0] >= SHOWN_WIDTH, name
     assert _base._layers.hits + _base._layers.misses - drawn == _eligible_axes(fig), \
         f"{name}: an axis was drawn without the layer cache"
+
+
+# The smallest legend text, in CSS pixels of font size, where the book shows a
+# figure (at a 1280 x 900 window, SHOWN_WIDTH pixels wide).
+MIN_LEGEND_PX = 10
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_legend_is_legible_where_the_book_shows_it(name):
+    from matplotlib.legend import Legend
+
+    fig = FIGURES[name].figure()
+    natural = int(fig.get_size_inches()[0] * fig.dpi)
+    shown = min(natural, SHOWN_WIDTH)  # every figure image fills the column
+    small = [(round(t.get_fontsize() * fig.dpi / 72 * shown / natural, 1), t.get_text())
+             for legend in fig.findobj(Legend) for t in legend.get_texts()
+             if t.get_text() and t.get_fontsize() * fig.dpi / 72 * shown / natural
+             < MIN_LEGEND_PX]
+    assert not small, f"{name}: legend text below {MIN_LEGEND_PX} px in the book: {small}"
+
+
+def test_figures_are_drawn_as_wide_as_the_book_shows_them():
+    """Every width in inches gives SHOWN_WIDTH pixels, at 1x and 2x, never below DPI."""
+    for width in (2.0, 5.6, 6.4, 6.8, 7.2, 8.4, 9.0, SHOWN_WIDTH / DPI):
+        fig = new_figure(width, 1.0)
+        for scale in (1, 2):
+            png = to_png(fig, dpi=fig.dpi * scale, compress_level=1)
+            assert _png_size(png)[0] == scale * SHOWN_WIDTH, (width, scale)
+    assert figure_dpi(12.0) == DPI  # wider figures are drawn at DPI, and shrunk
+    for width in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="width"):
+            figure_dpi(width)
 
 
 # Pixel comparison of the cached renderer against plain savefig, on three
@@ -204,6 +239,15 @@ def test_static_html_holds_every_combination_and_starts_at_the_default():
     assert not re.search(r"<script[^>]+src=", figure.static_html()), "external script"
 
 
+def test_compressed_frames_keep_the_white_background_white():
+    """The palette keeps the figures' white exactly, so a frame sits on the page's white."""
+    for png in (_toy_figure().png(), FIGURES["rope.ROTATION_ANGLES"].png()):
+        before, after = _pixels(png)[..., :3], _pixels(core._compress_png(png))[..., :3]
+        white = (before == 255).all(axis=-1)
+        assert white.any() and (after[white] == 255).all()
+        assert len(core._compress_png(png)) < len(png)
+
+
 def test_identical_frames_are_stored_once():
     def ignores_label(height=1, label="a"):
         return _bar(height)
@@ -234,6 +278,63 @@ def test_frontend_switch_and_mimebundle(monkeypatch):
         set_frontend("browser")
 
 
+def _lab_config():
+    """scripts/lab/jupyter_server_config.py, the server configuration of ``make lab``."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "lab" / "jupyter_server_config.py"
+    spec = importlib.util.spec_from_file_location("posenc_lab_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_live_output_carries_the_still_figure_and_survives_a_reopened_notebook(monkeypatch):
+    """The live output holds, beside the widget, the figure at its defaults and a line
+    saying how to bring the sliders back; the save hook of ``make lab`` keeps only
+    those in the saved file (JupyterLab shows the widget whenever the output holds
+    one, and in a reopened notebook that is "model not found")."""
+    figure = _toy_figure(alt="a toy bar")
+    monkeypatch.setenv("POSENC_LIB_FRONTEND", "live")
+    bundle = figure._repr_mimebundle_()
+    view = "application/vnd.jupyter.widget-view+json"
+    assert bundle[view]["model_id"]
+    still = base64.b64decode(bundle["image/png"])
+    assert still == figure.png()  # the defaults, at the book's resolution
+    assert _png_size(still) == (SHOWN_WIDTH, SHOWN_WIDTH)
+    parser = _Collector()
+    parser.feed(bundle["text/html"])
+    (img,) = [a for t, a in parser.tags if t == "img"]
+    assert img["src"] == "data:image/png;base64," + bundle["image/png"]
+    assert img["alt"] == "a toy bar"
+    assert core.STALE_NOTE in bundle["text/html"]
+    assert core.STALE_NOTE in bundle["text/plain"]
+    assert "sliders back" in core.STALE_NOTE
+
+    lab = _lab_config()
+    assert lab.MARKER == core.STALE_CLASS and lab.WIDGET_VIEW == view
+    other_widget = {"text/plain": "IntSlider(value=0)", view: {"model_id": "abc"}}
+    html_as_lines = dict(bundle, **{"text/html": bundle["text/html"].split("<img")})
+    model = {"type": "notebook", "content": {"cells": [
+        {"cell_type": "code", "outputs": [
+            {"output_type": "execute_result", "data": json.loads(json.dumps(bundle))},
+            {"output_type": "display_data", "data": dict(other_widget)},
+            {"output_type": "display_data", "data": html_as_lines},
+            {"output_type": "stream", "text": "printed"}]},
+        {"cell_type": "markdown", "source": "text"}]}}
+    lab.strip_widget_views(model=model, path="x.ipynb", contents_manager=None)
+    first, second, third, stream = model["content"]["cells"][0]["outputs"]
+    assert set(first["data"]) == {"text/html", "image/png", "text/plain"}
+    assert first["data"]["image/png"] == bundle["image/png"]
+    assert second["data"] == other_widget  # a widget without a still figure is kept
+    assert view not in third["data"]
+    assert stream == {"output_type": "stream", "text": "printed"}
+    untouched = {"type": "file", "content": "text"}
+    lab.strip_widget_views(model=untouched)
+    assert untouched == {"type": "file", "content": "text"}
+
+
 def test_live_widget_redraws_on_slider_change():
     figure = _toy_figure()
     box = figure.live()
@@ -252,7 +353,8 @@ def test_live_image_is_sharp_and_shown_at_its_natural_size():
     figure = _toy_figure()
     box = figure.live()
     natural = _png_size(figure.png())
-    assert natural == (2 * DPI, 2 * DPI)  # the 2 x 2 inch toy figure, at the book's DPI
+    assert natural == (SHOWN_WIDTH, SHOWN_WIDTH)  # the 2 x 2 inch toy figure, as the book
+    # shows it: as wide as the column
     assert _png_size(bytes(box.image.value)) == (LIVE_SCALE * natural[0],
                                                  LIVE_SCALE * natural[1])
     assert box.image.layout.width == f"{natural[0]}px"
@@ -293,14 +395,17 @@ def test_live_widget_shows_a_draft_then_sharpens_once_the_sliders_rest():
         box = figure.live(sharpen_after=0.05)
         box.controls[0].value = 3
         draft = bytes(box.image.value)
-        assert draft == figure.png(height=3, color="C1")  # the book's resolution first
+        # the draft first, at the old book resolution (DPI), shown at the same size
+        assert draft == figure.png(scale=DPI / figure_dpi(2), height=3, color="C1")
+        assert figure.draft_scale == DPI / figure_dpi(2)
         box.controls[0].value = 4  # moves on before the first sharpening is due
         await asyncio.sleep(0.3)
         return draft, bytes(box.image.value)
 
     draft, rested = asyncio.run(scenario())
     assert rested == figure.png(scale=LIVE_SCALE, height=4, color="C1")
-    assert _png_size(rested) == tuple(LIVE_SCALE * n for n in _png_size(draft))
+    assert _png_size(draft) == (2 * DPI, 2 * DPI)
+    assert _png_size(rested) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
 
 
 def test_live_redraw_leaves_garbage_collection_until_the_image_is_sent():
@@ -522,15 +627,16 @@ def test_legends_placed_by_the_data_are_drawn_afresh():
 
 
 def test_cached_glyphs_replay_at_whole_and_fractional_pixel_offsets():
+    # At DPI, the offsets below are whole, half and quarter pixels.
     def text_at(x):
         fig = new_figure(2, 1, layout=None)
         fig.text(x, 0.5, "Offset k, $\\theta_i$ (ÿ)", fontsize=9)
         return fig
 
     for x in (0.1, 0.1 + 1 / (2 * DPI), 0.1 + 3 / (2 * DPI), 0.1 + 0.25 / (2 * DPI)):
-        cached = [to_png(text_at(x)) for _ in range(2)]
+        cached = [to_png(text_at(x), dpi=DPI) for _ in range(2)]
         with fast_rendering(False):
-            reference = to_png(text_at(x))
+            reference = to_png(text_at(x), dpi=DPI)
         for png in cached:  # text has no layer: the pixels are exactly FreeType's
             assert np.array_equal(_pixels(png), _pixels(reference)), x
 
@@ -560,9 +666,9 @@ def test_glyph_bitmaps_are_shared_between_strings_at_every_angle_and_offset():
     for shift in (0.0, 0.5 / (3 * DPI), 0.3 / (3 * DPI)):
         for words in (first, later):
             before = len(renderer._glyphs)
-            cached = to_png(texts(words, shift))
+            cached = to_png(texts(words, shift), dpi=DPI)
             with fast_rendering(False):
-                reference = to_png(texts(words, shift))
+                reference = to_png(texts(words, shift), dpi=DPI)
             assert np.array_equal(_pixels(cached), _pixels(reference)), (words, shift)
         # The second set of strings rasterised fewer glyphs than it drew.
         assert len(renderer._glyphs) - before < sum(len(w) for w in later)
@@ -574,9 +680,9 @@ def test_glyph_bitmaps_are_shared_between_strings_at_every_angle_and_offset():
         return fig
 
     for angle in (0, 90, 45):
-        cached = to_png(one_glyph(angle))
+        cached = to_png(one_glyph(angle), dpi=DPI)
         with fast_rendering(False):
-            reference = to_png(one_glyph(angle))
+            reference = to_png(one_glyph(angle), dpi=DPI)
         assert np.array_equal(_pixels(cached), _pixels(reference)), angle
 
 
@@ -684,6 +790,21 @@ def test_steady_limit_rejects_steps_that_are_not_a_ladder(steps):
 def test_steady_limit_rejects_what_is_not_a_positive_number(value):
     with pytest.raises(ValueError, match="value"):
         _base.steady_limit(value)
+
+
+def test_experiment_explorer_starts_at_twice_the_training_length():
+    """Not at the longest length: at 2L, the first length past training."""
+    from posenc_lib import experiment
+    from posenc_lib.widgets import experiment as explorer
+
+    config = experiment.Config()
+    length = {s.name: s for s in explorer.EXPLORER.sliders}["length"]
+    assert length.default == 2 * config.train_length != length.values[-1]
+    assert length.values == tuple(config.eval_lengths)
+    assert explorer.default_length(experiment.Config(factors=(4, 8))) == \
+        4 * config.train_length
+    assert explorer.default_length(experiment.Config(factors=(2, 8))) == \
+        2 * config.train_length
 
 
 def test_frequency_allocation_axis_top_is_fixed_or_fitted():

@@ -57,9 +57,20 @@ from matplotlib.spines import Spine
 
 __all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
            "fast_rendering", "plain_log_axis", "set_ticks", "steady_limit", "DPI",
-           "SEQUENTIAL", "DIVERGING"]
+           "SHOWN_WIDTH", "figure_dpi", "SEQUENTIAL", "DIVERGING"]
 
-DPI = 80  # one resolution for notebooks, live widgets and static frames
+#: Width in CSS pixels at which the book shows every figure at a 1280 x 900
+#: window: every figure image fills its ``<figure>`` (book/_ext/posenc.css),
+#: which is the article's 832 px less 2 x 32 px of padding and the figure's own
+#: 2 x 8 px. Each figure is drawn at least this many pixels wide, whatever its
+#: size in inches, so that the book shows it pixel for pixel and never enlarges
+#: it (tests/test_browser.py measures both widths in Chromium).
+SHOWN_WIDTH = 752
+#: The smallest resolution a figure is drawn at (a figure wider than
+#: ``SHOWN_WIDTH / DPI`` inches is drawn wider than the column, and shrunk).
+#: The live widget's first, fast image after a slider moves is drawn at this
+#: resolution too (see :meth:`posenc_lib.widgets.InteractiveFigure.live`).
+DPI = 80
 SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
 
@@ -79,10 +90,28 @@ class BookFigure(Figure):
         FigureCanvasAgg(self)
 
 
+def figure_dpi(width: float) -> float:
+    """The resolution a figure ``width`` inches wide is drawn at: ``SHOWN_WIDTH`` pixels.
+
+    Its text, sized in points, then has on screen the size it has in the book
+    (the book scales every figure to the column), now without being enlarged.
+    Never below :data:`DPI`.
+    """
+    width = float(width)
+    if not (math.isfinite(width) and width > 0):
+        raise ValueError(f"width must be a finite number of inches > 0, got {width}")
+    # A hair more: matplotlib truncates width * dpi to whole pixels (at 2x too).
+    return max(float(DPI), SHOWN_WIDTH * (1 + 2.0 ** -30) / width)
+
+
 def new_figure(width: float = 6.4, height: float = 3.6, **kwargs) -> BookFigure:
-    """A new figure of the given size in inches, laid out with ``constrained``."""
+    """A new figure of the given size in inches, laid out with ``constrained``.
+
+    It is drawn at :func:`figure_dpi` of its width (``SHOWN_WIDTH`` pixels
+    wide), which ``to_png`` and the notebooks' display use.
+    """
     kwargs.setdefault("layout", "constrained")
-    return BookFigure(figsize=(width, height), dpi=DPI, **kwargs)
+    return BookFigure(figsize=(width, height), dpi=figure_dpi(width), **kwargs)
 
 
 _skeletons: OrderedDict = OrderedDict()
@@ -156,18 +185,22 @@ def fast_rendering(enabled: bool):
             _enabled = previous
 
 
-def to_png(fig: Figure, *, dpi: float = DPI, compress_level: int = 6,
+def to_png(fig: Figure, *, dpi: float | None = None, compress_level: int = 6,
            reuse_axes: bool = False) -> bytes:
     """Render ``fig`` to PNG bytes with the Agg backend.
 
     Args:
-        dpi: pixels per inch of the image (``2 * DPI`` for high-DPI screens).
+        dpi: pixels per inch of the image; ``None``: the figure's own
+            (:func:`figure_dpi` of its width for figures from
+            :func:`new_figure`; twice that for high-DPI screens).
         compress_level: zlib level, 0-9; it trades size for speed (live widgets use 1).
         reuse_axes: composite cached axis layers (see the module docstring);
             for figures redrawn many times with the same axes.
     """
     from PIL import Image
 
+    if dpi is None:
+        dpi = fig.dpi
     if not _enabled:
         if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
             FigureCanvasAgg(fig)
@@ -206,8 +239,14 @@ def _fast_png(pixels: np.ndarray, level: int) -> bytes:
             + chunk(b"IDAT", zlib.compress(rows.tobytes(), level)) + chunk(b"IEND", b""))
 
 
-def render_rgba(fig: Figure, *, dpi: float = DPI, reuse_axes: bool = False) -> np.ndarray:
-    """Draw ``fig`` once and return its pixels, ``(height, width, 4)`` uint8 RGBA."""
+def render_rgba(fig: Figure, *, dpi: float | None = None,
+                reuse_axes: bool = False) -> np.ndarray:
+    """Draw ``fig`` once and return its pixels, ``(height, width, 4)`` uint8 RGBA.
+
+    ``dpi``: pixels per inch; ``None``: the figure's own.
+    """
+    if dpi is None:
+        dpi = fig.dpi
     with _LOCK:
         if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
             FigureCanvasAgg(fig)

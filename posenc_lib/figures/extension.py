@@ -428,7 +428,7 @@ def partial_conventions(partial_rotary_factor: float = 0.25, *, head_dim: int = 
                    label=convention)
     right.set_xlabel("offset Δ (tokens)")
     right.set_ylabel("score q·R(Δ)k")
-    right.set_title("One head's score, same q and k", fontsize=10)
-    right.legend(fontsize=7, loc="lower left")
+    right.set_title("one head's score, same q, k", fontsize=9)
+    right.legend(fontsize=8.5, loc="lower left")
     right.grid(alpha=0.3)
     return fig

@@ -99,7 +99,7 @@ def decay_bound(dim: int = 128, base: float = 10000.0,
     ax.set_ylabel("value / value at distance 0")
     ax.set_title(f"The bound decays, the typical score does not "
                  f"(dim = {dim}, base = {base:g})", fontsize=10)
-    ax.legend(fontsize=7.5, loc="upper right")  # above the curves, which start at 1
+    ax.legend(fontsize=8.5, loc="upper right")  # above the curves, which start at 1
     ax.grid(alpha=0.3, which="both")
     return fig
 
@@ -146,7 +146,7 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     left.set_xlabel("position m")
     left.set_ylabel("pair i")
     left.set_title(r"angle $m\theta_i$ mod $2\pi$", fontsize=9)
-    left.legend(fontsize=7, loc="upper left", facecolor="0.6", framealpha=0.8)
+    left.legend(fontsize=8, loc="upper left", facecolor="0.6", framealpha=0.8)
     bar = fig.colorbar(mesh, ax=left, location="bottom", shrink=0.8, pad=0.02, aspect=30,
                        label=r"angle $m\theta_i$ mod $2\pi$ (rad)")
     bar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
@@ -162,7 +162,7 @@ def rotation_angles(base: float = 10000.0, dim: int = 128,
     right.set_ylim(-0.5, dim // 2 - 0.5)
     right.set_xlabel(r"wavelength $2\pi/\theta_i$ (positions)")
     right.set_title("wavelength against the context length", fontsize=9)
-    right.legend(fontsize=7, loc="lower right")
+    right.legend(fontsize=8, loc="lower right")
     right.grid(alpha=0.3, which="both")
     fig.suptitle(f"{full.sum()} of {dim // 2} pairs complete a full turn within "
                  f"L = {context_length:,} (base = {base:g}, dim = {dim})", fontsize=10)
@@ -327,16 +327,16 @@ def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
     left.set_xlabel("relative distance n − m (positions)")
     left.set_ylabel("score of q = k = 1, over d")
     left.set_title("score of a constant query and key", fontsize=9)
-    left.legend(fontsize=6.5, loc="lower left")
+    left.legend(fontsize=8, loc="lower left")
     left.grid(alpha=0.3, which="both")
     right.axhline(1, color="k", ls=":", lw=1, label=f"one turn within L = {context_length:,}")
     right.set_ylim(1e-6, 1e4)
     right.set_xlabel("pair i")
     right.set_ylabel("turns within L, Lθ_i / 2π")
     right.set_title("turns within the context length", fontsize=9)
-    right.legend(fontsize=6.5, loc="upper right")
+    right.legend(fontsize=8, loc="upper right")
     right.grid(alpha=0.3, which="major")
-    fig.suptitle(f"p = {p:g} (head_dim = {head_dim}, base = {base:g}): pairs out of "
+    fig.suptitle(f"p = {p:g} (head_dim = {head_dim}, base = {base:g})\npairs out of "
                  f"range at 2L: full {counts[0]}, rotary_dim spacing {counts[1]}, "
                  f"p-RoPE {counts[2]}", fontsize=9)
     return fig

@@ -48,7 +48,7 @@ from matplotlib.figure import Figure
 from ..figures import DPI, to_png
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
-           "MAX_STATIC_VALUES", "LIVE_SCALE"]
+           "MAX_STATIC_VALUES", "LIVE_SCALE", "STALE_NOTE"]
 
 #: Largest number of frames one static figure may hold.
 MAX_FRAMES = 144
@@ -57,6 +57,12 @@ MAX_STATIC_VALUES = 7
 #: The live widget draws this many image pixels per CSS pixel (sharp on high-DPI
 #: screens) and shows the image at its natural size, as ordinary figures are.
 LIVE_SCALE = 2
+#: The class of the still figure beside the live widget; the save hook of
+#: ``make lab`` (scripts/lab/jupyter_server_config.py) looks for it.
+STALE_CLASS = "posenc-stale-figure"
+#: What a notebook reopened without its kernel shows in place of the sliders,
+#: above the figure at its defaults (see :meth:`InteractiveFigure.fallback_bundle`).
+STALE_NOTE = "Run this cell to bring the sliders back; below, the figure at its defaults."
 
 _FRONTENDS = ("live", "static")
 _frontend_override: str | None = None
@@ -270,13 +276,28 @@ class InteractiveFigure:
             fig = self.plot(**{**self.fixed, **self.defaults()})
             fig.draw_without_rendering()
             self._frozen_layout = [ax.get_position().frozen() for ax in fig.axes]
+            self._dpi = float(fig.dpi)
         return self._frozen_layout
 
-    def png(self, *, scale: int = 1, **params) -> bytes:
+    @property
+    def draft_scale(self) -> float:
+        """The live widget's first image after a slider moves, relative to the book's.
+
+        :data:`~posenc_lib.figures.DPI` over the figure's own resolution (at
+        most 1): a figure drawn at 120 dpi to fill the book's column is drafted
+        at 80 dpi, as fast as before, and shown at the same size until the
+        sharp image replaces it.
+        """
+        self._layout()
+        return min(1.0, DPI / self._dpi)
+
+    def png(self, *, scale: float = 1, **params) -> bytes:
         """PNG bytes of :meth:`figure`, cached for the last 64 parameter sets.
 
-        ``scale`` multiplies the resolution (2 for the live widget on high-DPI
-        screens). Encoded fast (zlib level 1) through the caching renderer
+        ``scale`` multiplies the figure's own resolution (the book's, which
+        fills the column: see :func:`posenc_lib.figures.figure_dpi`); 2 for
+        the live widget on high-DPI screens, :attr:`draft_scale` for its
+        first image. Encoded fast (zlib level 1) through the caching renderer
         (:func:`posenc_lib.figures.to_png` with ``reuse_axes``); :meth:`frames`
         recompresses for the book.
         """
@@ -285,14 +306,14 @@ class InteractiveFigure:
             self._cache.move_to_end(key)
             return self._cache[key]
         with _gc_paused():
-            data = to_png(self.figure(**params), dpi=DPI * scale, compress_level=1,
-                          reuse_axes=True)
+            fig = self.figure(**params)
+            data = to_png(fig, dpi=fig.dpi * scale, compress_level=1, reuse_axes=True)
         self._cache[key] = data
         if len(self._cache) > 64:
             self._cache.popitem(last=False)
         return data
 
-    def _key(self, scale: int, params: Mapping) -> tuple:
+    def _key(self, scale: float, params: Mapping) -> tuple:
         return (scale,) + tuple(sorted({**self.defaults(), **params}.items()))
 
     # -- static rendering ---------------------------------------------------------
@@ -387,9 +408,11 @@ class InteractiveFigure:
 
         The image is shown at the figure's natural width (as large as the static
         figures beside it) and is sharp on high-DPI screens: a slider change
-        first draws at the book's resolution, which is fast, then, once the
-        sliders have rested for ``sharpen_after`` seconds, at
-        :data:`LIVE_SCALE` times that (``None``: never sharpen). Sliders update
+        first draws a draft at :attr:`draft_scale` of the book's resolution
+        (:data:`~posenc_lib.figures.DPI`, shown at the same size, slightly
+        soft), which is fast, then, once the sliders have rested for
+        ``sharpen_after`` seconds, at :data:`LIVE_SCALE` times the book's
+        resolution (``None``: never sharpen). Sliders update
         while dragging: the redraw reuses cached glyphs and axis layers (see
         :mod:`posenc_lib.figures`), and ipywidgets sends at most one change at a
         time while the kernel is busy, so a slow redraw never queues up.
@@ -419,7 +442,7 @@ class InteractiveFigure:
         def current() -> dict:
             return {s.name: c.value for s, c in zip(self.sliders, controls)}
 
-        def show(scale: int, params: dict) -> None:
+        def show(scale: float, params: dict) -> None:
             try:
                 with _gc_deferred():
                     image.value = self.png(scale=scale, **params)
@@ -440,7 +463,7 @@ class InteractiveFigure:
             if self._key(LIVE_SCALE, params) in self._cache:  # drawn sharp before
                 show(LIVE_SCALE, params)
                 return
-            show(1, params)
+            show(self.draft_scale, params)
             if sharpen_after is None or status.value:
                 return
             handle = _call_later(sharpen_after, sharpen, params)
@@ -465,11 +488,31 @@ class InteractiveFigure:
         if frontend() == "static":
             return {"text/html": self.static_html(), "text/plain": repr(self)}
         bundle = dict(self.live()._repr_mimebundle_(include=include, exclude=exclude) or {})
-        # Frontends without a widget manager fall back to the default frame.
-        png = base64.b64encode(self.png()).decode("ascii")
-        bundle.setdefault("image/png", png)
-        bundle["text/plain"] = repr(self)
+        bundle.update(self.fallback_bundle())
         return bundle
+
+    def fallback_bundle(self) -> dict:
+        """What the live widget's output holds besides the widget: the figure at its defaults.
+
+        A frontend without a widget manager (nbviewer, GitHub, ``nbconvert``)
+        shows it instead of the widget: ``text/html`` with ``STALE_NOTE``
+        above the image, ``image/png`` and ``text/plain`` (the note) for the
+        rest. JupyterLab renders the widget whenever the output holds one, and
+        a notebook reopened without its kernel shows "model not found" there.
+        The save hook that ``make lab`` sets up
+        (``scripts/lab/jupyter_server_config.py``) removes the widget from the
+        saved file, so that the reopened notebook shows this bundle.
+        """
+        png = base64.b64encode(self.png()).decode("ascii")
+        alt = html.escape(self.alt or f"{self.name} figure", quote=True)
+        note = html.escape(STALE_NOTE)
+        return {
+            "text/html": (f'<div class="{STALE_CLASS}"><p><em>{note}</em></p>'
+                          f'<img alt="{alt}" style="max-width:100%;height:auto" '
+                          f'src="data:image/png;base64,{png}"></div>'),
+            "image/png": png,
+            "text/plain": f"{self!r}\n{STALE_NOTE}",
+        }
 
     def __repr__(self) -> str:
         sliders = ", ".join(f"{s.name}={s.default!r}" for s in self.sliders)
@@ -523,12 +566,25 @@ def _gc_deferred():
 
 
 def _compress_png(data: bytes) -> bytes:
-    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller."""
+    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller.
+
+    The palette comes from an octree (Pillow's ``FASTOCTREE``), whose error is
+    spread evenly over the colours (a few levels in 255): on the book's frames
+    it gives files about a quarter smaller than median cut, whose error is
+    smaller on average but reaches tens of levels on some colours. Entries
+    within 3 levels of white are made white, so a figure's background is the
+    page's.
+    """
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
-        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                                                dither=Image.Dither.NONE)
+        palette = quantized.getpalette()
+        for k in range(0, len(palette), 3):
+            if min(palette[k:k + 3]) >= 252:
+                palette[k:k + 3] = [255, 255, 255]
+        quantized.putpalette(palette)
         buf = io.BytesIO()
         quantized.save(buf, format="PNG", optimize=True)
     smaller = buf.getvalue()

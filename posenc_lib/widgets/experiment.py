@@ -9,7 +9,7 @@ from .. import experiment
 from ..figures import experiment as figures
 from .core import InteractiveFigure, Slider
 
-__all__ = ["EXPLORER", "explorer_for", "stored_results"]
+__all__ = ["EXPLORER", "explorer_for", "stored_results", "default_length"]
 
 _ALT = ("Perplexity per position of one trained model or RoPE extension at one "
         "evaluation length, with its 95 % band and the sliding-window reference.")
@@ -21,18 +21,39 @@ def stored_results() -> dict:
     return experiment.load_results(check_environment=False)
 
 
-def study_explorer(model: str = "rope", length: int = 512):
-    """:func:`posenc_lib.figures.experiment.explorer` on the stored results."""
-    return figures.explorer(stored_results(), model, length)
+def default_length(config: experiment.Config) -> int:
+    """The evaluation length the explorer starts at: ``2 L``, the first one past training.
+
+    There a trained model first meets positions it never saw, and an extension
+    runs at its smallest factor, ``s = 2``; the longest length is one slider
+    move away. Without ``2 L`` among the lengths, the shortest one past ``L``
+    (or ``L`` itself if there is none).
+    """
+    lengths = config.eval_lengths
+    L = config.train_length
+    if 2 * L in lengths:
+        return 2 * L
+    return min((n for n in lengths if n > L), default=L)
 
 
-def _sliders(names, lengths) -> list:
+def study_explorer(model: str = "rope", length: int | None = None):
+    """:func:`posenc_lib.figures.experiment.explorer` on the stored results.
+
+    ``length`` defaults to :func:`default_length` of the stored configuration.
+    """
+    results = stored_results()
+    if length is None:
+        length = default_length(experiment.Config.from_dict(results["config"]))
+    return figures.explorer(results, model, length)
+
+
+def _sliders(names, config: experiment.Config) -> list:
     # Every model and every length in the static book too (16 x 4 frames for
     # the default configuration), not an evenly spaced subset.
-    names, lengths = tuple(names), tuple(lengths)
+    names, lengths = tuple(names), tuple(config.eval_lengths)
     return [Slider.choice("model", names, default="rope" if "rope" in names else names[0],
                           label="model or extension", static=names),
-            Slider.choice("length", lengths, default=lengths[-1],
+            Slider.choice("length", lengths, default=default_length(config),
                           label="evaluation length", static=lengths, kind="slider")]
 
 
@@ -43,13 +64,11 @@ def explorer_for(results: Mapping) -> InteractiveFigure:
     :class:`~posenc_lib.experiment.Config`.
     """
     config = experiment.Config.from_dict(results["config"])
-    return InteractiveFigure(figures.explorer, _sliders(results["models"],
-                                                        config.eval_lengths),
+    return InteractiveFigure(figures.explorer, _sliders(results["models"], config),
                              fixed={"results": results}, alt=_ALT)
 
 
 _config = experiment.Config()
 _NAMES = tuple(experiment.MODELS) + tuple(f"rope+{e}" for e in experiment.EXTENSIONS)
 
-EXPLORER = InteractiveFigure(study_explorer, _sliders(_NAMES, _config.eval_lengths),
-                             alt=_ALT)
+EXPLORER = InteractiveFigure(study_explorer, _sliders(_NAMES, _config), alt=_ALT)

@@ -1,0 +1,59 @@
+"""Jupyter server configuration for ``make lab``: a save hook for the live figures.
+
+``make lab`` starts JupyterLab with ``JUPYTER_CONFIG_PATH`` pointing here, so
+the server loads this file as its configuration (``c`` below). It sets one
+thing, :func:`strip_widget_views` as the hook the server runs on every
+notebook before writing it to disk.
+
+Why: an interactive figure's output holds the live widget (its
+``application/vnd.jupyter.widget-view+json``) and, beside it, the figure at
+its defaults with a line saying to run the cell again
+(``InteractiveFigure.fallback_bundle`` in ``posenc_lib/widgets/core.py``).
+JupyterLab renders the widget whenever an output holds one; in a notebook
+reopened without the kernel that made it, the widget's model is gone and
+JupyterLab shows "Error displaying widget: model not found" instead
+(jupyterlab_widgets 3.0.17, ``WidgetRenderer.renderModel``; it never falls
+back to the output's other formats). The hook removes the widget from those
+outputs in the saved file only: the open notebook keeps its live sliders, and
+the reopened one shows the still figure and the line. Outputs of other
+widgets, which carry no such figure, are saved as they are.
+
+It imports nothing from the project, so the server starts without torch.
+Checked with jupyter_server 2.21.1 (the pinned one): a notebook PUT through
+the contents API with a live figure's output is written without the widget
+view, with the still figure (tests/test_widgets.py checks the hook itself).
+"""
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: The class of the ``text/html`` fallback that marks the book's live figures.
+MARKER = "posenc-stale-figure"
+
+
+def strip_widget_views(model, **_kwargs):
+    """Drop the widget view from every output that also holds the book's still figure.
+
+    Args:
+        model: the contents model being saved (``model["content"]`` is the
+            notebook as a dict); changed in place. Other kinds of file are
+            left alone.
+    """
+    if not isinstance(model, dict) or model.get("type") != "notebook":
+        return
+    content = model.get("content") or {}
+    for cell in content.get("cells", []):
+        for output in cell.get("outputs", None) or []:
+            data = output.get("data") or {}
+            html = data.get("text/html", "")
+            if not isinstance(html, str):
+                html = "".join(html)  # nbformat allows a list of lines
+            if WIDGET_VIEW in data and MARKER in html:
+                del data[WIDGET_VIEW]
+
+
+if "c" in globals():  # loaded by Jupyter as a configuration file
+    import warnings
+
+    # The server applies this setting twice and warns that the hook replaces itself.
+    warnings.filterwarnings("ignore", message=r"Overriding existing pre_save_hook "
+                            r"\(strip_widget_views\)")
+    c.ContentsManager.pre_save_hook = strip_widget_views  # noqa: F821
