@@ -28,6 +28,9 @@ STYLE = {
     "rope+pi": ("C6", "s"), "rope+ntk": ("C8", "D"), "rope+yarn": ("k", "^"),
     "rope+yarn-notemp": ("0.4", "v"), "rope+ntk-yarntemp": ("C1", "<"),
     "rope+dynamic": ("C0", ">"), "rope+dynamic-kv": ("C3", "x"),
+    "xpos-sb512": ("C5", "X"), "p-rope": ("C1", "p"), "rnope-swa": ("C6", "h"),
+    "rope+dynamic-f": ("C9", "<"), "drope": ("C2", "d"), "rope-ft": ("C4", "x"),
+    "rope+pi-ft": ("C6", "P"), "rope+yarn-ft": ("0.2", "^"),
 }
 
 
