@@ -361,7 +361,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- the retrieval results' readers (chapter 7) ----------------------------------
     _m("retrieval-cells-other-band", "retrieval.py",
        'key=lambda c: cells[c]["length"])', 'key=lambda c: -cells[c]["length"])',
-       ["07_experiment"], "a band's cells read longest item first, so outcomes no "
+       [], "a band's cells read longest item first, so outcomes no "
        "longer line up with the lengths asked for"),
     # ---- the figures' renderer (no chapter derives it: unit tests only) ---------------------
     _m("glyph-subpixel-ignored", "figures/_base.py",
@@ -486,8 +486,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ["07_experiment"], "intervals beside Holm's verdicts printed at the unadjusted "
        "level, so an interval can exclude 0 beside 'not distinguishable'"),
     _m("xpos-scale-base-default", "experiment.py",
-       "                   xpos_scale_base=config.xpos_scale_base)",
-       "                   xpos_scale_base=512.0)",
+       "                   xpos_scale_base=config.xpos_scale_base,",
+       "                   xpos_scale_base=512.0,",
        ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
        "configured one"),
     _m("position-task-query-rebound", "retrieval.py",
