@@ -13,7 +13,7 @@ Chapter 7's study trains and scores the models on it: the models of
 :data:`posenc_lib.experiment.MODELS`, trained by
 :func:`posenc_lib.experiment.train_model` with ``study="task"`` (one trainer
 and one configuration, :class:`posenc_lib.experiment.Config`, for both
-studies), and :func:`posenc_lib.experiment.main` writes
+studies), and ``python -m posenc_lib.experiment`` writes
 ``results/retrieval.json``. This module reads that file back
 (:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
 """
@@ -246,8 +246,8 @@ def order_free_accuracy(task: PositionTask, inputs: torch.Tensor,
 
 def load_results(path: str | Path = RESULTS_PATH, *,
                  config: "experiment.Config | None" = None) -> dict:
-    """Load ``results/retrieval.json`` (written by
-    :func:`posenc_lib.experiment.main`) and refuse it (``ValueError``) if
+    """Load ``results/retrieval.json`` (written by ``python -m
+    posenc_lib.experiment``) and refuse it (``ValueError``) if
     another schema version or another configuration (default
     :class:`posenc_lib.experiment.Config` ()) made it."""
     config = experiment.Config() if config is None else config
