@@ -169,9 +169,9 @@ def _yarn_2(model, train_length):
                              original_max_position_embeddings=train_length)
 
 
-#: Fine-tunes of the trained ``"rope"`` model, by name: DroPE's recalibration,
-#: RoPE continued for the same steps (DroPE's control), and PI and YaRN at
-#: factor 2 fine-tuned on sequences of ``2L``, as they were designed.
+#: Fine-tunes of the trained ``"rope"`` model, by name (DroPE's recalibration,
+#: RoPE continued for the same steps as DroPE's control, and PI and YaRN at
+#: factor 2 fine-tuned on sequences of ``2L``, as they were designed).
 FINETUNES: dict[str, FineTune] = {
     "drope": FineTune(_drop_rope),
     "rope-ft": FineTune(_keep),
@@ -263,9 +263,9 @@ EXTENSIONS: dict[str, Extension] = {
     "dynamic-f": Extension(_dynamic_factor, evaluation="reencode"),
 }
 
-#: Extensions not scored on retrieval: only the last position is scored there,
-#: in one pass, where dynamic NTK with factor 1 is NTK-aware at the item's
-#: length ratio, item by item.
+#: The extensions not scored on retrieval (only the last position is scored
+#: there, in one pass, where dynamic NTK with factor 1 is NTK-aware at the
+#: item's length ratio, item by item).
 RETRIEVAL_SKIP = ("dynamic", "dynamic-kv")
 
 
