@@ -169,9 +169,9 @@ def _yarn_2(model, train_length):
                              original_max_position_embeddings=train_length)
 
 
-#: Fine-tunes of the trained ``"rope"`` model, by name: DroPE's recalibration,
-#: RoPE continued for the same steps (DroPE's control), and PI and YaRN at
-#: factor 2 fine-tuned on sequences of ``2L``, as they were designed.
+#: Fine-tunes of the trained ``"rope"`` model, by name (DroPE's recalibration,
+#: RoPE continued for the same steps as DroPE's control, and PI and YaRN at
+#: factor 2 fine-tuned on sequences of ``2L``, as they were designed).
 FINETUNES: dict[str, FineTune] = {
     "drope": FineTune(_drop_rope),
     "rope-ft": FineTune(_keep),
@@ -263,9 +263,9 @@ EXTENSIONS: dict[str, Extension] = {
     "dynamic-f": Extension(_dynamic_factor, evaluation="reencode"),
 }
 
-#: Extensions not scored on retrieval: only the last position is scored there,
-#: in one pass, where dynamic NTK with factor 1 is NTK-aware at the item's
-#: length ratio, item by item.
+#: The extensions not scored on retrieval (only the last position is scored
+#: there, in one pass, where dynamic NTK with factor 1 is NTK-aware at the
+#: item's length ratio, item by item).
 RETRIEVAL_SKIP = ("dynamic", "dynamic-kv")
 
 
@@ -580,15 +580,15 @@ def _plant(config: Config, rows: Tensor, generator: torch.Generator) -> Tensor:
 def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tensor]], *,
         device: torch.device, desc: str = "train", progress: bool = False,
         log_row: Callable | None = None) -> tuple[list, float]:
-    """The training loop both studies share (this one and
-    :mod:`posenc_lib.retrieval`): AdamW, the learning rate of
+    """The training loop both studies share (the language model and the
+    retrieval task, :func:`train_model`): AdamW, the learning rate of
     :func:`lr_factor`, cross-entropy on every target that is not -100,
     gradients clipped to norm 1, ``config.steps`` steps.
 
     Args:
         config: any object with ``lr``, ``weight_decay``, ``warmup``,
-            ``steps`` and ``log_every`` (this module's :class:`Config` or
-            :class:`posenc_lib.retrieval.Config`).
+            ``steps`` and ``log_every`` (this module's :class:`Config`, or
+            one with the fine-tune's schedule).
         next_batch: returns the next ``(inputs, targets)``, ``(b, n)`` int64
             on the CPU (-100: not scored), or ``(inputs, targets, weights)``
             with ``(b, n)`` float weights: the loss is then

@@ -358,13 +358,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "        columns[j, j] = reflected\n", "",
        ["06_extension"], "the least-squares QR keeps a column's old top entry as R's "
        "diagonal"),
-    # ---- the passkey retrieval task (chapter 7) ----------------------------------------
-    _m("passkey-answer-distractor", "retrieval.py",
-       "        answers[i] = pair[i, 0]\n", "        answers[i] = pair[i, 1]\n",
-       ["07_experiment"], "the answer key takes the other marker's value (the distractor)"),
-    _m("passkey-repeat-unscored", "retrieval.py",
-       "            if m in which[:starts.index(p)]:\n", "            if False:\n",
-       [], "repeats of a marker left unscored: one answer per training sequence"),
+    # ---- the retrieval results' readers (chapter 7) ----------------------------------
+    _m("retrieval-cells-other-band", "retrieval.py",
+       'key=lambda c: cells[c]["length"])', 'key=lambda c: -cells[c]["length"])',
+       [], "a band's cells read longest item first, so outcomes no "
+       "longer line up with the lengths asked for"),
     # ---- the figures' renderer (no chapter derives it: unit tests only) ---------------------
     _m("glyph-subpixel-ignored", "figures/_base.py",
        "px & 0x3F, py & 0x3F,", "0, 0,",
@@ -493,8 +491,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ["07_experiment"], "intervals beside Holm's verdicts printed at the unadjusted "
        "level, so an interval can exclude 0 beside 'not distinguishable'"),
     _m("xpos-scale-base-default", "experiment.py",
-       "                   xpos_scale_base=config.xpos_scale_base)",
-       "                   xpos_scale_base=512.0)",
+       "                   xpos_scale_base=config.xpos_scale_base,",
+       "                   xpos_scale_base=512.0,",
        ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
        "configured one"),
     _m("position-task-query-rebound", "retrieval.py",

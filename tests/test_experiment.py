@@ -622,6 +622,48 @@ def test_the_explorer_follows_the_results_it_is_given(smoke_results):
     assert len(fig.axes) == 1
 
 
+def test_the_figures_draw_the_fine_tunes_as_models_of_their_own(smoke_results):
+    from posenc_lib.figures import experiment as figures
+    from posenc_lib.widgets import experiment as widgets
+
+    # a fine-tune has its own full pass and sliding window, like a trained model
+    entry = smoke_results["models"]["rope+pi-ft"]
+    assert entry["kind"] == "finetuned" and "sliding" in entry
+    fig = figures.position_curves(smoke_results, ["rope"] + list(SMOKE.finetunes),
+                                  sliding=["rope+pi-ft"])
+    drawn = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert set(SMOKE.finetunes) <= set(drawn)
+    # its curve is exp of the stored losses' mean over seeds and windows
+    stored = np.exp(np.asarray(entry["loss"][str(SMOKE.eval_length)]).mean((0, 1)))
+    line = fig.axes[0].get_lines()[drawn.index("rope+pi-ft")]
+    assert np.allclose(line.get_ydata(), stored, rtol=1e-12)
+    figure = widgets.explorer_for(smoke_results)
+    assert len(figure.figure(model="drope", length=SMOKE.eval_length).axes) == 1
+    # the book's explorer offers every fine-tune
+    assert set(experiment.FINETUNES) <= set(widgets._NAMES)
+
+
+def test_the_retrieval_figure_draws_the_stored_accuracy(tmp_path):
+    from posenc_lib import retrieval
+    from posenc_lib.figures import experiment as figures
+
+    experiment.main(["--smoke", "--no-cache", "--quiet", "--device", "cpu",
+                     "--out", str(tmp_path / "lg.json"),
+                     "--retrieval-out", str(tmp_path / "retrieval.json")])
+    tasks = retrieval.load_results(tmp_path / "retrieval.json", config=SMOKE)
+    fig = figures.retrieval_accuracy(tasks, ["rope", "drope"])
+    lines = [c for c in fig.axes[0].containers]
+    assert len(lines) == 2
+    # each marker sits at the band's accuracy: the mean of the stored per-seed
+    # accuracies (every seed scores the same number of items)
+    for container, name in zip(lines, ["rope", "drope"]):
+        y = container.lines[0].get_ydata()
+        stored = [np.mean(tasks["accuracy"][name][b]) for b in tasks["bands"]]
+        assert np.allclose(y, stored, atol=5e-5)
+    with pytest.raises(ValueError, match="not in the results"):
+        figures.retrieval_accuracy(tasks, ["rope+dynamic"])
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="models"):
         experiment.Config(models=("rope", "fourier"))

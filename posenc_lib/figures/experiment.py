@@ -18,7 +18,7 @@ from matplotlib.ticker import LogLocator
 from .. import experiment
 from ._base import BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves",
-           "training_curves", "explorer"]
+           "training_curves", "retrieval_accuracy", "explorer"]
 
 #: One colour (and marker) per model, shared by every figure of the chapter.
 STYLE = {
@@ -28,6 +28,9 @@ STYLE = {
     "rope+pi": ("C6", "s"), "rope+ntk": ("C8", "D"), "rope+yarn": ("k", "^"),
     "rope+yarn-notemp": ("0.4", "v"), "rope+ntk-yarntemp": ("C1", "<"),
     "rope+dynamic": ("C0", ">"), "rope+dynamic-kv": ("C3", "x"),
+    "xpos-sb512": ("C5", "X"), "p-rope": ("C1", "p"), "rnope-swa": ("C6", "h"),
+    "rope+dynamic-f": ("C9", "<"), "drope": ("C2", "d"), "rope-ft": ("C4", "x"),
+    "rope+pi-ft": ("C6", "P"), "rope+yarn-ft": ("0.2", "^"),
 }
 
 
@@ -217,6 +220,44 @@ def training_curves(results: Mapping, models: Sequence[str]) -> BookFigure:
     ax.set_ylabel("training loss, one batch\n(nats per byte, log scale)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=3)
+    return fig
+
+
+def retrieval_accuracy(results: Mapping, models: Sequence[str]) -> BookFigure:
+    """Accuracy on the retrieval task per distance band for ``models``, from
+    the retrieval results file (``results/retrieval.json``'s content), with
+    95 % intervals made for 0/1 outcomes
+    (:func:`posenc_lib.experiment.accuracy_interval`), and the chance level
+    and the order-free bound of each band."""
+    from .. import retrieval
+
+    models = list(models)
+    unknown = [n for n in models if n not in results["outcomes"]]
+    if unknown:
+        raise ValueError(f"models {unknown} are not in the results; have "
+                         f"{list(results['outcomes'])}")
+    bands = list(results["bands"])
+    fig, ax = new_subplots(10.5, 3.8)
+    width = 0.8 / len(models)
+    for k, name in enumerate(models):
+        cis = [experiment.accuracy_interval(retrieval.outcomes(results, name, band))
+               for band in bands]
+        x = np.arange(len(bands)) - 0.4 + (k + 0.5) * width
+        mean = np.array([c.mean for c in cis])
+        err = np.array([[c.mean - c.low, c.high - c.mean] for c in cis]).T
+        colour, marker = _style(name)
+        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2, label=name)
+    edges = np.arange(len(bands) + 1) - 0.5
+    for key, label, ls in (("chance", "chance", ":"), (None, "order-free bound", "--")):
+        values = (results["chance"] if key else results["controls"]["prefix_sets"])
+        ax.stairs([values[b] for b in bands], edges, color="grey", ls=ls, label=label,
+                  baseline=None)
+    set_ticks(ax.xaxis, range(len(bands)), [f"distances {b}" for b in bands])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("accuracy")
+    ax.set_xlabel("distance band (every item length of the band); bars: 95 % interval")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

@@ -11,8 +11,8 @@ from .core import InteractiveFigure, Slider
 
 __all__ = ["EXPLORER", "explorer_for", "stored_results", "default_length"]
 
-_ALT = ("Perplexity per position of one trained model or RoPE extension at one "
-        "evaluation length, with its 95 % band and the sliding-window reference.")
+_ALT = ("Perplexity per position of one trained or fine-tuned model or RoPE extension at "
+        "one evaluation length, with its 95 % band and the sliding-window reference.")
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,6 +69,7 @@ def explorer_for(results: Mapping) -> InteractiveFigure:
 
 
 _config = experiment.Config()
-_NAMES = tuple(experiment.MODELS) + tuple(f"rope+{e}" for e in experiment.EXTENSIONS)
+_NAMES = (tuple(experiment.MODELS) + tuple(experiment.FINETUNES)
+          + tuple(f"rope+{e}" for e in experiment.EXTENSIONS))
 
 EXPLORER = InteractiveFigure(study_explorer, _sliders(_NAMES, _config), alt=_ALT)
