@@ -53,7 +53,7 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 
 #: Display names of transformers' rope types.
 #: The engines ``--engine`` accepts: :data:`posenc_lib.serving.ENGINES` (whose KV
-#: cache is sized) and SGLang (RoPE only, :func:`posenc_lib.engines.engine_summary`).
+#: cache is sized) and SGLang (RoPE only, ``posenc_lib.engines.engine_summary``).
 ENGINES = serving.ENGINES + ("sglang",)
 
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
@@ -428,11 +428,11 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
             ``max_position_embeddings``, the length the config supports, for
             the serving numbers.
         name: a label for the report.
-        engine: whose conventions to report, one of :data:`ENGINES`: the KV
+        engine: whose conventions to report, one of ``ENGINES``: the KV
             cache (:func:`posenc_lib.serving.kv_cache_bytes`, which knows
             transformers and vLLM; for ``"sglang"`` the report says the cache
             is not sized) and the engine's RoPE
-            (:func:`posenc_lib.engines.engine_summary`).
+            (``posenc_lib.engines.engine_summary``).
 
     Keys of the rope block that transformers ignores are ignored here too; the
     report lists them under ``warnings`` (instead of raising a warning), with

@@ -137,17 +137,19 @@ def test_vllm_dynamic_ntk_is_the_configured_base_at_every_length(factor):
     assert long[-1].item() == pytest.approx(1 / ntk ** ((dim - 2) / dim), rel=8 * U)
 
 
+@pytest.mark.parametrize("engine_inv_freq", ["vllm_llama3_inv_freq",
+                                             "sglang_llama3_inv_freq"])
 @SETTINGS
 @given(dim=dims, base=bases, factor=factors, orig=origs,
        bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
-def test_vllm_llama3_matches_transformers(dim, base, factor, orig, bands):
+def test_engine_llama3_matches_transformers(engine_inv_freq, dim, base, factor, orig, bands):
     inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
                                        low_freq_factor=bands[0], high_freq_factor=bands[1],
                                        original_max_position_embeddings=orig,
                                        reference="transformers", dtype=torch.float32)
-    v = engines.vllm_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
+    ours = getattr(engines, engine_inv_freq)(dim, base, factor, bands[0], bands[1], orig)
     # same formula, evaluated as (1-s)*f/factor + s*f in both: <= 4u apart
-    assert torch.allclose(v, inv, rtol=4 * U, atol=0) and att == 1.0
+    assert torch.allclose(ours, inv, rtol=4 * U, atol=0) and att == 1.0
 
 
 def test_vllm_longrope_is_static_where_transformers_switches_per_length():
@@ -547,18 +549,6 @@ def test_sglang_dynamic_ntk_is_the_longest_lengths_base_at_every_length(factor):
     assert (s_inv[1:] < short[1:]).all()
     assert s_base == pytest.approx(base * (factor**2 - factor + 1) ** (dim / (dim - 2)),
                                    rel=1e-14)
-
-
-@SETTINGS
-@given(dim=dims, base=bases, factor=factors, orig=origs,
-       bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
-def test_sglang_llama3_matches_transformers(dim, base, factor, orig, bands):
-    inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
-                                       low_freq_factor=bands[0], high_freq_factor=bands[1],
-                                       original_max_position_embeddings=orig,
-                                       reference="transformers", dtype=torch.float32)
-    s = engines.sglang_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
-    assert torch.allclose(s, inv, rtol=4 * U, atol=0) and att == 1.0
 
 
 def test_sglang_linear_cache_matches_transformers():

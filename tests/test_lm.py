@@ -31,7 +31,13 @@ def test_cached_generation_equals_one_pass(name):
     """Feeding a sequence in uneven pieces through the key-value cache gives the
     logits of one full pass (float32 tolerance): the cached path re-implements
     attention and positions, the full path uses MultiHeadAttention's hooks."""
-    model = experiment.build_model(SMOKE, name, 0).eval()
+    cache = _assert_cached_equals_one_pass(experiment.build_model(SMOKE, name, 0).eval())
+    assert cache[0]["k"].shape[-2] == 40
+
+
+def _assert_cached_equals_one_pass(model) -> list:
+    """The logits of 40 tokens fed in uneven pieces through the cache against
+    one full pass (float32 tolerance); returns the filled cache."""
     tokens = _tokens()
     with torch.no_grad():
         full = model(tokens)
@@ -39,7 +45,7 @@ def test_cached_generation_equals_one_pass(name):
         pieces = [model(tokens[:, a:b], cache=cache)
                   for a, b in [(0, 5), (5, 6), (6, 30), (30, 40)]]
     assert torch.allclose(torch.cat(pieces, 1), full, atol=1e-5)
-    assert cache[0]["k"].shape[-2] == 40
+    return cache
 
 
 def test_cached_keys_keep_their_rotation():
@@ -177,11 +183,4 @@ def test_every_scheme_caches_as_it_reads_in_one_pass(name):
     scheme = lm.make_scheme(name, d_model=32, n_heads=2, max_positions=64, swa_window=8,
                             full_every=3, xpos_scale_base=32.0)
     torch.manual_seed(1)
-    model = lm.DecoderLM(lm.VOCAB_SIZE, 32, 3, 2, scheme).eval()
-    tokens = _tokens()
-    with torch.no_grad():
-        full = model(tokens)
-        cache = []
-        pieces = [model(tokens[:, a:b], cache=cache)
-                  for a, b in [(0, 5), (5, 6), (6, 30), (30, 40)]]
-    assert torch.allclose(torch.cat(pieces, 1), full, atol=1e-5)
+    _assert_cached_equals_one_pass(lm.DecoderLM(lm.VOCAB_SIZE, 32, 3, 2, scheme).eval())
