@@ -315,6 +315,7 @@ class Config:
     task_batch: int = 32
     task_steps: int = 5000
     task_queries: int = 2
+    task_lengths: str = "varied"
     retrieval_items: int = 128
     finetune_steps: int = 200
     finetune_lr: float = 3e-4
@@ -347,6 +348,7 @@ class Config:
         _validate.positive_int("task_batch", self.task_batch)
         _validate.positive_int("task_steps", self.task_steps)
         _validate.positive_int("task_queries", self.task_queries)
+        _validate.one_of("task_lengths", self.task_lengths, TASK_LENGTHS)
         if self.task_queries > len(self.task_keys):
             raise ValueError(f"task_queries ({self.task_queries}) must be at most the "
                              f"number of task_keys ({len(self.task_keys)})")
@@ -636,18 +638,32 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
     return curve, round(time.perf_counter() - start, 2)
 
 
+#: How the item length of a retrieval training row is drawn
+#: (:attr:`Config.task_lengths`): ``"varied"``, uniformly from the shortest
+#: item that holds the row's distance to the longest that fits, so the
+#: query's position varies; ``"fixed"``, always the longest, so every query
+#: sits at the same position (a model can then learn where the query is
+#: rather than how to find its key).
+TASK_LENGTHS = ("varied", "fixed")
+
+
 def _task_rows(config: Config, length: int, count: int, generator: torch.Generator,
                bos: bool) -> tuple[Tensor, Tensor]:
     """``count`` training rows of the retrieval task, ``length`` positions each.
 
-    A row is an item of :func:`posenc_lib.retrieval.make_position_items`
-    (its distance drawn uniformly from every distance that fits), followed by
-    ``task_queries - 1`` more queries: after the first query the row holds its
-    answer, then another key, its answer, and so on, every query a different
-    key. Each query's answer is the value of its key's last binding, so the
-    later queries ask the same question of the same item (writing a query's
-    answer after it binds that key to the value it already had). Only the
-    answers are targets. A test item is the row up to its first query.
+    A row starts with an item of :func:`posenc_lib.retrieval.make_position_items`:
+    its distance drawn uniformly from every distance that fits in
+    ``m = length - 2 (task_queries - 1)`` positions, then (for
+    ``task_lengths="varied"``) its length ``n`` uniformly from the shortest
+    item that holds that distance to ``m``, else ``n = m``. The item is
+    followed by ``task_queries - 1`` more queries: after the first query the
+    row holds its answer, then another key, its answer, and so on, every query
+    a different key. Each query's answer is the value of its key's last
+    binding, so the later queries ask the same question of the same item
+    (writing a query's answer after it binds that key to the value it already
+    had). The rest of the row is filler. Only the answers are targets, and a
+    causal model's answers do not depend on what follows them. A test item is
+    the row up to its first query.
 
     Returns:
         ``(inputs, targets)``, ``(count, length)`` int64; -100 where not scored.
@@ -655,17 +671,29 @@ def _task_rows(config: Config, length: int, count: int, generator: torch.Generat
     from . import retrieval
 
     task, extra = config.task, config.task_queries - 1
-    n = length - 2 * extra
-    top = max(d for d in range(1, n) if task.shortest(d) <= n)
+    m = length - 2 * extra
+    top = max(d for d in range(1, m) if task.shortest(d) <= m)
     distances = torch.randint(1, top + 1, (count,), generator=generator)
-    items, answers, _ = retrieval.make_position_items(task, n, distances, generator, bos=bos)
-    keys, values = torch.tensor(task.keys), set(task.value_symbols)
-    inputs = torch.empty(count, length, dtype=torch.long)
+    if config.task_lengths == "varied":
+        # n uniform in [shortest(D), m]
+        low = torch.tensor([task.shortest(int(d)) for d in distances])
+        lengths = low + (torch.rand(count, generator=generator) * (m + 1 - low)).long()
+    else:
+        lengths = torch.full((count,), m)
+    filler = torch.tensor(task.filler_symbols)
+    inputs = filler[torch.randint(0, len(filler), (count, length), generator=generator)]
     targets = torch.full((count, length), -100, dtype=torch.long)
-    inputs[:, :n] = items
-    targets[:, n - 1] = answers
+    answers = torch.empty(count, dtype=torch.long)
+    for n in sorted(set(lengths.tolist())):
+        rows = (lengths == n).nonzero().flatten()
+        items, answers[rows], _ = retrieval.make_position_items(
+            task, n, distances[rows], generator, bos=bos)
+        inputs[rows, :n] = items
+        targets[rows, n - 1] = answers[rows]
+    keys, values = torch.tensor(task.keys), set(task.value_symbols)
     for r in range(count):
-        row = items[r].tolist()
+        n = int(lengths[r])
+        row = inputs[r, :n].tolist()
         last = {}                                   # key -> value of its last binding
         for p in range(n - 2):
             if row[p] in task.keys and row[p + 1] in values:
@@ -1002,7 +1030,7 @@ def _environment(device: torch.device, world_size: int) -> dict:
 _STUDY_KEYS = {"text": ("batch_size", "probe_length", "probe_symbols",
                          "train_plant_fraction"),
                "task": ("task_keys", "task_values", "task_filler", "task_pairs",
-                        "task_batch", "task_queries", "task_steps")}
+                        "task_batch", "task_queries", "task_steps", "task_lengths")}
 
 
 def _train_key(config: Config, name: str, seed: int, train_sha: str,

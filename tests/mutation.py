@@ -495,6 +495,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "                   xpos_scale_base=512.0,",
        ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
        "configured one"),
+    _m("task-rows-one-length", "experiment.py",
+       "        lengths = low + (torch.rand(count, generator=generator) * (m + 1 - low)).long()\n",
+       "        lengths = torch.full((count,), m)\n",
+       [], "every training row puts its query at the same position, so a model can "
+       "learn where the query is instead of how to find its key"),
     _m("position-task-query-rebound", "retrieval.py",
        "        others = [j for j in range(k) if j != q]\n",
        "        others = list(range(k))\n",

@@ -752,6 +752,32 @@ def test_finetunes_start_from_the_trained_rope_model_and_keep_their_change():
     assert len(log["loss_curve"]) >= 2
 
 
+def test_training_rows_vary_the_query_position_as_designed():
+    # With every query at one position a model can learn where the query sits
+    # instead of how to find its key. The first query's position, n - 1, must
+    # follow the design: D uniform on 1..top, then n uniform on
+    # [shortest(D), m]; its exact law, by enumeration, against 4000 rows.
+    config = experiment.Config()
+    task, m = config.task, 64 - 2 * (config.task_queries - 1)
+    top = max(d for d in range(1, m) if task.shortest(d) <= m)
+    law = np.zeros(m + 1)
+    for d in range(1, top + 1):
+        low = task.shortest(d)
+        law[low:m + 1] += 1 / top / (m + 1 - low)
+    inputs, targets = experiment._task_rows(config, 64, 4000, torch.Generator().manual_seed(5),
+                                            bos=True)
+    n = (targets != -100).int().argmax(1).numpy() + 1
+    seen = np.bincount(n, minlength=m + 1)
+    support = law > 0
+    assert set(np.flatnonzero(seen)) <= set(np.flatnonzero(support))
+    assert stats.chisquare(seen[support], 4000 * law[support]).pvalue > 1e-4
+    assert len(set(n.tolist())) > 40                      # of the 49 possible lengths
+    fixed = dataclasses.replace(config, task_lengths="fixed")
+    _, targets = experiment._task_rows(fixed, 64, 50, torch.Generator().manual_seed(5),
+                                       bos=True)
+    assert ((targets != -100).int().argmax(1) == m - 1).all()
+
+
 @pytest.mark.parametrize("queries", [1, 2])
 def test_training_rows_score_the_last_binding_of_every_query(queries):
     # Brute force: read each row left to right, keeping each key's last value;
