@@ -678,10 +678,11 @@ def _task_rows(config: Config, length: int, count: int, generator: torch.Generat
         # n uniform in [shortest(D), m]
         low = torch.tensor([task.shortest(int(d)) for d in distances])
         lengths = low + (torch.rand(count, generator=generator) * (m + 1 - low)).long()
-    else:
+        filler = torch.tensor(task.filler_symbols)
+        inputs = filler[torch.randint(0, len(filler), (count, length), generator=generator)]
+    else:   # no filler after the queries: the rows of the first design, draw for draw
         lengths = torch.full((count,), m)
-    filler = torch.tensor(task.filler_symbols)
-    inputs = filler[torch.randint(0, len(filler), (count, length), generator=generator)]
+        inputs = torch.empty(count, length, dtype=torch.long)
     targets = torch.full((count, length), -100, dtype=torch.long)
     answers = torch.empty(count, dtype=torch.long)
     for n in sorted(set(lengths.tolist())):
