@@ -639,7 +639,7 @@ def fit(config, model: lm.DecoderLM, next_batch: Callable[[], tuple[Tensor, Tens
 
 
 #: How the item length of a retrieval training row is drawn
-#: (:attr:`Config.task_lengths`): ``"varied"``, uniformly from the shortest
+#: (``Config.task_lengths``): ``"varied"``, uniformly from the shortest
 #: item that holds the row's distance to the longest that fits, so the
 #: query's position varies; ``"fixed"``, always the longest, so every query
 #: sits at the same position (a model can then learn where the query is
