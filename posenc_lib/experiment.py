@@ -40,7 +40,6 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import io
 import json
 import math
 import os
@@ -1384,6 +1383,19 @@ def write_results(results: dict, path: str | Path = RESULTS_PATH) -> Path:
     return path
 
 
+def _refuse_stale(results: Mapping, path, config: Config, schema_version: int) -> None:
+    """Raise ``ValueError`` unless ``results`` (read from ``path``) carry
+    ``schema_version`` and were produced by ``config``; both results files
+    of a run are checked by this."""
+    if results.get("schema_version") != schema_version:
+        raise ValueError(f"path: {path} has schema_version {results.get('schema_version')}, "
+                         f"expected {schema_version}")
+    if results.get("config_hash") != config.hash():
+        raise ValueError(f"path: {path} was produced by configuration "
+                         f"{results.get('config_hash')}, but the current one is "
+                         f"{config.hash()}: re-run `python -m posenc_lib.experiment`")
+
+
 def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = None,
                  check_environment: bool = True) -> dict:
     """Load stored results and refuse them if they are stale.
@@ -1397,13 +1409,7 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
     """
     config = Config() if config is None else config
     results = json.loads(Path(path).read_text())
-    if results.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"path: {path} has schema_version {results.get('schema_version')}, "
-                         f"expected {SCHEMA_VERSION}")
-    if results.get("config_hash") != config.hash():
-        raise ValueError(f"path: {path} was produced by configuration "
-                         f"{results.get('config_hash')}, but the current one is "
-                         f"{config.hash()}: re-run `python -m posenc_lib.experiment`")
+    _refuse_stale(results, path, config, SCHEMA_VERSION)
     if check_environment:
         python = results["environment"]["python"]
         if python != platform.python_version():

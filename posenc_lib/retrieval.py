@@ -252,13 +252,7 @@ def load_results(path: str | Path = RESULTS_PATH, *,
     :class:`posenc_lib.experiment.Config` ()) made it."""
     config = experiment.Config() if config is None else config
     results = json.loads(Path(path).read_text())
-    if results.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"path: {path} has schema_version {results.get('schema_version')}, "
-                         f"expected {SCHEMA_VERSION}")
-    if results.get("config_hash") != config.hash():
-        raise ValueError(f"path: {path} was produced by configuration "
-                         f"{results.get('config_hash')}, but the current one is "
-                         f"{config.hash()}: re-run `python -m posenc_lib.experiment`")
+    experiment._refuse_stale(results, path, config, SCHEMA_VERSION)
     return results
 
 
