@@ -195,3 +195,12 @@ clean:
 # compares llama.cpp's logits with transformers' (scripts/engines/run.sh).
 engines: $(INSTALLED)
 	PY=$(PY) scripts/engines/run.sh
+
+# Not part of make test (CI has no transformers 5.x). Re-runs the checks against
+# transformers 5.x in its own interpreter (PY5) and rewrites the stored outputs
+# that tests/test_conventions.py checks the library against.
+PY5 ?= /work/venv5/bin/python
+.PHONY: designs-v5
+designs-v5:
+	PYTHONPATH=. $(PY5) scripts/check_designs_v5.py --out results/designs_v5.json
+	PYTHONPATH=. $(PY5) scripts/probe_conventions.py --out results/conventions.json

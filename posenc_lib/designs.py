@@ -5,22 +5,36 @@
   ``θ_i = base**(-2i/head_dim)``, keep only the fastest ``int(p·head_dim//2)``
   pairs; the slowest pairs get ``θ_i = 0`` and never turn
   (:func:`proportional_inv_freq`).
-* **Three partial-RoPE conventions**, as a :class:`RotationPlan` that says
+* **Five partial-RoPE layouts**, as a :class:`RotationPlan` that says
   which two features of a head turn together and at which frequency
-  (:func:`rotation_plan`, :func:`apply_plan`):
+  (:func:`rotation_plan`, :func:`apply_plan`). Each is what some shipped code
+  computes; ``scripts/probe_conventions.py`` recovers the plan of each model from
+  its own attention code and ``results/conventions.json`` stores what it found:
 
   ``"partial"``
-      transformers' ``partial_rotary_factor`` (``_compute_default_rope_parameters``
-      with ``dim = int(head_dim·p)``): the *first* ``rotary_dim`` features
-      rotate, frequencies spaced over that slice, pairs ``(j, j + rotary_dim/2)``.
+      the NeoX slice: the *first* ``rotary_dim = int(head_dim·p)`` features
+      rotate, frequencies ``base**(-2i/rotary_dim)`` spaced over that slice, pairs
+      ``(j, j + rotary_dim/2)`` (rotate-half within the slice). GPT-NeoX, Phi,
+      StableLM, GLM-4.5 (``glm4_moe``), Qwen3-Next; vLLM's ``is_neox_style=True``.
+  ``"partial_adjacent"``
+      the GPT-J slice: the same first ``rotary_dim`` features and frequencies,
+      adjacent pairs ``(2j, 2j+1)``. GPT-J and CodeGen (``rotary_dim``), GLM and
+      GLM-4 (``glm``, ``glm4``); vLLM's ``is_neox_style=False``.
   ``"proportional"``
-      p-RoPE: frequencies spaced over the whole head, pairs
-      ``(j, j + head_dim/2)`` over the whole head, the slow ones at ``θ = 0``.
+      p-RoPE (transformers 5.x's ``"proportional"``, Gemma 4): frequencies spaced
+      over the whole head, pairs ``(j, j + head_dim/2)`` over the whole head, the
+      slowest at ``θ = 0``.
   ``"trailing"``
-      Mistral 4 (``mistral4`` in transformers 5.x, an MLA head): the *last*
-      ``qk_rope_head_dim`` features rotate (``query = cat(q_pass, q_rot)``),
-      frequencies spaced over that slice, adjacent pairs ``(2j, 2j+1)``
-      (``rope_interleave=True``, its default).
+      multi-head latent attention with ``rope_interleave=True`` (DeepSeek-V2/V3,
+      Mistral 4): the *last* ``rotary_dim`` features rotate
+      (``query = cat(q_pass, q_rot)``), frequencies spaced over that slice,
+      adjacent pairs ``(2j, 2j+1)``.
+  ``"trailing_half"``
+      the same trailing slice with ``rope_interleave=False``: rotate-half pairs
+      ``(j, j + rotary_dim/2)`` within the slice.
+
+  :data:`CONVENTIONS` holds the three drawn in the chapter's figure,
+  :data:`LAYOUTS` all five.
 * **RNoPE-SWA** (Yang et al., arXiv 2501.18795): sliding-window layers with
   RoPE interleaved with full-attention layers without positions
   (:func:`rnope_swa_layer_types`, :func:`rnope_swa_attention`).
@@ -54,6 +68,7 @@ from .attention import scaled_dot_product_attention
 
 __all__ = [
     "CONVENTIONS",
+    "LAYOUTS",
     "RotationPlan",
     "apply_fope",
     "apply_plan",
@@ -72,7 +87,9 @@ __all__ = [
     "sliding_window_mask",
 ]
 
-#: The partial-RoPE conventions of :func:`rotation_plan`.
+#: Every partial-RoPE layout :func:`rotation_plan` builds (see the module docstring).
+LAYOUTS = ("partial", "partial_adjacent", "proportional", "trailing", "trailing_half")
+#: The three layouts of the chapter's figure: one per place the turning features sit.
 CONVENTIONS = ("partial", "proportional", "trailing")
 
 
@@ -151,10 +168,10 @@ def rotation_plan(head_dim: int, partial_rotary_factor: float,
     Args:
         head_dim: features per head (even).
         partial_rotary_factor: the share ``p`` of the head that turns
-            (``"partial"``, ``"trailing"``: ``rotary_dim = int(head_dim·p)``
+            (the slices: ``rotary_dim = int(head_dim·p)``
             features, which must be even and >= 2; ``"proportional"``:
             ``int(p·head_dim//2)`` pairs).
-        convention: one of :data:`CONVENTIONS` (see the module docstring).
+        convention: one of :data:`LAYOUTS` (see the module docstring).
         base: ``rope_theta``.
 
     Returns:
@@ -163,7 +180,7 @@ def rotation_plan(head_dim: int, partial_rotary_factor: float,
     """
     head_dim = _validate.even_int("head_dim", head_dim)
     p = _fraction(partial_rotary_factor)
-    _validate.one_of("convention", convention, CONVENTIONS)
+    _validate.one_of("convention", convention, LAYOUTS)
     base = _validate.finite_float("base", base, greater_than=1.0)
     half = head_dim // 2
     if convention == "proportional":
@@ -175,16 +192,21 @@ def rotation_plan(head_dim: int, partial_rotary_factor: float,
         raise ValueError(f"partial_rotary_factor={p} gives rotary_dim = int({head_dim} * "
                          f"{p}) = {rotary}, which must be even and >= 2 for convention "
                          f"{convention!r}")
-    theta = rope.inv_freq(rotary, base, dtype=torch.float64)
-    still = torch.zeros((head_dim - rotary) // 2, dtype=torch.float64)
-    if convention == "partial":  # first slice, rotate_half pairs within it
-        j, rest = torch.arange(rotary // 2), torch.arange((head_dim - rotary) // 2)
-        first = torch.cat([j, rotary + rest])
-        second = torch.cat([j + rotary // 2, rotary + rest + (head_dim - rotary) // 2])
-        return RotationPlan(first, second, torch.cat([theta, still]))
-    passed = head_dim - rotary  # trailing slice, adjacent pairs (rope_interleave)
-    first = torch.cat([torch.arange(0, passed, 2), passed + torch.arange(0, rotary, 2)])
-    return RotationPlan(first, first + 1, torch.cat([still, theta]))
+    theta = torch.cat([rope.inv_freq(rotary, base, dtype=torch.float64),
+                       torch.zeros((head_dim - rotary) // 2, dtype=torch.float64)])
+    if convention.endswith("adjacent") or convention == "trailing":
+        a = torch.arange(0, rotary, 2)  # adjacent pairs (2j, 2j+1) within the slice
+        b = a + 1
+    else:
+        a = torch.arange(rotary // 2)  # rotate-half pairs (j, j + r/2) within it
+        b = a + rotary // 2
+    still = torch.arange(rotary, head_dim)  # the passed-through features, paired
+    still_a, still_b = still[: (head_dim - rotary) // 2], still[(head_dim - rotary) // 2:]
+    if convention.startswith("trailing"):  # the slice is the last `rotary` features
+        shift = head_dim - rotary
+        return RotationPlan(torch.cat([a + shift, still_a - rotary]),
+                            torch.cat([b + shift, still_b - rotary]), theta)
+    return RotationPlan(torch.cat([a, still_a]), torch.cat([b, still_b]), theta)
 
 
 def feature_frequencies(plan: RotationPlan) -> Tensor:

@@ -5,7 +5,12 @@ The unit tests run with transformers 4.57.6, which has neither the
 environment with transformers 5.24.0 and torch 2.13.0::
 
     python3 -m venv /tmp/venv5 && /tmp/venv5/bin/pip install torch==2.13.0 transformers==5.24.0
-    PYTHONPATH=. /tmp/venv5/bin/python scripts/check_designs_v5.py
+    PYTHONPATH=. /tmp/venv5/bin/python scripts/check_designs_v5.py --out results/designs_v5.json
+
+(``make designs-v5`` runs it with ``/work/venv5/bin/python`` and
+scripts/probe_conventions.py after it.) With ``--out`` it stores what 5.x computed,
+so that tests/test_conventions.py can check the library against it where no 5.x is
+installed (CI): the ``"proportional"`` frequencies of every case, as float64 lists.
 
 It checks
 
@@ -55,7 +60,7 @@ def transcription():
     raise SystemExit("proportional_524 not found in tests/test_designs.py")
 
 
-def check_proportional(rng: random.Random) -> int:
+def check_proportional(rng: random.Random, stored: list | None = None) -> int:
     reference = transcription()
     function = ROPE_INIT_FUNCTIONS["proportional"]
     cases = [(512, 0.25, 1e6, 1.0), (256, 0.25, 1e6, 1.0), (64, 1.0, 1e4, 2.0)]
@@ -69,6 +74,9 @@ def check_proportional(rng: random.Random) -> int:
         real, attention_factor = function(config)
         assert attention_factor == 1.0
         real = real.double()
+        if stored is not None and len(stored) < 43:  # the three fixed and 40 random
+            stored.append({"head_dim": head_dim, "partial_rotary_factor": p, "base": base,
+                           "factor": factor, "inv_freq": real.tolist()})
         # transformers computes in float32: one rounding of the power, the division
         # and the float32 base; relative error <= (2 + ln base)·eps32
         tol = (4 + math.log(base)) * EPS32
@@ -137,15 +145,27 @@ def check_mistral4(nope: int, rope_dim: int, n: int = 24) -> float:
 
 
 def main() -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="check posenc_lib.designs against 5.x")
+    parser.add_argument("--out", type=Path, help="store 5.x's proportional frequencies")
+    args = parser.parse_args()
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     if not transformers.__version__.startswith("5."):
         raise SystemExit("this script needs transformers 5.x")
-    count = check_proportional(random.Random(0))
+    stored: list = []
+    count = check_proportional(random.Random(0), stored)
     print(f"proportional: transcription and posenc_lib match 5.x on {count} cases")
     for nope, rope_dim in ((64, 64), (32, 16), (16, 48)):
         error = check_mistral4(nope, rope_dim)
         print(f"Mistral 4 nope={nope} rope={rope_dim}: trailing plan matches "
               f"(max weight difference {error:.2e})")
+    if args.out is not None:
+        args.out.write_text(json.dumps({"transformers": transformers.__version__,
+                                        "torch": torch.__version__,
+                                        "proportional": stored}) + "\n")
+        print(f"wrote {args.out}")
     return 0
 
 
