@@ -98,7 +98,7 @@ def test_removed_pairs_are_the_slowest(half, p, length):
 
 @settings(max_examples=60, deadline=None)
 @given(half=st.integers(1, 64), p=st.floats(0.01, 1.0),
-       convention=st.sampled_from(designs.CONVENTIONS))
+       convention=st.sampled_from(designs.LAYOUTS))
 def test_every_plan_pairs_each_feature_once(half, p, convention):
     head_dim = 2 * half
     try:
@@ -206,8 +206,8 @@ def test_conventions_disagree_where_a_kernel_would_err():
     assert moving[:16].all() and moving[64:80].all() and int(moving.sum()) == 32
     # partial and trailing share the 16 frequencies, proportional keeps the whole
     # head's fastest 16 (spaced 4x more coarsely)
-    assert torch.allclose(plans["partial"].theta[:16], plans["trailing"].theta[-16:],
-                          rtol=0, atol=0)
+    assert torch.equal(plans["partial"].theta[plans["partial"].theta > 0],
+                       plans["trailing"].theta[plans["trailing"].theta > 0])
     assert torch.allclose(plans["proportional"].theta[:16],
                           rope.inv_freq(128, 1e4, dtype=torch.float64)[:16])
 
