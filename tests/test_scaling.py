@@ -511,3 +511,25 @@ def test_llama4_attention_temperature_matches_transformers(monkeypatch):
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("head_dim, base, original, factor", [
+    (128, 500.0, 4096, 4.0),      # a small base: every pair turns more than once in L
+    (64, 1000.0, 8192, 8.0),
+    (128, 10000.0, 131072, 4.0),  # a long original context
+])
+def test_yarn_ramp_reaching_past_the_last_pair_matches_transformers(head_dim, base,
+                                                                    original, factor):
+    """transformers clamps YaRN's upper correction index at dim - 1, not dim // 2 - 1;
+    the two differ only when the index where a pair turns once in L (beta_slow = 1),
+    rounded up, lies beyond the last pair, dim/2 - 1: a small base or a long L."""
+    beyond = math.ceil(head_dim * math.log(original / (2 * math.pi)) / (2 * math.log(base)))
+    assert head_dim // 2 - 1 < beyond < head_dim - 1  # the clamp decides here
+    rope_scaling = {"rope_type": "yarn", "factor": factor,
+                    "original_max_position_embeddings": original}
+    config = _config(head_dim, 1.0, base, rope_scaling, int(original * factor))
+    ours, _ = _compare("yarn", config, None, head_dim, base, factor=factor,
+                       original_max_position_embeddings=original)
+    # the slowest pair is only partly interpolated: ramp < 1 at the last pair
+    plain = base ** (-(head_dim - 2) / head_dim)
+    assert plain / factor * (1 + 1e-6) < ours[-1].item() < plain * (1 - 1e-6)
