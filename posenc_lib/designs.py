@@ -386,7 +386,7 @@ def fope_inv_freq(rotary_dim: int, base: float, max_position_embeddings: int, *,
 
 
 def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor,
-                 head_dim: int) -> tuple[Tensor, Tensor]:
+                 head_dim: int, *, sin_padding: float = 1.0) -> tuple[Tensor, Tensor]:
     """FoPE's cos and sin for the half layout (pairs ``(j, j + head_dim/2)``).
 
     Pair ``j`` gets ``Σ_D cos(p·θ_D)·cos_coef[D, j]`` and
@@ -397,7 +397,9 @@ def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor
     L713-714; frequency zero with a 45° phase, as a maintainer's reply on that
     repository's issue 6 explains): a fixed,
     position-free map ``x + rotate(x)`` (``√2`` times a 45° turn), so those
-    pairs contribute ``2·q·k`` whatever the positions.
+    pairs contribute ``2·q·k`` whatever the positions. vLLM's file at commit
+    151a2c744af6eb59678be10f3cc13a6eb0a138e3 pads ``sin`` with 0 instead
+    (``sin_padding=0``): those pairs pass through unrotated and contribute ``q·k``.
 
     Args:
         positions: ``(seq,)`` positions.
@@ -405,6 +407,8 @@ def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor
         cos_coef, sin_coef: ``(D, d)`` shared by the heads, or ``(heads, D, d)``
             (vLLM's ``fope_sep_head``), ``d <= head_dim/2``.
         head_dim: features per head (even).
+        sin_padding: the ``sin`` of the pairs beyond the coefficients: 1 (the
+            authors', vLLM 0.33.0's) or 0 (vLLM at 151a2c74).
 
     Returns:
         ``(cos, sin)``, each ``(seq, head_dim)`` or ``(heads, seq, head_dim)``.
@@ -423,7 +427,8 @@ def fope_cos_sin(positions, inv_freq: Tensor, cos_coef: Tensor, sin_coef: Tensor
     sin = angles.sin() @ sin_coef.to(angles.dtype)
     pad = head_dim // 2 - cos.shape[-1]
     cos = torch.nn.functional.pad(cos, (0, pad), value=1.0)
-    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)
+    sin_padding = _validate.finite_float("sin_padding", sin_padding)
+    sin = torch.nn.functional.pad(sin, (0, pad), value=sin_padding)
     return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
 
 

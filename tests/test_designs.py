@@ -347,8 +347,8 @@ class VllmFope:
     """
 
     def __init__(self, head_size, rotary_dim, max_position, base, num_inv_freq,
-                 cos_coef, sin_coef):
-        self.head_size, self.max_position = head_size, max_position
+                 cos_coef, sin_coef, sin_pad=1):
+        self.head_size, self.max_position, self.sin_pad = head_size, max_position, sin_pad
         inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64)
                                    / rotary_dim))
         selected = torch.ones_like(inv_freq, dtype=torch.bool)
@@ -372,7 +372,7 @@ class VllmFope:
             sin = torch.einsum("tD, Dd -> td", freqs.sin(), self.sin_coef)
             cos = torch.einsum("tD, Dd -> td", freqs.cos(), self.cos_coef)
         pad = (0, self.head_size // 2 - sin.size(-1))
-        sin = torch.nn.functional.pad(sin, pad, mode="constant", value=1)
+        sin = torch.nn.functional.pad(sin, pad, mode="constant", value=self.sin_pad)
         cos = torch.nn.functional.pad(cos, pad, mode="constant", value=1)
         return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
 
@@ -421,6 +421,38 @@ def test_fope_matches_vllm(head_dim, rotary_dim, length, num_inv_freq, per_head)
     plain = 2 * (q[..., still] * k[..., still]).sum(-1)  # x + rotate(x): twice q·k
     assert torch.allclose(part, plain, rtol=0, atol=64 * EPS64 * float(
         q.abs().max() * k.abs().max()) * head_dim)
+
+
+@pytest.mark.parametrize("head_dim, length", [(64, 512), (128, 4096)])
+def test_fope_matches_vllm_padding_sin_with_zero(head_dim, length):
+    """vLLM at 151a2c744af6eb59678be10f3cc13a6eb0a138e3, the same file: L112-117
+    ``sin = F.pad(..., value=0)`` (cos still 1), and without ``fope_sep_head`` L105-106
+    ``einsum("tD, Dd -> td", pos_sin, self.sin_coef[0])`` (the first head's coefficients,
+    a shared ``(D, d)`` matrix here). The padded pairs pass through: ``q·k`` once, not
+    twice as with the padding of 1."""
+    heads, n = 2, 24
+    inv_freq = designs.fope_inv_freq(head_dim, 1e4, length, dtype=torch.float64)
+    basis = inv_freq.shape[0]
+    g = torch.Generator().manual_seed(head_dim)
+    cos_coef = torch.eye(basis) + 0.1 * _random(g, basis, basis)
+    sin_coef = torch.eye(basis) + 0.1 * _random(g, basis, basis)
+    reference = VllmFope(head_dim, head_dim, length, 1e4, None, cos_coef, sin_coef,
+                         sin_pad=0)
+    positions = torch.randint(0, length, (n,), generator=g)
+    q = _random(g, n, heads, head_dim)
+    cos, sin = designs.fope_cos_sin(positions, inv_freq, cos_coef, sin_coef, head_dim,
+                                    sin_padding=0.0)
+    ours = designs.apply_fope(q.transpose(0, 1), cos, sin).transpose(0, 1)
+    tol = 8 * length * basis * EPS64 * float(q.abs().max())
+    assert (ours - reference.forward(positions, q)).abs().max() <= tol
+    still = torch.zeros(head_dim, dtype=torch.bool)
+    still[basis:head_dim // 2] = True
+    still[head_dim // 2 + basis:] = True
+    assert torch.equal(ours[..., still], q[..., still])  # q·k once on those pairs
+    # the padding of 1 (the authors', vLLM 0.33.0's) differs there
+    cos1, sin1 = designs.fope_cos_sin(positions, inv_freq, cos_coef, sin_coef, head_dim)
+    other = designs.apply_fope(q.transpose(0, 1), cos1, sin1).transpose(0, 1)
+    assert (other[..., still] - q[..., still]).abs().max() > 0.1
 
 
 def _softplus(x: float) -> float:
