@@ -25,8 +25,10 @@ the models only 5.x has).
 
 from __future__ import annotations
 
+import json
 import math
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -42,33 +44,36 @@ _MLA = {"q_lora_rank": None, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
         "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 1}
 
 #: name -> (model_type, config keywords, the layout the book puts it in,
-#: transformers major version that has it (4: both), vLLM's (rotary_dim, is_neox_style))
+#: transformers major version that has it (4: both 4.57 and 5.x),
+#: vLLM's (rotary_dim, is_neox_style) for it (None: no such model file), where vLLM
+#: says so). d is head_dim, p partial_rotary_factor, vLLM 0.33.0 (PyPI wheel, built
+#: 2026-11-01 from commit 4ba787ec9), files under vllm/model_executor/models/.
 PROBES = {
     "GPT-NeoX": ("gpt_neox", {"rotary_pct": 0.5, "rotary_emb_base": BASE},
-                 "partial", 4, "not in vLLM 0.33.0's models"),
-    "Phi": ("phi", _HALF, "partial", 4, "not in vLLM 0.33.0's models"),
+                 "partial", 4, None, "no gpt_neox.py"),
+    "Phi": ("phi", _HALF, "partial", 4, None, "no phi.py"),
     "StableLM": ("stablelm", {**_HALF, "rope_theta": BASE}, "partial", 4,
-                 "(head_dim·p, True): stablelm.py L149-153, get_rope's default"),
+                 "(d·p, True)", "stablelm.py L149-153 (get_rope's default)"),
     "GLM-4.5 (glm4_moe)": ("glm4_moe", {**_HALF, "head_dim": HEAD_DIM,
                                          "n_routed_experts": 4, "num_experts_per_tok": 2,
                                          "first_k_dense_replace": 1,
                                          "moe_intermediate_size": 16},
-                           "partial", 4, "(head_dim·p, True): glm4_moe.py L280-285"),
+                           "partial", 4, "(d·p, True)", "glm4_moe.py L280-285"),
     "Qwen3-Next": ("qwen3_next", {"head_dim": HEAD_DIM, "partial_rotary_factor": 0.5,
                                   "layer_types": ["full_attention"], "num_experts": 4,
                                   "num_experts_per_tok": 2, "moe_intermediate_size": 16,
                                   "shared_expert_intermediate_size": 16},
-                   "partial", 4, "(head_dim·p, True): qwen3_next.py L336-342"),
+                   "partial", 4, "(d·p, True)", "qwen3_next.py L336-342"),
     "GPT-J": ("gptj", {"n_embd": 64, "n_head": 4, "n_layer": 1, "rotary_dim": 8,
                        "n_positions": 4096},
-              "partial_adjacent", 4, "(rotary_dim, False): gpt_j.py L94-102"),
+              "partial_adjacent", 4, "(rotary_dim, False)", "gpt_j.py L94-102"),
     "CodeGen": ("codegen", {"n_embd": 64, "n_head": 4, "n_layer": 1, "rotary_dim": 8,
                             "n_positions": 4096, "n_ctx": 4096},
-                "partial_adjacent", 4, "not in vLLM 0.33.0's models"),
-    "GLM (glm)": ("glm", {**_HALF, "head_dim": HEAD_DIM, "pad_token_id": 0}, "partial_adjacent", 4,
-                  "not in vLLM 0.33.0's models"),
-    "GLM-4 (glm4)": ("glm4", {**_HALF, "head_dim": HEAD_DIM, "pad_token_id": 0}, "partial_adjacent", 4,
-                     "(head_dim·p, False): glm4.py L83-115"),
+                "partial_adjacent", 4, None, "no codegen.py"),
+    "GLM (glm)": ("glm", {**_HALF, "head_dim": HEAD_DIM, "pad_token_id": 0},
+                  "partial_adjacent", 4, None, "no glm.py"),
+    "GLM-4 (glm4)": ("glm4", {**_HALF, "head_dim": HEAD_DIM, "pad_token_id": 0},
+                     "partial_adjacent", 4, "(d·p, False)", "glm4.py L83-115"),
     "Gemma 4": ("gemma4_text", {"head_dim": HEAD_DIM, "global_head_dim": HEAD_DIM,
                                 "layer_types": ["full_attention"],
                                 "rope_parameters": {
@@ -77,24 +82,40 @@ PROBES = {
                                                        "rope_theta": BASE},
                                     "sliding_attention": {"rope_type": "default",
                                                           "rope_theta": BASE}}},
-                "proportional", 5,
-                "(head_dim·p, True) into Gemma4RotaryEmbedding, which pads the "
-                "frequencies to the whole head: gemma4.py L450-498, "
-                "rotary_embedding/__init__.py L156-164"),
+                "proportional", 5, "(d·p, True)",
+                "gemma4.py L450-498, into Gemma4RotaryEmbedding, which spaces the "
+                "frequencies over the whole head and pads cos = 1, sin = 0 "
+                "(rotary_embedding/gemma4_rope.py, rotary_embedding/__init__.py L156-164)"),
     "DeepSeek-V2": ("deepseek_v2", {**_MLA, "rope_theta": BASE}, "trailing", 4,
-                    "(qk_rope_head_dim, False): deepseek_v2.py L549-553"),
+                    "(qk_rope_head_dim, False)", "deepseek_v2.py L549-553"),
     "DeepSeek-V3": ("deepseek_v3", {**_MLA, "rope_theta": BASE, "rope_interleave": True},
-                    "trailing", 4, "(qk_rope_head_dim, False): deepseek_v2.py L1122-1127"),
-    "Mistral 4": ("mistral4", {**_MLA, "rope_interleave": True}, "trailing", 5,
-                  "no mistral4 model file in vLLM 0.33.0"),
+                    "trailing", 4, "(qk_rope_head_dim, False)",
+                    "deepseek_v2.py L1122-1127 (DeepSeek-V3 runs through this file)"),
+    "Mistral 4": ("mistral4", {**_MLA, "rope_interleave": True}, "trailing", 5, None,
+                  "no mistral4 model file"),
     "DeepSeek-V3, rope_interleave=False": (
         "deepseek_v3", {**_MLA, "rope_theta": BASE, "rope_interleave": False},
-        "trailing_half", 4, "not served: vLLM's MLA always passes is_neox_style=False "
-                            "(deepseek_v2.py L549-553, L1122-1127)"),
+        "trailing_half", 4, None,
+        "MLA always passes is_neox_style=False (deepseek_v2.py L549-553, L1122-1127): "
+        "the flag is not read"),
     "Mistral 4, rope_interleave=False": ("mistral4", {**_MLA, "rope_interleave": False},
-                                         "trailing_half", 5,
-                                         "no mistral4 model file in vLLM 0.33.0"),
+                                         "trailing_half", 5, None,
+                                         "no mistral4 model file"),
 }
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def stored_probes() -> dict:
+    """``results/conventions.json``: every model of :data:`PROBES`, probed in
+    transformers 5.x by ``scripts/probe_conventions.py``."""
+    return json.loads((RESULTS / "conventions.json").read_text())
+
+
+def stored_proportional() -> dict:
+    """``results/designs_v5.json``: transformers 5.x's ``"proportional"`` frequencies,
+    stored by ``scripts/check_designs_v5.py``."""
+    return json.loads((RESULTS / "designs_v5.json").read_text())
 
 
 def _major() -> int:
@@ -258,19 +279,46 @@ def _permutation(before: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
     return rounded
 
 
+def model_rotations(model_type: str, keywords: dict, positions, *,
+                    tokens: int = 24) -> dict:
+    """``{p: (R_query(p), R_key(p))}``: the rotations a one-layer model of
+    ``model_type`` applies at each position ``p`` (see :func:`probe_model` for the
+    feature order), ``(head_dim, head_dim)`` float64 each."""
+    model = _build(model_type, keywords)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 256, (tokens, 1), generator=generator)
+    projected: list = []
+    has_q_proj = any(hasattr(m, "q_proj") and isinstance(m.q_proj, torch.nn.Linear)
+                     for m in model.modules())
+    has_norm = any(hasattr(m, "q_norm") or hasattr(m, "q_layernorm")
+                   for m in model.modules())
+    at_zero = _vectors(model, 0, ids, projected if has_q_proj and not has_norm else None)
+    head_dim = at_zero[0].shape[-1]
+    perm = torch.eye(head_dim, dtype=torch.float64)
+    if projected and projected[0].numel() == at_zero[0].numel():
+        perm = _permutation(at_zero[0], projected[0].reshape(-1, head_dim))
+    out = {}
+    for p in positions:
+        at = _vectors(model, int(p), ids)
+        # R in q_proj's order: P^T R P (P is a permutation)
+        out[int(p)] = tuple(perm.T @ _solve(at_zero[i], at[i]) @ perm for i in (0, 1))
+    out["reordered"] = not torch.equal(perm, torch.eye(head_dim, dtype=torch.float64))
+    return out
+
+
 def probe_model(model_type: str, keywords: dict, *, far: int = 37,
                 tokens: int = 24) -> dict:
     """Probe one model's rotation of queries and keys (see the module docstring).
 
     Where the model has a plain ``q_proj`` (``nn.Linear``, one ``head_dim`` per head)
-    the rotation is read in ``q_proj``'s feature order, the layout of the checkpoint's
-    weights: some code reorders the features before rotating them (DeepSeek-V3's and
-    Mistral 4's ``apply_rotary_pos_emb_interleave`` turns adjacent pairs by moving
-    them apart and rotating half against half), and both queries and keys go through
-    the same function, so the one permutation ``P`` read from the queries at position
-    0 (``ValueError`` unless it is one) maps both back. Otherwise (fused projections,
-    a norm between projection and rotation) it is read in the order that reaches the
-    kernel.
+    and no norm between it and the rotation, the rotation is read in ``q_proj``'s
+    feature order, the layout of the checkpoint's weights: some code reorders the
+    features before rotating them (DeepSeek-V3's and Mistral 4's
+    ``apply_rotary_pos_emb_interleave`` turns adjacent pairs by moving them apart and
+    rotating half against half), and queries and keys go through the same function,
+    so the one permutation ``P`` read from the queries at position 0 (``ValueError``
+    unless it is one) maps both back. Otherwise it is read in the order that reaches
+    the kernel.
 
     Returns a dict with ``model_type``, ``transformers`` (its version), ``head_dim``,
     ``query`` and ``key`` (each :func:`read_rotation` of ``R(1)``), ``far`` and
@@ -280,43 +328,32 @@ def probe_model(model_type: str, keywords: dict, *, far: int = 37,
     """
     import transformers
 
-    model = _build(model_type, keywords)
-    generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 256, (tokens, 1), generator=generator)
-    projected: list = []
-    has_q_proj = any(hasattr(m, "q_proj") and isinstance(m.q_proj, torch.nn.Linear)
-                     for m in model.modules())
-    has_norm = any(hasattr(m, "q_norm") or hasattr(m, "q_layernorm")
-                   for m in model.modules())
-    at = {p: _vectors(model, p, ids, projected if (p == 0 and has_q_proj
-                                                    and not has_norm) else None)
-          for p in (0, 1, far)}
-    head_dim = at[0][0].shape[-1]
-    perm = torch.eye(head_dim, dtype=torch.float64)
-    if projected and projected[0].shape[-1] % head_dim == 0 \
-            and projected[0].numel() == at[0][0].numel():
-        perm = _permutation(at[0][0], projected[0].reshape(-1, head_dim))
+    rotations = model_rotations(model_type, keywords, (1, far), tokens=tokens)
+    head_dim = rotations[1][0].shape[0]
     eps32 = torch.finfo(torch.float32).eps
     # cos and sin come from float32 tables in most models: ~ (4 + ln base) eps32 per
-    # entry at position 1, far times that at position far; the solve adds eps64 · cond.
+    # entry at position 1; the solve adds eps64 · cond
     tol = 64 * (4 + math.log(BASE)) * eps32
     out = {"model_type": model_type, "transformers": transformers.__version__,
            "head_dim": head_dim, "far": far}
     error = 0.0
     for index, name in enumerate(("query", "key")):
-        before = at[0][index]
-        # R in q_proj's order: P^T R P (P is orthogonal)
-        rotation = perm.T @ _solve(before, at[1][index]) @ perm
-        reading = read_rotation(rotation, tol)
+        reading = read_rotation(rotations[1][index], tol)
         out[name] = reading
-        expected = torch.eye(head_dim, dtype=torch.float64)
-        for a, b, angle in reading["pairs"]:
-            c, s = math.cos(far * angle), math.sin(far * angle)
-            expected[a, a], expected[b, b], expected[a, b], expected[b, a] = c, c, -s, s
-        far_rotation = perm.T @ _solve(before, at[far][index]) @ perm
-        error = max(error, float((far_rotation - expected).abs().max()))
+        error = max(error, float((rotations[far][index]
+                                  - rotation_matrix(reading, head_dim, far)).abs().max()))
     out["far_error"] = error
-    out["reordered"] = not torch.equal(perm, torch.eye(head_dim, dtype=torch.float64))
+    out["reordered"] = rotations["reordered"]
+    return out
+
+
+def rotation_matrix(reading: dict, head_dim: int, position: float) -> torch.Tensor:
+    """The ``(head_dim, head_dim)`` rotation at ``position`` of a :func:`read_rotation`
+    reading (its pairs turned ``position`` times their angle)."""
+    out = torch.eye(head_dim, dtype=torch.float64)
+    for a, b, angle in reading["pairs"]:
+        c, s = math.cos(position * angle), math.sin(position * angle)
+        out[a, a], out[b, b], out[a, b], out[b, a] = c, c, -s, s
     return out
 
 
@@ -357,7 +394,7 @@ def probe_all(names=None) -> dict:
     """Probe every model of :data:`PROBES` this transformers has (or ``names``)."""
     major = _major()
     results = {}
-    for name, (model_type, keywords, _, needs, _) in PROBES.items():
+    for name, (model_type, keywords, _, needs, *_) in PROBES.items():
         if (names is not None and name not in names) or (needs == 5 and major < 5):
             continue
         results[name] = probe_model(model_type, keywords)
