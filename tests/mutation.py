@@ -522,8 +522,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "    theta[rotating:] = 0.0\n", "    theta[rotating + 1:] = 0.0\n",
        ["06_extension"], "p-RoPE keeps one slow pair more than int(p·head_dim // 2)"),
     _m("designs-trailing-frequencies-first", "designs.py",
-       "    return RotationPlan(first, first + 1, torch.cat([still, theta]))\n",
-       "    return RotationPlan(first, first + 1, torch.cat([theta, still]))\n",
+       '    if convention.startswith("trailing"):  # the slice is the last',
+       '    if False:  # the slice is the last',
        ["06_extension"], "trailing slice: the frequencies put on the first pairs, as a "
        "kernel that assumes the first slice rotates"),
     _m("designs-rnope-full-first", "designs.py",
@@ -558,8 +558,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "        keep = theta > math.pi / length\n",
        ["06_extension"], "FoPE keeps frequencies that turn only half a circle within L"),
     _m("designs-fope-pad-identity", "designs.py",
-       "    sin = torch.nn.functional.pad(sin, (0, pad), value=1.0)\n",
-       "    sin = torch.nn.functional.pad(sin, (0, pad), value=0.0)\n",
+       "head_dim: int, *, sin_padding: float = 1.0)",
+       "head_dim: int, *, sin_padding: float = 0.0)",
        ["06_extension"], "FoPE's padded pairs given the identity (sin = 0), not the "
        "cos = sin = 1 of vLLM and of the authors' code"),
     _m("designs-pope-bias-on-query", "designs.py",
@@ -722,6 +722,23 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("vllm-llama4-permute-no-swap", "engines.py",
        ".transpose(1, 2)", ".transpose(1, 1)",
        [], "the load-time q/k permutation left out"),
+    _m("partial-on-adjacent-pairs", "designs.py",
+       'if convention.endswith("adjacent") or convention == "trailing":',
+       'if convention.startswith("partial") or convention == "trailing":',
+       ["06_extension"], "the NeoX slice (partial_rotary_factor) built on adjacent pairs"),
+    _m("trailing-on-rotate-half", "designs.py",
+       'if convention.endswith("adjacent") or convention == "trailing":',
+       'if convention.endswith("adjacent"):',
+       ["06_extension"], "MLA's trailing slice built on rotate-half pairs"),
+    _m("glm4-in-neox-row", "conventions.py",
+       '"partial_adjacent", 4, "(d·p, False)", "glm4.py',
+       '"partial", 4, "(d·p, False)", "glm4.py',
+       ["06_extension"], "GLM-4 put in the NeoX row (GLM-4.5's layout)"),
+    _m("yarn-upper-clamp-half", "scaling.py",
+       "return max(low, 0), min(high, dim - 1)",
+       "return max(low, 0), min(high, dim // 2 - 1)",
+       ["06_extension"], "YaRN's upper correction index clamped at the last pair, "
+       "not at dim - 1 as transformers"),
 )
 
 
