@@ -204,3 +204,4 @@ PY5 ?= /work/venv5/bin/python
 designs-v5:
 	PYTHONPATH=. $(PY5) scripts/check_designs_v5.py --out results/designs_v5.json
 	PYTHONPATH=. $(PY5) scripts/probe_conventions.py --out results/conventions.json
+	PYTHONPATH=. $(PY) scripts/check_v5.py --python5 $(PY5) --out results/config_v5.json

@@ -87,10 +87,13 @@ PROBES = {
                 "frequencies over the whole head and pads cos = 1, sin = 0 "
                 "(rotary_embedding/gemma4_rope.py, rotary_embedding/__init__.py L156-164)"),
     "DeepSeek-V2": ("deepseek_v2", {**_MLA, "rope_theta": BASE}, "trailing", 4,
-                    "(qk_rope_head_dim, False)", "deepseek_v2.py L549-553"),
+                    "(qk_rope_head_dim, False)",
+                    "deepseek_v2.py L549-553 (DeepseekV2Attention), L1122-1127 "
+                    "(DeepseekV2MLAAttention)"),
     "DeepSeek-V3": ("deepseek_v3", {**_MLA, "rope_theta": BASE, "rope_interleave": True},
                     "trailing", 4, "(qk_rope_head_dim, False)",
-                    "deepseek_v2.py L1122-1127 (DeepSeek-V3 runs through this file)"),
+                    "the same lines: registry.py L94 maps DeepseekV3ForCausalLM to "
+                    "deepseek_v2.py"),
     "Mistral 4": ("mistral4", {**_MLA, "rope_interleave": True}, "trailing", 5, None,
                   "no mistral4 model file"),
     "DeepSeek-V3, rope_interleave=False": (

@@ -8,6 +8,10 @@ transformers 5.24.0 installed (torch is not needed: only config classes run)::
     python3 -m venv /work/venv5 && /work/venv5/bin/pip install transformers==5.24.0
     PYTHONPATH=. .venv/bin/python scripts/check_v5.py --python5 /work/venv5/bin/python
 
+``make designs-v5`` runs it with ``--out results/config_v5.json``, and
+tests/test_conventions.py runs it with ``--stored results/config_v5.json``: the
+library against what 5.x computed, where no 5.x is installed.
+
 For each case it builds the config with 5.24's own class
 (``Gemma3TextConfig`` / ``Olmo3Config``), reads its ``rope_parameters`` and
 ``layer_types``, and checks that (1) the library completes the nested
@@ -23,6 +27,7 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -100,8 +105,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python5", default="/work/venv5/bin/python",
                         help="an interpreter with transformers 5.x installed")
+    parser.add_argument("--out", type=Path,
+                        help="also store what 5.x computed (results/config_v5.json)")
+    parser.add_argument("--stored", type=Path,
+                        help="compare with a stored 5.x output instead of running 5.x "
+                             "(how tests/test_conventions.py runs it, without 5.x)")
     args = parser.parse_args(argv)
-    ref = reference(args.python5)
+    if args.stored is not None:
+        ref = json.loads(args.stored.read_text())
+    else:
+        ref = reference(args.python5)
+    if args.out is not None:
+        args.out.write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
     print(f"transformers {ref['version']}")
     failures = 0
     for name, config in CASES.items():

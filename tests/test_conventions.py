@@ -140,3 +140,15 @@ def test_planted_p_rope_count_off_by_one_is_caught(monkeypatch):
     with pytest.raises(AssertionError):
         test_proportional_frequencies_match_stored_5x()
     assert "Gemma 4" in misplaced(stored("conventions.json")["probes"])
+
+
+def test_per_layer_rope_parameters_match_stored_5x(capsys):
+    """scripts/check_v5.py against the 5.x output it stored (make designs-v5)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_v5", ROOT / "scripts" / "check_v5.py")
+    check_v5 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_v5)
+    stored_file = ROOT / "results" / "config_v5.json"
+    assert json.loads(stored_file.read_text())["version"].startswith("5.")
+    assert check_v5.main(["--stored", str(stored_file)]) == 0, capsys.readouterr().out
