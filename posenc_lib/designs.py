@@ -89,7 +89,7 @@ __all__ = [
 
 #: Every partial-RoPE layout :func:`rotation_plan` builds (see the module docstring).
 LAYOUTS = ("partial", "partial_adjacent", "proportional", "trailing", "trailing_half")
-#: The three layouts of the chapter's figure: one per place the turning features sit.
+#: The three layouts drawn in the chapter's figure, one per place the turning features sit.
 CONVENTIONS = ("partial", "proportional", "trailing")
 
 
