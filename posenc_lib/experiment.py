@@ -63,7 +63,8 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Ex
            "CACHE_DIR", "SCHEMA_VERSION", "Interval", "interval", "p_value", "holm",
            "accuracy_interval", "accuracy_p_value", "holm_levels", "degrees_of_freedom",
            "losses", "band_losses", "window_files", "Comparison", "adjust", "compare",
-           "unclosed_fraction", "main"]
+           "unclosed_fraction", "main", "READERS_PATH", "reader_results",
+           "load_reader_results", "grid_digest"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 3
@@ -944,8 +945,9 @@ def retrieval_hits(model: lm.DecoderLM, inputs: Tensor, answers: Tensor, values:
 
     Args:
         inputs: ``(items, n)`` int64, the query last; answers: ``(items,)``.
-        bos: whether the model reads :data:`~posenc_lib.lm.BOS` first (else
-            position 0 holds the item's first filler symbol instead).
+        bos: whether the model reads :data:`~posenc_lib.lm.BOS` first; else
+            position 0 holds a copy of position 1, whatever that is (filler,
+            or a key when the item's first pair starts there).
 
     Returns:
         ``(items,)`` bool.
@@ -1374,6 +1376,66 @@ def _retrieval_results(config: Config, outcomes: dict, training: dict) -> dict:
     }
 
 
+#: The reader panel's results (:func:`reader_results`), beside ``results/retrieval.json``.
+READERS_PATH = _ROOT / "results" / "retrieval_readers.json"
+#: Version of that file's layout; :func:`load_reader_results` refuses any other.
+READERS_SCHEMA_VERSION = 1
+
+
+def grid_digest(grid: Mapping) -> str:
+    """SHA-256 of the retrieval grid's items (:func:`retrieval_grid`): every
+    cell's name, inputs and answers, in order, as little-endian int64."""
+    h = hashlib.sha256()
+    for cell, (inputs, answers, _) in grid.items():
+        h.update(cell.encode())
+        for t in (inputs, answers):
+            h.update(np.ascontiguousarray(t.numpy(), dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def reader_results(config: Config) -> dict:
+    """The reader panel (:func:`posenc_lib.retrieval.reader_panel`) on the
+    very test items the study scores (:func:`retrieval_grid`, regenerated
+    from ``config``): per reader and cell ``"<length>:<band>"``, its mean
+    expected accuracy (4 decimals), with the grid's digest
+    (:func:`grid_digest`) and the configuration's hash, so that
+    :func:`load_reader_results` refuses a file of other items. No model is
+    trained; seconds."""
+    from . import retrieval
+
+    grid = retrieval_grid(config)
+    panel = {cell: retrieval.reader_panel(config.task, inputs, answers)
+             for cell, (inputs, answers, _) in grid.items()}
+    readers = list(next(iter(panel.values())))
+    return {
+        "schema_version": READERS_SCHEMA_VERSION, "config": config.to_dict(),
+        "config_hash": config.hash(), "grid_sha256": grid_digest(grid),
+        "cells": {cell: {"length": int(inputs.shape[1]), "band": cell.split(":", 1)[1],
+                         "items": int(answers.numel())}
+                  for cell, (inputs, answers, _) in grid.items()},
+        "readers": {r: {cell: round(float(panel[cell][r].mean()), 4) for cell in grid}
+                    for r in readers},
+    }
+
+
+def load_reader_results(path: str | Path = READERS_PATH, *,
+                        config: Config | None = None) -> dict:
+    """Load ``results/retrieval_readers.json`` and refuse it (``ValueError``)
+    if another schema version or configuration made it, or if the grid that
+    ``config`` generates here has other items than the one it was computed
+    on (its digest). Write it with ``python -m posenc_lib.experiment
+    --readers``."""
+    config = Config() if config is None else config
+    results = json.loads(Path(path).read_text())
+    _refuse_stale(results, path, config, READERS_SCHEMA_VERSION)
+    here = grid_digest(retrieval_grid(config))
+    if results.get("grid_sha256") != here:
+        raise ValueError(f"path: {path} was computed on other test items (grid sha256 "
+                         f"{str(results.get('grid_sha256'))[:12]}..., here {here[:12]}...): "
+                         "re-run `python -m posenc_lib.experiment --readers`")
+    return results
+
+
 def write_results(results: dict, path: str | Path = RESULTS_PATH) -> Path:
     """Write ``results`` as JSON (one line per innermost list, so the file stays small)."""
     path = Path(path)
@@ -1711,25 +1773,39 @@ def _accuracy_bounds(x: np.ndarray, y: np.ndarray | None, confidence: float):
         high = np.maximum(high, special.expit(special.logit(adjusted) + q * logit_se))
         se = np.sqrt(np.maximum(var, binomial))
         return p, np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0), se, df
-    d, var, df = _crossed(x - y)
-    # Never below the variance of two independent proportions, each moved
-    # towards 1/2 by one success and one failure (Agresti and Caffo 2000):
-    # without it, outcomes that agree on every seed give a zero width.
-    px = (x.sum((-2, -1)) + 1) / (n + 2)
-    py = (y.sum((-2, -1)) + 1) / (n + 2)
-    floor = (px * (1 - px) + py * (1 - py)) / (n + 2)
+    return _paired_bounds(x, y, confidence)
+
+
+def _paired_bounds(x: np.ndarray, y: np.ndarray, confidence: float):
+    """The seed-level paired interval of :func:`accuracy_interval` for
+    ``x (..., seeds, items_x)`` and ``y (..., seeds, items_y)``: a t interval
+    (``seeds - 1`` degrees of freedom) on the per-seed differences of
+    accuracies, its variance at least the within-seed sampling variance of
+    those differences (so that seeds which happen to agree exactly do not
+    give a zero width)."""
+    from scipy import stats
+
+    seeds = x.shape[-2]
+    nx, ny = x.shape[-1], y.shape[-1]
+    per_seed = x.mean(-1) - y.mean(-1)                     # (..., seeds)
+    d = per_seed.mean(-1)
+    var = per_seed.var(-1, ddof=1) / seeds
+    if nx == ny:
+        # paired by item: a difference of 0/1 outcomes lies in {-1, 0, 1},
+        # its variance at most its mean square, the share of discordant
+        # items (moved off 0 by one discordance in n + 2, as Agresti and
+        # Caffo 2000 move a proportion)
+        discordant = (x != y).sum(-1)
+        within = (discordant + 1) / (nx + 2) / nx
+    else:
+        px = (x.sum(-1) + 1) / (nx + 2)
+        py = (y.sum(-1) + 1) / (ny + 2)
+        within = px * (1 - px) / nx + py * (1 - py) / ny
+    floor = within.mean(-1) / seeds
     se = np.sqrt(np.maximum(var, floor))
-    df = np.where(var >= floor, df, np.minimum(df, seeds + items - 2))
+    df = np.full(np.shape(d), float(seeds - 1))
     half = stats.t.ppf(0.5 + confidence / 2, df) * se
-    # Near the ceiling the difference is as skewed as the accuracies: join
-    # the interval that the two accuracies' own intervals give for their
-    # difference, as if independent (MOVER, Newcombe 1998, Zou and Donner
-    # 2008), which inherits their skew.
-    px, lx, ux = _accuracy_bounds(x, None, confidence)[:3]
-    py, ly, uy = _accuracy_bounds(y, None, confidence)[:3]
-    low = np.minimum(d - half, d - np.hypot(px - lx, uy - py))
-    high = np.maximum(d + half, d + np.hypot(ux - px, py - ly))
-    return d, np.clip(low, -1.0, 1.0), np.clip(high, -1.0, 1.0), se, df
+    return d, np.clip(d - half, -1.0, 1.0), np.clip(d + half, -1.0, 1.0), se, df
 
 
 def accuracy_interval(correct, other=None, *, confidence: float = 0.95) -> Interval:
@@ -1740,25 +1816,38 @@ def accuracy_interval(correct, other=None, *, confidence: float = 0.95) -> Inter
         correct: ``(seeds, items)`` 0/1 outcomes (1: a right answer) of
             training seeds on test items, at least 2 of each.
         other: ``None``, or the outcomes of another model (or band) on the
-            same seeds, ``(seeds, items)``: the interval is then that of the
-            difference ``correct - other``, paired by seed (and by item where
-            the items are the same).
+            same seeds, ``(seeds, items')``: the interval is then that of the
+            difference ``correct - other``, paired by seed (the items may be
+            other items, and as many or not).
         confidence: nominal coverage, in (0, 1).
 
-    The target is the expected accuracy over training seeds *and* items
-    drawn as the test items were: the variance of the mean is that of a
-    crossed seeds x items design (Owen 2007). A single accuracy gets
+    **One accuracy.** The target is the expected accuracy over training
+    seeds *and* items drawn as the test items were: the variance of the mean
+    is that of a crossed seeds x items design (Owen 2007). The interval is
     Wilson's score interval on the effective sample size that this variance
     implies, with a t quantile (Satterthwaite's degrees of freedom, at least
-    ``seeds - 1``), joined with the logit-scale interval; a difference gets
-    a t interval whose variance is at least that of two independent
-    proportions. Either stays inside [0, 1] ([-1, 1] for a difference), is
-    never of zero width (a perfect score is not certainty), and its coverage
-    under a logistic model with seed and item effects is simulated in
-    ``tests/test_experiment.py``: at least 0.93 at nominal 0.95 with 3 and 5
-    seeds for effects up to 1 on the logit scale; seed effects of 2 (seeds
-    whose accuracies range from about 1/2 to 1) take it to 0.85-0.90, which
-    no interval from so few seeds avoids without being far wider.
+    ``seeds - 1``), joined with the logit-scale interval; it stays inside
+    [0, 1] and is never of zero width (a perfect score is not certainty).
+    Its coverage under a logistic model with seed and item effects (item
+    effect 1 on the logit scale, 5 seeds) is simulated in
+    ``tests/test_experiment.py`` at the study's band sizes, 128 to 512
+    items: at least 0.92 for seed effects up to 1; for seed effects of 2
+    (seeds whose accuracies range from about 1/2 to 1) it falls to about
+    0.85 near the ceiling (centre 0.99), which five seeds cannot avoid
+    without a far wider interval.
+
+    **A difference.** The target is the expected difference over training
+    seeds *on these items*: a t interval with ``seeds - 1`` degrees of
+    freedom on the per-seed differences of accuracies, so that what a seed
+    does to both models (they share initial weights and batches) cancels.
+    Its variance is at least the within-seed sampling variance of a
+    difference (paired by item where the items are the same), so it is never
+    of zero width. Its coverage is simulated in ``tests/test_experiment.py``
+    (5 seeds, 128 to 512 items, seed effects up to 2, collapsed seeds): at
+    least 0.94 where the true difference is 0, at least 0.91 elsewhere
+    without collapses; a seed that collapses to chance in one model only,
+    with probability 0.2, is missed by all five seeds a third of the time,
+    and then no interval from them covers (simulated: about 0.7).
 
     Returns:
         ``Interval(mean, low, high)``.
@@ -1770,37 +1859,28 @@ def accuracy_interval(correct, other=None, *, confidence: float = 0.95) -> Inter
     y = None
     if other is not None:
         y = _outcomes("other", other)
-        if y.shape != x.shape:
+        if y.ndim != 2 or y.shape[0] != x.shape[0]:
             raise ValueError(f"other has shape {y.shape}, correct {x.shape}: a paired "
-                             "difference needs the same seeds and as many items")
+                             "difference needs the same seeds (rows)")
     mean, low, high, _, _ = _accuracy_bounds(x, y, confidence)
     return Interval(float(mean), float(low), float(high))
 
 
 def accuracy_p_value(correct, other) -> float:
     """Two-sided p-value of "the accuracies of ``correct`` and ``other`` are
-    equal": the smallest ``1 - confidence`` at which
-    :func:`accuracy_interval` of the difference excludes 0 (found by
-    bisection), so ``p < 1 - confidence`` exactly when that interval
-    excludes 0."""
+    equal", from the same t statistic as :func:`accuracy_interval` of the
+    difference (``seeds - 1`` degrees of freedom), so ``p < 1 - confidence``
+    exactly when that interval excludes 0."""
+    from scipy import stats
+
     x, y = _outcomes("correct", correct), _outcomes("other", other)
-    if y.shape != x.shape or x.ndim != 2:
-        raise ValueError(f"correct {x.shape} and other {y.shape} must be the same "
-                         "(seeds, items) shape")
-
-    def excludes(alpha):
-        _, low, high, _, _ = _accuracy_bounds(x, y, 1 - alpha)
-        return not low <= 0.0 <= high
-
-    if x.mean() == y.mean():
+    if x.ndim != 2 or y.ndim != 2 or y.shape[0] != x.shape[0]:
+        raise ValueError(f"correct {x.shape} and other {y.shape} must be (seeds, items) "
+                         "with the same seeds (rows)")
+    d, _, _, se, df = _paired_bounds(x, y, 0.95)
+    if float(d) == 0.0:
         return 1.0
-    lo, hi = 1e-15, 1.0   # at confidence 0 the interval is the point mean
-    if excludes(lo):
-        return lo
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
-    return float(hi)
+    return float(2 * stats.t.sf(abs(float(d)) / float(se), float(df)))
 
 
 def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
@@ -1928,8 +2008,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="checkpoints and evaluations (default: %(default)s)")
     parser.add_argument("--no-cache", action="store_true", help="keep nothing on disk")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--readers", action="store_true",
+                        help="only write the reader panel on the retrieval grid "
+                        "(results/retrieval_readers.json beside the default --out, else "
+                        "--out with the suffix .readers.json); seconds, no training")
     args = parser.parse_args(argv)
     config = Config.smoke() if args.smoke else Config()
+    readers_out = (READERS_PATH if args.out == RESULTS_PATH
+                   else args.out.with_suffix(".readers.json"))
+    if args.readers:
+        write_results(reader_results(config), readers_out)
+        return
     results = run(config, device=args.device, cache_dir=None if args.no_cache else args.cache,
                   progress=not args.quiet)
     if results is None:   # not rank 0
@@ -1940,6 +2029,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                          else args.out.with_suffix(".retrieval.json"))
     write_results(results.pop("retrieval"), retrieval_out)
     write_results(results, args.out)
+    write_results(reader_results(config), readers_out)
     if not args.quiet:
         print(f"wrote {args.out} (config {results['config_hash']}, "
               f"{results['wall_time_s']:.0f} s)", file=sys.stderr)

@@ -32,7 +32,8 @@ from . import _validate, experiment, lm
 
 __all__ = ["RESULTS_PATH", "SCHEMA_VERSION", "bands", "band_names", "PositionTask",
            "make_position_items", "order_free_accuracy", "position_grid", "load_results",
-           "outcomes", "cell_outcomes", "cells_of"]
+           "outcomes", "cell_outcomes", "cells_of", "READERS", "answer_of",
+           "reader_panel"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 2
@@ -240,6 +241,101 @@ def order_free_accuracy(task: PositionTask, inputs: torch.Tensor,
         sets.append(1 / sum(s == prefix[answer] for s in prefix.values()))
     return {"chance": float(np.mean(bag)), "bag_of_tokens": float(np.mean(bag)),
             "prefix_sets": float(np.mean(sets))}
+
+
+# -- the reader panel: what readers that need no positional encoding score ---------------
+
+#: The readers of :func:`reader_panel`, by name (``"ordinal_k"``: the k-th value).
+READERS = ("chance", "bag_of_tokens", "counting", "prefix_proportions",
+           "second_occurrence", "recency")
+
+
+def answer_of(task: PositionTask, row: Sequence[int]) -> int:
+    """The answer of one item by its definition, brute force: the token after
+    the query key's (the last input's) last earlier occurrence."""
+    row = [int(t) for t in row]
+    query = row[-1]
+    if query not in task.keys:
+        raise ValueError(f"row: the last input ({query}) is not a key of the task")
+    last = max((i for i, t in enumerate(row[:-1]) if t == query), default=None)
+    if last is None or last + 1 >= len(row) - 1:
+        raise ValueError("row: the query key has no earlier binding")
+    return row[last + 1]
+
+
+def _pick(scores: list, answer_at: int) -> float:
+    """Expected accuracy of picking the largest score (ties broken uniformly
+    at random) when the answer is the ``answer_at``-th candidate."""
+    best = max(scores)
+    tied = [i for i, s in enumerate(scores) if s == best]
+    return 1.0 / len(tied) if answer_at in tied else 0.0
+
+
+def reader_panel(task: PositionTask, inputs: torch.Tensor, answers: torch.Tensor, *,
+                 ordinals: bool = True) -> dict:
+    """What readers that use no positional encoding score on items of
+    :class:`PositionTask`: per reader, ``(items,)`` expected accuracies (an
+    expectation over the reader's uniform choice among tied candidates, so
+    no random draw). Every reader chooses among the item's values.
+
+    * ``"chance"``: a value picked at random, ``1 / values``;
+    * ``"bag_of_tokens"``: a reader of the bag of tokens (the multiset, no
+      order): the value with the smallest token id. Values are drawn without
+      regard to their role, so any reader of the bag scores chance in
+      expectation; a departure shows a generator that ties the answer to a
+      token;
+    * ``"counting"``: for each value, the number of occurrences of the query
+      key before it, and of the other keys; the value with the most query
+      keys, then the fewest other keys. Counts over the prefix are what a
+      causal attention layer without positions computes (uniform attention
+      gives proportions, and ``BOS``'s share ``1 / (p + 1)`` turns them
+      into counts);
+    * ``"prefix_proportions"``: for each value, the share of the query key
+      among the tokens before it, the value with the largest share (what
+      uniform causal attention carries without ``BOS``);
+    * ``"second_occurrence"``: the value after the query key's second
+      occurrence (the last one if it occurs once);
+    * ``"recency"``: the last value before the query;
+    * ``"ordinal_k"`` (with ``ordinals``), ``k = 1 .. pairs``: the item's
+      k-th value, whatever the keys.
+
+    Raises:
+        ValueError: if an answer is not what :func:`answer_of` finds.
+    """
+    keys, values = set(task.keys), set(task.value_symbols)
+    out = {name: [] for name in READERS}
+    if ordinals:
+        out.update({f"ordinal_{k}": [] for k in range(1, task.pairs + 1)})
+    for row, answer in zip(inputs.tolist(), answers.tolist()):
+        if answer_of(task, row) != answer:
+            raise ValueError("answers: an answer is not the value after the query "
+                             "key's last earlier occurrence")
+        query = row[-1]
+        found, q_count, o_count, q_seen = [], 0, 0, []   # value, counts before it
+        for p, t in enumerate(row[:-1]):
+            if t in values:
+                found.append((t, q_count, o_count, p))
+            elif t == query:
+                q_count += 1
+                q_seen.append(p)
+            elif t in keys:
+                o_count += 1
+        tokens = [v for v, *_ in found]
+        at = tokens.index(answer)
+        out["chance"].append(1.0 / len(tokens))
+        out["bag_of_tokens"].append(float(min(tokens) == answer))
+        out["counting"].append(_pick([(q, -o) for _, q, o, _ in found], at))
+        # the prefix of a value at position p holds p tokens (BOS included)
+        out["prefix_proportions"].append(
+            _pick([q / p if p else 0.0 for _, q, _, p in found], at))
+        second = q_seen[min(1, len(q_seen) - 1)]
+        nxt = row[second + 1]
+        out["second_occurrence"].append(float(nxt == answer))
+        out["recency"].append(float(tokens[-1] == answer))
+        if ordinals:
+            for k in range(1, task.pairs + 1):
+                out[f"ordinal_{k}"].append(float(len(tokens) >= k and tokens[k - 1] == answer))
+    return {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
 
 
 # -- reading the results ---------------------------------------------------------------
