@@ -187,3 +187,108 @@ def test_position_task_validates_its_parameters():
         retrieval.make_position_items(task, 64, [60], g)
     with pytest.raises(ValueError, match="distances"):
         retrieval.make_position_items(task, 64, [0], g)
+
+
+# -- the reader panel -----------------------------------------------------------------
+
+def _item(task, tokens):
+    """One hand-built item: BOS, then ``tokens`` ("A"/"B" keys, lowercase values
+    a-z as the task's first values, "." filler)."""
+    a, b = task.keys[:2]
+    code = {"A": a, "B": b, ".": task.filler_symbols[0]}
+    code.update({chr(97 + i): v for i, v in enumerate(task.value_symbols[:26])})
+    return torch.tensor([[lm.BOS] + [code[t] for t in tokens]])
+
+
+def test_each_reader_on_a_hand_built_item():
+    task = experiment.Config().task
+    # A a B b A c . . A: the answer is c (after A's last earlier occurrence)
+    inputs = _item(task, "AaBbAc..A")
+    answer = torch.tensor([task.value_symbols[2]])
+    assert retrieval.answer_of(task, inputs[0].tolist()) == int(answer)
+    panel = retrieval.reader_panel(task, inputs, answer)
+    expected = {
+        "chance": 1 / 3,
+        "bag_of_tokens": 1.0 * (min(task.value_symbols[:3]) == int(answer)),
+        "counting": 1.0,             # c: two A before it, a and b one
+        # shares of A before a, b, c: 1/2, 1/4, 2/6: a is picked
+        "prefix_proportions": 0.0,
+        "second_occurrence": 1.0,    # the value after A's second occurrence
+        "recency": 1.0,              # c is the last value
+        "ordinal_1": 0.0, "ordinal_2": 0.0, "ordinal_3": 1.0,
+    }
+    for name, value in expected.items():
+        assert panel[name].tolist() == [value], name
+    # B b after the answer: counting breaks the tie on A by fewer B; recency fails
+    inputs = _item(task, "AaBbAcBd.A")
+    panel = retrieval.reader_panel(task, inputs, answer)
+    assert panel["counting"].tolist() == [1.0] and panel["recency"].tolist() == [0.0]
+
+
+def test_reader_panel_refuses_a_wrong_answer():
+    # planted bug: the answer of the query key's first binding
+    task = experiment.Config().task
+    g = torch.Generator().manual_seed(1)
+    inputs, answers, _ = retrieval.make_position_items(task, 64, [9, 20, 40], g)
+    first = torch.tensor([row[row.index(row[-1]) + 1] for row in inputs.tolist()])
+    assert not torch.equal(first, answers)
+    with pytest.raises(ValueError, match="answers"):
+        retrieval.reader_panel(task, inputs, first)
+    with pytest.raises(ValueError, match="key"):
+        retrieval.answer_of(task, inputs[0, :-1].tolist())   # no query last
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 100), st.sampled_from([64, 128, 256]), st.integers(0, 2**31 - 1))
+def test_generated_answers_are_the_value_after_the_last_binding(distance, n, seed):
+    task = experiment.Config().task
+    distance = min(distance, max(d for d in range(1, n) if task.shortest(d) <= n))
+    g = torch.Generator().manual_seed(seed)
+    inputs, answers, _ = retrieval.make_position_items(task, n, [distance], g)
+    assert retrieval.answer_of(task, inputs[0].tolist()) == int(answers[0])
+    assert inputs.shape[1] - 1 - int((inputs[0, :-1] == answers[0]).nonzero()[-1]) \
+        == distance
+
+
+def test_the_counting_reader_solves_the_study_task_and_the_bag_reader_does_not():
+    # The finding the chapter states: a reader with no positions answers
+    # every item of every cell; a reader of the bag of tokens scores chance
+    # (binomial test at 0.01, fixed in advance). Planted bug: a generator
+    # whose answer is always the item's smallest value is caught.
+    from scipy import stats
+
+    task = experiment.Config().task
+    grid = retrieval.position_grid(task, 64, 8, 48)
+    bag = []
+    for inputs, answers, _ in grid.values():
+        panel = retrieval.reader_panel(task, inputs, answers, ordinals=False)
+        assert panel["counting"].min() == 1.0
+        bag.append(panel["bag_of_tokens"])
+    bag = np.concatenate(bag)
+    assert stats.binomtest(int(bag.sum()), bag.size, 1 / task.pairs).pvalue >= 0.01
+    inputs, answers, _ = grid[64, "0-L"]
+    rigged = inputs.clone()
+    smallest = []
+    for i, row in enumerate(inputs.tolist()):
+        s = min(t for t in row if t in task.value_symbols)
+        a = int(answers[i])
+        rigged[i][inputs[i] == a], rigged[i][inputs[i] == s] = s, a
+        smallest.append(s)
+    caught = retrieval.reader_panel(task, rigged, torch.tensor(smallest))["bag_of_tokens"]
+    assert stats.binomtest(int(caught.sum()), caught.size, 1 / task.pairs).pvalue < 0.01
+
+
+def test_the_stored_reader_panel_is_fresh_and_refused_when_stale(tmp_path):
+    results = experiment.load_reader_results()     # refuses other items itself
+    config = experiment.Config()
+    grid = experiment.retrieval_grid(config)
+    cell = f"{config.train_length}:0-L"
+    panel = retrieval.reader_panel(config.task, *grid[cell][:2])
+    for name, values in panel.items():
+        assert abs(values.mean() - results["readers"][name][cell]) <= 5e-5 + 1e-12
+    stale = dict(results, grid_sha256="0" * 64)
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    with pytest.raises(ValueError, match="other test items"):
+        experiment.load_reader_results(tmp_path / "stale.json")
+    with pytest.raises(ValueError, match="configuration"):
+        experiment.load_reader_results(config=SMOKE)
