@@ -1,21 +1,26 @@
-"""Can it retrieve? A retrieval task that needs positions, and its results.
+"""Can it retrieve? A key-value retrieval task, the readers that solve it
+without positions, and its results.
 
-:class:`PositionTask` is a key-value retrieval task that no reader ignoring
-order can solve: a few similar keys, every key bound to a value early on
-(so the query key also occurs earlier, bound to another value), the answer
-the value of the query key's *most recent* binding. Its test items
-(:func:`position_grid`) vary the item's length and the distance ``D``
-between the answer and the query separately, and
-:func:`order_free_accuracy` gives what guessing and order-free readers
-score on them.
+:class:`PositionTask` is a key-value retrieval task: a few similar keys,
+every key bound to a value early on (so the query key also occurs earlier,
+bound to another value), the answer the value of the query key's *most
+recent* binding. Its test items (:func:`position_grid`) vary the item's
+length and the distance ``D`` between the answer and the query separately.
+:func:`reader_panel` runs readers that use no positional encoding on items:
+a reader that counts the keys before each value answers every item, so the
+task measures whether a trained model found a retrieval procedure that keeps
+working on longer inputs, not whether an encoding is needed for it.
+:func:`order_free_accuracy` gives the expected accuracy of guessing and of
+two order-free readers (bag of tokens, sets of keys).
 
 Chapter 7's study trains and scores the models on it: the models of
 :data:`posenc_lib.experiment.MODELS`, trained by
 :func:`posenc_lib.experiment.train_model` with ``study="task"`` (one trainer
 and one configuration, :class:`posenc_lib.experiment.Config`, for both
 studies), and ``python -m posenc_lib.experiment`` writes
-``results/retrieval.json``. This module reads that file back
-(:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
+``results/retrieval.json`` (and the reader panel on the same items,
+``results/retrieval_readers.json``). This module reads the results file
+back (:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
 """
 
 from __future__ import annotations
@@ -62,11 +67,11 @@ def band_names(train_length: int, max_multiplier: int) -> list[str]:
     return [f"{at(lo)}-{at(hi)}" for lo, hi in bands(train_length, max_multiplier)]
 
 
-# -- a task that needs positions ------------------------------------------------------
+# -- the task -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PositionTask:
-    """A retrieval task that an order-free reader cannot solve.
+    """A key-value retrieval task (the most recent binding of a key).
 
     A sequence holds ``pairs`` (key, value) pairs among filler; the keys come
     from ``keys``, a few similar tokens, and *every* key occurs in the first
@@ -77,11 +82,16 @@ class PositionTask:
     sequence are distinct. The distance ``D`` (query position minus the
     answer's) and the sequence length ``n`` are chosen separately.
 
-    An order-free reader fails: from the bag of tokens no value can be told
-    from another (each key occurs at least once, each value once), and from
-    the *set* of keys before each value (what :func:`order_free_accuracy`
-    calls ``"prefix_sets"``) every value from the end of the preamble on looks
-    alike, since all keys occurred before it.
+    A reader of the bag of tokens cannot tell one value from another (each
+    key occurs at least once, each value once), nor can one of the *set* of
+    keys before each value (what :func:`order_free_accuracy` calls
+    ``"prefix_sets"``) from the end of the preamble on. But a reader of the
+    *counts* of keys before each value, which a causal model without
+    positions can compute, answers every item (:func:`reader_panel`): the
+    answer is the first value with the most occurrences of the query key
+    before it. With ``pairs - len(keys) - 1`` pairs after the answer's, every
+    item at a distance that holds them all has one order of pairs, and the
+    answer is always the same ordinal value.
     """
 
     keys: tuple = (128, 129, 130, 131)

@@ -1,4 +1,4 @@
-"""The retrieval task that needs positions (its items, its order-free
+"""The retrieval task (its items, its reader panel and order-free
 controls) and the readers of its results file."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_stored_results_are_current_and_complete():
         assert controls["prefix_sets"][band] <= results["chance"][band] + 0.1
 
 
-# -- the task that needs positions ------------------------------------------------------
+# -- the task ----------------------------------------------------------------------------
 
 def _last_binding(row, keys):
     """Brute force: the token after the last occurrence of the query key."""
