@@ -45,7 +45,6 @@ import math
 import os
 import platform
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _validate, lm
+from . import _validate, corpus, lm
 
 __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
            "Config", "load_bytes", "build_model", "lr_factor", "fit", "train_model",
@@ -77,25 +76,12 @@ CACHE_DIR = _ROOT / ".cache" / "experiment"
 _TRAIN_CODE_VERSION = 3
 _EVAL_CODE_VERSION = 3
 
-#: Standard-library modules used for training (top-level ``.py`` files present
-#: in CPython 3.10 to 3.12).
-TRAIN_FILES = (
-    "argparse", "ast", "base64", "bisect", "calendar", "cmd", "codecs", "configparser",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "difflib", "enum", "fnmatch",
-    "fractions", "ftplib", "functools", "getopt", "gettext", "glob", "gzip", "heapq",
-    "hmac", "imaplib", "inspect", "ipaddress", "locale", "mailbox", "numbers", "operator",
-    "optparse", "pathlib", "pickle", "pprint", "queue", "random", "shlex", "shutil",
-    "smtplib", "socket", "statistics", "string", "subprocess", "tarfile", "tempfile",
-    "textwrap", "threading", "timeit", "tokenize", "traceback", "typing", "uuid",
-    "warnings", "weakref",
-)
-#: Held-out modules, never seen in training.
-EVAL_FILES = (
-    "bdb", "codeop", "colorsys", "filecmp", "graphlib", "hashlib", "keyword", "linecache",
-    "netrc", "opcode", "platform", "plistlib", "poplib", "pyclbr", "quopri", "reprlib",
-    "runpy", "sched", "selectors", "socketserver", "symtable", "tabnanny", "trace",
-    "tracemalloc", "webbrowser", "zipapp",
-)
+#: Standard-library modules used for training (:data:`posenc_lib.corpus.TRAIN_FILES`,
+#: read from the pinned corpus, CPython 3.11.7's sources stored in the
+#: repository, not from the running interpreter).
+TRAIN_FILES = corpus.TRAIN_FILES
+#: Held-out modules, never seen in training (:data:`posenc_lib.corpus.EVAL_FILES`).
+EVAL_FILES = corpus.EVAL_FILES
 
 
 # -- the models -----------------------------------------------------------------------
@@ -448,20 +434,27 @@ def unclosed_fraction(head_dim: int, base: float, length: int) -> float:
 # -- data -----------------------------------------------------------------------------
 
 def load_bytes(modules: Sequence[str]) -> tuple[Tensor, str]:
-    """Concatenate the source of standard-library ``modules`` as a byte tensor.
+    """Concatenate the source of standard-library ``modules`` as a byte tensor,
+    read from the pinned corpus (:func:`posenc_lib.corpus.read`: CPython
+    3.11.7's sources, stored in the repository and checked against their
+    SHA-256), so the bytes do not depend on the running interpreter.
 
     Returns:
         ``(n_bytes,)`` uint8 tensor and the SHA-256 of the bytes.
     """
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    chunks = []
-    for name in modules:
-        path = stdlib / f"{name}.py"
-        if not path.is_file():
-            raise ValueError(f"modules: {name!r} has no file {path}")
-        chunks.append(path.read_bytes())
-    data = b"\n\n".join(chunks)
+    data = corpus.read(modules)
     return torch.frombuffer(bytearray(data), dtype=torch.uint8), hashlib.sha256(data).hexdigest()
+
+
+def _check_pinned(config: Config, train_sha: str, eval_sha: str) -> None:
+    """Before training: the study's own file lists must give the pinned bytes."""
+    for part, files, found in (("train", config.train_files, train_sha),
+                               ("eval", config.eval_files, eval_sha)):
+        pinned = {"train": TRAIN_FILES, "eval": EVAL_FILES}[part]
+        if tuple(files) == pinned and found != corpus.PINNED_SHA256[part]:
+            raise ValueError(f"{part}_files: the corpus gives sha256 {found[:12]}..., "
+                             f"pinned {corpus.PINNED_SHA256[part][:12]}...: restore "
+                             "data/ from the repository")
 
 
 def _split(rows: Tensor, bos: bool) -> tuple[Tensor, Tensor]:
@@ -497,9 +490,8 @@ def window_files(results: Mapping) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def _window_files(files: tuple, windows: int, length: int) -> np.ndarray:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
     # load_bytes joins the files with two newlines
-    ends = np.cumsum([(stdlib / f"{name}.py").stat().st_size + 2 for name in files])
+    ends = np.cumsum([size + 2 for size in corpus.sizes(files)])
     starts = torch.linspace(0, int(ends[-1]) - 2 - length - 1, windows).long().numpy()
     out = np.searchsorted(ends, starts, side="right")
     out.setflags(write=False)
@@ -1213,6 +1205,7 @@ def run(config: Config, *, device: str | None = None, cache_dir: Path | None = C
     torch.set_num_threads(config.threads)
     train, train_sha = load_bytes(config.train_files)
     held_out, eval_sha = load_bytes(config.eval_files)
+    _check_pinned(config, train_sha, eval_sha)
     data = {"train": train, "train_sha256": train_sha, "eval": held_out,
             "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out),
             "grid": retrieval_grid(config)}
@@ -1463,8 +1456,9 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
     """Load stored results and refuse them if they are stale.
 
     Stale means: another schema version, another configuration (default
-    :class:`Config` ()), or, with ``check_environment``, another Python version
-    or other data bytes than the standard library here gives (its digest).
+    :class:`Config` ()), or, with ``check_environment``, other data bytes
+    than the pinned corpus gives (its digest). The Python version is recorded
+    but no longer checked: the data are the corpus's, not the interpreter's.
 
     Raises:
         ValueError: naming what differs.
@@ -1473,11 +1467,6 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
     results = json.loads(Path(path).read_text())
     _refuse_stale(results, path, config, SCHEMA_VERSION)
     if check_environment:
-        python = results["environment"]["python"]
-        if python != platform.python_version():
-            raise ValueError(f"path: {path} was produced with Python {python}, this is "
-                             f"{platform.python_version()}: its standard library (the data) "
-                             f"may differ; re-run `python -m posenc_lib.experiment`")
         for part, files in (("train", config.train_files), ("eval", config.eval_files)):
             digest = load_bytes(files)[1]
             if digest != results["data"][f"{part}_sha256"]:
