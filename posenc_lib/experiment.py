@@ -1018,6 +1018,8 @@ def _environment(device: torch.device, world_size: int) -> dict:
     return {"posenc_lib": __version__, "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
             "threads": torch.get_num_threads(), "device": str(device),
+            "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                            else platform.processor() or platform.machine()),
             "world_size": world_size}
 
 
@@ -1165,15 +1167,27 @@ def _distributed(device: str | None) -> tuple[int, int, torch.device]:
     import torch.distributed as dist
 
     if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", _local_gpu(int(os.environ.get("LOCAL_RANK", "0")),
+                                                 torch.cuda.device_count()))
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         import datetime
 
         # Ranks may finish hours apart; the final gather must wait for all.
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                timeout=datetime.timedelta(hours=24))
+        # gloo even on GPUs: the only collective is that gather of Python
+        # objects (through the CPU), and NCCL cannot put two ranks on one GPU.
+        dist.init_process_group(backend="gloo", timeout=datetime.timedelta(hours=24))
     return dist.get_rank(), dist.get_world_size(), device
+
+
+def _local_gpu(local_rank: int, gpus: int) -> int:
+    """The GPU of a process: local rank ``k`` takes GPU ``k mod gpus``, so that
+    several processes share each GPU when there are more processes than GPUs
+    (``torchrun --nproc_per_node 8`` on one GPU: all eight on ``cuda:0``)."""
+    if gpus < 1:
+        raise ValueError("device: cuda was asked for, but no GPU is visible; pass "
+                         "--device cpu")
+    return int(local_rank) % int(gpus)
 
 
 def _share(config: Config, jobs: list, world: int) -> list[list[int]]:

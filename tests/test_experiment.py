@@ -912,3 +912,12 @@ def test_training_rows_score_the_last_binding_of_every_query(queries):
             elif p and row[p - 1] in keys and token in values:
                 last[row[p - 1]] = token
         assert len(set(queried)) == queries          # every query a different key
+
+
+def test_several_processes_share_one_gpu():
+    # torchrun --nproc_per_node 8 on one GPU: every rank on cuda:0 (it used
+    # to map rank k to cuda:k, which does not exist); on 2 GPUs, 4 ranks each
+    assert [experiment._local_gpu(k, 1) for k in range(8)] == [0] * 8
+    assert [experiment._local_gpu(k, 2) for k in range(4)] == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="device"):
+        experiment._local_gpu(0, 0)
