@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from . import _validate, experiment, lm
+from . import _stale, _validate, lm
 
 __all__ = ["RESULTS_PATH", "SCHEMA_VERSION", "bands", "band_names", "PositionTask",
            "make_position_items", "order_free_accuracy", "position_grid", "load_results",
@@ -42,7 +42,7 @@ __all__ = ["RESULTS_PATH", "SCHEMA_VERSION", "bands", "band_names", "PositionTas
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 2
-RESULTS_PATH = experiment._ROOT / "results" / "retrieval.json"
+RESULTS_PATH = Path(__file__).resolve().parents[1] / "results" / "retrieval.json"
 
 
 def bands(train_length: int, max_multiplier: int) -> list[tuple[int, int]]:
@@ -350,15 +350,22 @@ def reader_panel(task: PositionTask, inputs: torch.Tensor, answers: torch.Tensor
 
 # -- reading the results ---------------------------------------------------------------
 
-def load_results(path: str | Path = RESULTS_PATH, *,
-                 config: "experiment.Config | None" = None) -> dict:
+def load_results(path: str | Path = RESULTS_PATH, *, config) -> dict:
     """Load ``results/retrieval.json`` (written by ``python -m
-    posenc_lib.experiment``) and refuse it (``ValueError``) if
-    another schema version or another configuration (default
-    :class:`posenc_lib.experiment.Config` ()) made it."""
-    config = experiment.Config() if config is None else config
+    posenc_lib.experiment``) and refuse it (``ValueError``) if another schema
+    version or another configuration made it.
+
+    Args:
+        config: the configuration the file must come from, any object with
+            a ``hash()`` (a :class:`posenc_lib.experiment.Config`;
+            :func:`posenc_lib.experiment.load_retrieval_results` passes the
+            study's own). This module does not import the trainer.
+    """
+    if not callable(getattr(config, "hash", None)):
+        raise ValueError("config: pass the configuration the file must come from "
+                         "(e.g. posenc_lib.experiment.Config())")
     results = json.loads(Path(path).read_text())
-    experiment._refuse_stale(results, path, config, SCHEMA_VERSION)
+    _stale.refuse_stale(results, path, config.hash(), SCHEMA_VERSION)
     return results
 
 
