@@ -1,7 +1,8 @@
 """Does it extrapolate? Train small byte-level language models, evaluate them long.
 
 Every model of :data:`MODELS` is trained, with several seeds, on windows of
-``train_length`` positions of Python standard-library source code, and scored
+``train_length`` positions of Python standard-library source code (CPython
+3.11.7's, stored in the repository: :mod:`posenc_lib.corpus`), and scored
 on the *same* held-out target bytes at every position up to
 ``max_multiplier`` times that length: each held-out window is read once, from
 its first byte, and its losses are stored per position bucket, per window and
