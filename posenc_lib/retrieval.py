@@ -1,21 +1,26 @@
-"""Can it retrieve? A retrieval task that needs positions, and its results.
+"""Can it retrieve? A key-value retrieval task, the readers that solve it
+without positions, and its results.
 
-:class:`PositionTask` is a key-value retrieval task that no reader ignoring
-order can solve: a few similar keys, every key bound to a value early on
-(so the query key also occurs earlier, bound to another value), the answer
-the value of the query key's *most recent* binding. Its test items
-(:func:`position_grid`) vary the item's length and the distance ``D``
-between the answer and the query separately, and
-:func:`order_free_accuracy` gives what guessing and order-free readers
-score on them.
+:class:`PositionTask` is a key-value retrieval task: a few similar keys,
+every key bound to a value early on (so the query key also occurs earlier,
+bound to another value), the answer the value of the query key's *most
+recent* binding. Its test items (:func:`position_grid`) vary the item's
+length and the distance ``D`` between the answer and the query separately.
+:func:`reader_panel` runs readers that use no positional encoding on items:
+a reader that counts the keys before each value answers every item, so the
+task measures whether a trained model found a retrieval procedure that keeps
+working on longer inputs, not whether an encoding is needed for it.
+:func:`order_free_accuracy` gives the expected accuracy of guessing and of
+two order-free readers (bag of tokens, sets of keys).
 
 Chapter 7's study trains and scores the models on it: the models of
 :data:`posenc_lib.experiment.MODELS`, trained by
 :func:`posenc_lib.experiment.train_model` with ``study="task"`` (one trainer
 and one configuration, :class:`posenc_lib.experiment.Config`, for both
 studies), and ``python -m posenc_lib.experiment`` writes
-``results/retrieval.json``. This module reads that file back
-(:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
+``results/retrieval.json`` (and the reader panel on the same items,
+``results/retrieval_readers.json``). This module reads the results file
+back (:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
 """
 
 from __future__ import annotations
@@ -28,15 +33,16 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from . import _validate, experiment, lm
+from . import _stale, _validate, lm
 
 __all__ = ["RESULTS_PATH", "SCHEMA_VERSION", "bands", "band_names", "PositionTask",
            "make_position_items", "order_free_accuracy", "position_grid", "load_results",
-           "outcomes", "cell_outcomes", "cells_of"]
+           "outcomes", "cell_outcomes", "cells_of", "READERS", "answer_of",
+           "reader_panel"]
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 2
-RESULTS_PATH = experiment._ROOT / "results" / "retrieval.json"
+RESULTS_PATH = Path(__file__).resolve().parents[1] / "results" / "retrieval.json"
 
 
 def bands(train_length: int, max_multiplier: int) -> list[tuple[int, int]]:
@@ -61,11 +67,11 @@ def band_names(train_length: int, max_multiplier: int) -> list[str]:
     return [f"{at(lo)}-{at(hi)}" for lo, hi in bands(train_length, max_multiplier)]
 
 
-# -- a task that needs positions ------------------------------------------------------
+# -- the task -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PositionTask:
-    """A retrieval task that an order-free reader cannot solve.
+    """A key-value retrieval task (the most recent binding of a key).
 
     A sequence holds ``pairs`` (key, value) pairs among filler; the keys come
     from ``keys``, a few similar tokens, and *every* key occurs in the first
@@ -76,11 +82,16 @@ class PositionTask:
     sequence are distinct. The distance ``D`` (query position minus the
     answer's) and the sequence length ``n`` are chosen separately.
 
-    An order-free reader fails: from the bag of tokens no value can be told
-    from another (each key occurs at least once, each value once), and from
-    the *set* of keys before each value (what :func:`order_free_accuracy`
-    calls ``"prefix_sets"``) every value from the end of the preamble on looks
-    alike, since all keys occurred before it.
+    A reader of the bag of tokens cannot tell one value from another (each
+    key occurs at least once, each value once), nor can one of the *set* of
+    keys before each value (what :func:`order_free_accuracy` calls
+    ``"prefix_sets"``) from the end of the preamble on. But a reader of the
+    *counts* of keys before each value, which a causal model without
+    positions can compute, answers every item (:func:`reader_panel`): the
+    answer is the first value with the most occurrences of the query key
+    before it. With ``pairs - len(keys) - 1`` pairs after the answer's, every
+    item at a distance that holds them all has one order of pairs, and the
+    answer is always the same ordinal value.
     """
 
     keys: tuple = (128, 129, 130, 131)
@@ -242,17 +253,119 @@ def order_free_accuracy(task: PositionTask, inputs: torch.Tensor,
             "prefix_sets": float(np.mean(sets))}
 
 
+# -- the reader panel: what readers that need no positional encoding score ---------------
+
+#: The readers of :func:`reader_panel`, by name (``"ordinal_k"``: the k-th value).
+READERS = ("chance", "bag_of_tokens", "counting", "prefix_proportions",
+           "second_occurrence", "recency")
+
+
+def answer_of(task: PositionTask, row: Sequence[int]) -> int:
+    """The answer of one item by its definition, brute force: the token after
+    the query key's (the last input's) last earlier occurrence."""
+    row = [int(t) for t in row]
+    query = row[-1]
+    if query not in task.keys:
+        raise ValueError(f"row: the last input ({query}) is not a key of the task")
+    last = max((i for i, t in enumerate(row[:-1]) if t == query), default=None)
+    if last is None or last + 1 >= len(row) - 1:
+        raise ValueError("row: the query key has no earlier binding")
+    return row[last + 1]
+
+
+def _pick(scores: list, answer_at: int) -> float:
+    """Expected accuracy of picking the largest score (ties broken uniformly
+    at random) when the answer is the ``answer_at``-th candidate."""
+    best = max(scores)
+    tied = [i for i, s in enumerate(scores) if s == best]
+    return 1.0 / len(tied) if answer_at in tied else 0.0
+
+
+def reader_panel(task: PositionTask, inputs: torch.Tensor, answers: torch.Tensor, *,
+                 ordinals: bool = True) -> dict:
+    """What readers that use no positional encoding score on items of
+    :class:`PositionTask`: per reader, ``(items,)`` expected accuracies (an
+    expectation over the reader's uniform choice among tied candidates, so
+    no random draw). Every reader chooses among the item's values.
+
+    * ``"chance"``: a value picked at random, ``1 / values``;
+    * ``"bag_of_tokens"``: a reader of the bag of tokens (the multiset, no
+      order): the value with the smallest token id. Values are drawn without
+      regard to their role, so any reader of the bag scores chance in
+      expectation; a departure shows a generator that ties the answer to a
+      token;
+    * ``"counting"``: for each value, the number of occurrences of the query
+      key before it, and of the other keys; the value with the most query
+      keys, then the fewest other keys. Counts over the prefix are what a
+      causal attention layer without positions computes (uniform attention
+      gives proportions, and ``BOS``'s share ``1 / (p + 1)`` turns them
+      into counts);
+    * ``"prefix_proportions"``: for each value, the share of the query key
+      among the tokens before it, the value with the largest share (what
+      uniform causal attention carries without ``BOS``);
+    * ``"second_occurrence"``: the value after the query key's second
+      occurrence (the last one if it occurs once);
+    * ``"recency"``: the last value before the query;
+    * ``"ordinal_k"`` (with ``ordinals``), ``k = 1 .. pairs``: the item's
+      k-th value, whatever the keys.
+
+    Raises:
+        ValueError: if an answer is not what :func:`answer_of` finds.
+    """
+    keys, values = set(task.keys), set(task.value_symbols)
+    out = {name: [] for name in READERS}
+    if ordinals:
+        out.update({f"ordinal_{k}": [] for k in range(1, task.pairs + 1)})
+    for row, answer in zip(inputs.tolist(), answers.tolist()):
+        if answer_of(task, row) != answer:
+            raise ValueError("answers: an answer is not the value after the query "
+                             "key's last earlier occurrence")
+        query = row[-1]
+        found, q_count, o_count, q_seen = [], 0, 0, []   # value, counts before it
+        for p, t in enumerate(row[:-1]):
+            if t in values:
+                found.append((t, q_count, o_count, p))
+            elif t == query:
+                q_count += 1
+                q_seen.append(p)
+            elif t in keys:
+                o_count += 1
+        tokens = [v for v, *_ in found]
+        at = tokens.index(answer)
+        out["chance"].append(1.0 / len(tokens))
+        out["bag_of_tokens"].append(float(min(tokens) == answer))
+        out["counting"].append(_pick([(q, -o) for _, q, o, _ in found], at))
+        # the prefix of a value at position p holds p tokens (BOS included)
+        out["prefix_proportions"].append(
+            _pick([q / p if p else 0.0 for _, q, _, p in found], at))
+        second = q_seen[min(1, len(q_seen) - 1)]
+        nxt = row[second + 1]
+        out["second_occurrence"].append(float(nxt == answer))
+        out["recency"].append(float(tokens[-1] == answer))
+        if ordinals:
+            for k in range(1, task.pairs + 1):
+                out[f"ordinal_{k}"].append(float(len(tokens) >= k and tokens[k - 1] == answer))
+    return {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
+
+
 # -- reading the results ---------------------------------------------------------------
 
-def load_results(path: str | Path = RESULTS_PATH, *,
-                 config: "experiment.Config | None" = None) -> dict:
+def load_results(path: str | Path = RESULTS_PATH, *, config) -> dict:
     """Load ``results/retrieval.json`` (written by ``python -m
-    posenc_lib.experiment``) and refuse it (``ValueError``) if
-    another schema version or another configuration (default
-    :class:`posenc_lib.experiment.Config` ()) made it."""
-    config = experiment.Config() if config is None else config
+    posenc_lib.experiment``) and refuse it (``ValueError``) if another schema
+    version or another configuration made it.
+
+    Args:
+        config: the configuration the file must come from, any object with
+            a ``hash()`` (a :class:`posenc_lib.experiment.Config`;
+            :func:`posenc_lib.experiment.load_retrieval_results` passes the
+            study's own). This module does not import the trainer.
+    """
+    if not callable(getattr(config, "hash", None)):
+        raise ValueError("config: pass the configuration the file must come from "
+                         "(e.g. posenc_lib.experiment.Config())")
     results = json.loads(Path(path).read_text())
-    experiment._refuse_stale(results, path, config, SCHEMA_VERSION)
+    _stale.refuse_stale(results, path, config.hash(), SCHEMA_VERSION)
     return results
 
 

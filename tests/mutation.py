@@ -505,6 +505,21 @@ MUTANTS: tuple[Mutant, ...] = (
        "        others = list(range(k))\n",
        [], "a pair between the answer and the query may rebind the query key, so the "
        "stored answer is no longer its last binding"),
+    # ---- chapter 7: the paired accuracy interval and the reader panel ------------------
+    _m("accuracy-difference-normal-quantile", "experiment.py",
+       "    df = np.full(np.shape(d), float(seeds - 1))\n",
+       "    df = np.full(np.shape(d), 1e9)\n",
+       [], "a normal quantile for a t statistic on five seeds' differences"),
+    _m("accuracy-difference-unpaired", "experiment.py",
+       "    var = per_seed.var(-1, ddof=1) / seeds\n",
+       "    var = (x.mean(-1).var(-1, ddof=1) + y.mean(-1).var(-1, ddof=1)) / seeds\n",
+       [], "a paired difference given the variance of two independent means: what "
+       "the seeds share comes back into the interval"),
+    _m("reader-counting-no-tie-break", "retrieval.py",
+       'out["counting"].append(_pick([(q, -o) for _, q, o, _ in found], at))',
+       'out["counting"].append(_pick([q for _, q, o, _ in found], at))',
+       ["07_experiment"], "the counting reader counts the query key only, so the "
+       "values after the answer tie with it and the panel understates what it solves"),
     # ---- chapters 1-4: checks that could not fail before ------------------------------
     _m("rope-additive-not-rotation", "rope.py",
        "    return _rotate_pairs(x, cos.to(x.dtype), sin.to(x.dtype), layout, rotary_dim)\n",
