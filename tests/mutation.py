@@ -722,6 +722,20 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("vllm-llama4-permute-no-swap", "engines.py",
        ".transpose(1, 2)", ".transpose(1, 1)",
        [], "the load-time q/k permutation left out"),
+    # ---- transformers' warnings per version; chapter 10's checks ---------------------
+    _m("warnings5-implicit-one-warned", "serving.py",
+       "        if implicit != factor and implicit != 1:\n",
+       "        if implicit != factor:\n",
+       [], "transformers 5's YaRN ratio warning without its exemption for equal "
+       "lengths (4.57's condition)"),
+    _m("entropy-minus-one-nat", "temperature.py",
+       "    return torch.logsumexp(scores, dim=dim) - (p * finite).sum(dim)\n",
+       "    return torch.logsumexp(scores, dim=dim) - (p * finite).sum(dim) - 1\n",
+       ["10_beyond"], "attention entropy one nat low (within the old vacuous bounds)"),
+    _m("self-extend-divide-floored", "remap.py",
+       " - torch.tensor(w / g, dtype=torch.float32)",
+       " - torch.tensor(w // g, dtype=torch.float32)",
+       ["10_beyond"], "LongLM's prefill shift w - w/G read as the paper's w - w//G"),
 )
 
 
