@@ -36,7 +36,8 @@ def critical_dimension(dim: int, base: float = 10000.0,
     ``i < d_extra/2`` complete a full turn within ``train_length``
     (``λ_i <= train_length``), the others do not, so ``d_extra`` counts the
     features whose whole period was seen in training (Liu et al. 2023, Eq. 13
-    of OpenLMLab/scaling-rope's README). The result is clamped to ``[0, dim]``.
+    of OpenLMLab/scaling-rope's README at commit 101b93b). The result is
+    clamped to ``[0, dim]``.
 
     Returns:
         even int.
@@ -84,7 +85,7 @@ def extrapolation_bound(dim: int, base: float, train_length: float,
     :func:`critical_dimension` at ``original_base`` and ``train_length``, the
     wavelength of the first pair that did not complete a turn in
     pre-training; otherwise ``tune_length`` (Liu et al. 2023, Eqs. 16a-b of
-    OpenLMLab/scaling-rope's README). The bound is their claim about trained
+    OpenLMLab/scaling-rope's README at commit 101b93b). The bound is their claim about trained
     models; this function only evaluates the formula.
 
     Returns:

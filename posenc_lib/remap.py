@@ -17,7 +17,7 @@ from . import _validate, rope
 
 __all__ = ["rerope_relative_positions", "self_extend_relative_positions",
            "sink_cache_positions", "relative_map_scores", "rerope_scores",
-           "self_extend_scores", "sink_scores"]
+           "self_extend_scores", "sink_scores", "SELF_EXTEND_SHIFTS"]
 
 
 def _position_vector(name: str, value) -> Tensor:
@@ -76,31 +76,62 @@ def rerope_relative_positions(query_positions, key_positions=None, *, window: in
     return -torch.where(distance.abs() < window, distance, outside)
 
 
+#: The two group query shifts of datamllab/LongLM (see
+#: :func:`self_extend_relative_positions`).
+SELF_EXTEND_SHIFTS = ("floor", "divide")
+
+
+def _group_query_positions(m: Tensor, w: int, g: int, query_shift: str) -> Tensor:
+    """The group pass's query positions: ``⌊m/G⌋ + w - ⌊w/G⌋`` (int64), or, for
+    ``"divide"``, ``query_position // G + w - w / G`` evaluated as LongLM's
+    code evaluates it: an int64 tensor minus a Python float, so float32."""
+    if query_shift == "floor":
+        return m // g + w - w // g
+    if query_shift == "divide":
+        return (m // g + w).to(torch.float32) - torch.tensor(w / g, dtype=torch.float32)
+    raise ValueError(f"query_shift must be one of {SELF_EXTEND_SHIFTS}, got "
+                     f"{query_shift!r}: 'floor' for the paper's w - w // G, 'divide' "
+                     f"for the w - w / G of LongLM's prefill code")
+
+
 def self_extend_relative_positions(query_positions, key_positions=None, *,
-                                   group_size: int, neighbor_window: int) -> Tensor:
+                                   group_size: int, neighbor_window: int,
+                                   query_shift: str = "floor") -> Tensor:
     """The relative position (key minus query) each pair sees under Self-Extend.
 
     Jin et al. (2024): within the neighbour window, ``m - n < w``, the
     distance is exact; beyond, both positions are grouped by floor division
     and the query is shifted so that the two parts meet:
-    ``D' = (⌊m/G⌋ + w - ⌊w/G⌋) - ⌊n/G⌋``. This is the corrected reference code
-    (datamllab/LongLM, ``self_extend_patch/Llama_4_40.py``, commit 715c1e3,
-    which replaced ``w / G`` by ``w // G``) and the paper's formula.
+    ``D' = (⌊m/G⌋ + w - ⌊w/G⌋) - ⌊n/G⌋`` (``query_shift="floor"``, the
+    paper's formula). The authors' code (datamllab/LongLM at cdbbb06)
+    computes that only in ``self_extend_forward`` of
+    ``self_extend_patch/Llama_4_40.py`` (line 131, fixed in commit 715c1e3)
+    and in its decode paths; the prefill paths of ``Llama.py`` (lines 134,
+    294, 402: the forward ``SelfExtend.apply`` installs for Llama),
+    ``Gemma.py`` (144, 247) and ``Llama_4_40.py`` (291, 408) shift the query
+    by ``w - w / G``, a float (``query_shift="divide"``; the positions come
+    out in float32, as there), which differs by ``(w mod G)/G`` when ``G``
+    does not divide ``w``.
 
     Args:
         query_positions: ``(n_q,)`` integers >= 0.
         key_positions: ``(n_k,)``; defaults to ``query_positions``.
         group_size: ``G`` (``group_size_1`` in the reference code), >= 1.
         neighbor_window: ``w`` (``group_size_2``), >= 1.
+        query_shift: ``"floor"`` or ``"divide"`` (above).
 
     Returns:
-        ``(n_q, n_k)`` int64 tensor ``-D'``.
+        ``(n_q, n_k)`` tensor ``-D'``: int64 for ``"floor"``; float64 for
+        ``"divide"`` (from the float32 group query positions).
     """
     m, n = _query_key(query_positions, key_positions)
     g = _validate.positive_int("group_size", group_size)
     w = _validate.positive_int("neighbor_window", neighbor_window)
+    group_query = _group_query_positions(m, w, g, query_shift)
     distance = m[:, None] - n[None, :]
-    grouped = (m[:, None] // g + w - w // g) - n[None, :] // g
+    if query_shift == "divide":
+        distance, group_query = distance.double(), group_query.double()
+    grouped = group_query[:, None] - n[None, :] // g
     return -torch.where(distance < w, distance, grouped)
 
 
@@ -246,11 +277,13 @@ def rerope_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, window: int,
 
 def self_extend_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, group_size: int,
                        neighbor_window: int, query_positions=None, key_positions=None,
-                       layout: str = "half") -> Tensor:
+                       layout: str = "half", query_shift: str = "floor") -> Tensor:
     """Self-Extend's attention scores, in two passes merged by a mask.
 
     As datamllab/LongLM does: the neighbour pass is plain RoPE; the group pass
-    rotates queries to ``⌊m/G⌋ + w - ⌊w/G⌋`` and keys to ``⌊n/G⌋``. Entry
+    rotates queries to ``⌊m/G⌋ + w - ⌊w/G⌋`` (``query_shift="floor"``) or
+    ``⌊m/G⌋ + w - w/G`` (``"divide"``, LongLM's prefill code; see
+    :func:`self_extend_relative_positions`) and keys to ``⌊n/G⌋``. Entry
     ``(m, n)`` comes from the neighbour pass where ``m - n < w``. Not scaled and
     not masked.
 
@@ -261,7 +294,8 @@ def self_extend_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, group_size: in
     g = _validate.positive_int("group_size", group_size)
     w = _validate.positive_int("neighbor_window", neighbor_window)
     neighbour = _pass(q, k, m, n, inv_freq, layout)
-    grouped = _pass(q, k, m // g + w - w // g, n // g, inv_freq, layout)
+    grouped = _pass(q, k, _group_query_positions(m, w, g, query_shift), n // g,
+                    inv_freq, layout)
     return torch.where(m[:, None] - n[None, :] < w, neighbour, grouped)
 
 

@@ -2,8 +2,9 @@
 
 Four answers the inspector (:mod:`posenc_lib.inspect`) reports:
 
-- :func:`transformers_warnings`: the warnings transformers 4.57.6 logs when it
-  loads the config (``rope_config_validation`` in ``modeling_rope_utils.py``),
+- :func:`transformers_warnings`: the warnings the installed transformers logs
+  when it loads the config (4.57.6's ``rope_config_validation`` or 5.24.0's
+  ``RotaryEmbeddingConfigMixin.validate_rope``, in ``modeling_rope_utils.py``),
   computed here without importing transformers;
 - :func:`frequency_schedule`: whether the frequencies depend on the sequence
   length (so whether cached keys stay valid), and how many pairs a static
@@ -27,7 +28,8 @@ import torch
 
 from . import _config, _validate, per_layer, rope
 
-__all__ = ["transformers_warnings", "validates_rope", "VALIDATING_MODEL_TYPES",
+__all__ = ["transformers_warnings", "mimicked_transformers_version",
+           "MIMICKED_VERSIONS", "KEEPS_TYPE_KEY", "validates_rope", "VALIDATING_MODEL_TYPES",
            "FLAT_TO_TEXT", "frequency_schedule", "angle_errors",
            "kv_cache_bytes", "cache_head", "fixed_state_bytes", "ANGLE_DTYPES",
            "LENGTH_DEPENDENT", "ENGINES", "NO_KV", "LAYER_TYPED", "HYBRID_CACHES",
@@ -94,35 +96,265 @@ def _float_or_missing(block: Mapping, key: str, what: str) -> list[str]:
     return []
 
 
-def transformers_warnings(config: Mapping) -> list[str]:
-    """The warnings transformers 4.57.6 logs for the config's ``rope_scaling``.
+#: The transformers releases whose RoPE validation :func:`transformers_warnings`
+#: reproduces: 4.57.6 (``rope_config_validation`` and its per-type validators)
+#: and 5.24.0 (``RotaryEmbeddingConfigMixin.validate_rope``), both in
+#: ``src/transformers/modeling_rope_utils.py``.
+MIMICKED_VERSIONS = {4: "4.57.6", 5: "5.24.0"}
 
-    The same checks and the same text as ``rope_config_validation`` and its
-    per-type validators in ``modeling_rope_utils.py``, after the preparation
-    the config classes do (``type`` copied to ``rope_type``; DeepSeek-V3's
-    class converts ``factor``, ``beta_fast`` and ``beta_slow`` to float first),
-    and only where the config class runs that validation
-    (:func:`validates_rope`; not Llama 4, EXAONE 4, Mistral, ...). Left out:
-    unrecognized keys (the inspector lists them already). A
-    ``max_position_embeddings`` the config omits is not guessed: the checks
-    that need it are skipped.
+
+def mimicked_transformers_version(version: str | None = None) -> str:
+    """The transformers release whose messages :func:`transformers_warnings`
+    reproduces for ``version`` (default: the installed transformers, read
+    from its package metadata without importing it; 4.57.6 when none is
+    installed). Any 4.x maps to 4.57.6 and any 5.x to 5.24.0 (checked against
+    those two releases only)."""
+    if version is None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("transformers")
+        except metadata.PackageNotFoundError:
+            return MIMICKED_VERSIONS[4]
+    if not isinstance(version, str):
+        raise ValueError(f"version must be a string such as '4.57.6' or '5.24.0', "
+                         f"got {version!r}")
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) not in MIMICKED_VERSIONS:
+        raise ValueError(f"version must be a transformers 4.x or 5.x release "
+                         f"(4.57.6 and 5.24.0 are reproduced), got {version!r}")
+    return MIMICKED_VERSIONS[int(major)]
+
+
+#: transformers 4.57.6 classes that validate but do not copy a legacy ``type``
+#: key to ``rope_type``: a block that names its method in ``type`` only makes
+#: ``rope_config_validation`` raise ``KeyError`` (``rope_type`` missing).
+#: ``tests/test_transformers_warnings.py`` rebuilds the set from 4.57.6.
+KEEPS_TYPE_KEY = frozenset({
+    "cohere", "cohere2", "gemma3_text", "gemma3n_text", "granite", "granitemoe",
+    "granitemoehybrid", "granitemoeshared", "moonshine", "olmo3", "qwen3_next", "qwen3_vl_moe_text",
+    "qwen3_vl_text"})
+
+
+def _rotary_dim(text: Mapping, model_type) -> int:
+    """``int(head_dim * partial_rotary_factor)``, the rotated features, with
+    the class defaults for fields the config omits (GPT-NeoX's ``rotary_pct``)."""
+    fields = {**_config.MODEL_DEFAULTS.get(model_type, {}), **text}
+    partial = fields.get("partial_rotary_factor", fields.get("rotary_pct", 1.0))
+    return int(_config._head_dim(fields) * partial)
+
+
+def _missing_keys(rope_type: str, block: Mapping, required: set[str],
+                  field: str) -> list[str]:
+    """transformers' ``KeyError`` for required keys the block lacks, as the
+    one line ``"KeyError: ..."`` (the config does not load)."""
+    missing = required - set(block)
+    if not missing:
+        return []
+    listed = "{" + ", ".join(repr(k) for k in sorted(missing)) + "}"
+    return [f"KeyError: Missing required keys in `{field}` for "
+            f"'rope_type'='{rope_type}': {listed}"]
+
+
+def transformers_warnings(config: Mapping, version: str | None = None) -> list[str]:
+    """The warnings transformers logs for the config's RoPE block.
+
+    Reproduces transformers 4.57.6 or 5.24.0, whichever
+    :func:`mimicked_transformers_version` names for ``version`` (default:
+    the installed transformers). ``tests/test_transformers_warnings.py``
+    compares both with what each release really logs, on a generated
+    population of configs.
+
+    - **4.57.6**: ``rope_config_validation`` and its per-type validators in
+      ``modeling_rope_utils.py``, after the preparation the config classes do
+      (``type`` copied to ``rope_type``; DeepSeek-V3's class converts
+      ``factor``, ``beta_fast`` and ``beta_slow`` to float first), and only
+      where the config class runs that validation (:func:`validates_rope`;
+      not Llama 4, EXAONE 4, Mistral, ...).
+    - **5.24.0**: ``RotaryEmbeddingConfigMixin.standardize_rope_params`` and
+      ``validate_rope``, which every config class runs; ``rope_scaling`` or
+      ``rope_parameters``. Where the block leaves out
+      ``original_max_position_embeddings``, 5.x fills it with
+      ``max_position_embeddings``, so YaRN's "does not match the ratio"
+      warning is skipped (it warns only when the implicit factor is neither
+      ``factor`` nor 1), and ints pass where 4.57.6 asks for floats.
+
+    Left out: unrecognized keys (the inspector lists them already). Where
+    transformers refuses the config (a required key missing), the last line
+    is its ``KeyError``. A ``max_position_embeddings`` the config omits is
+    not guessed (its class default where the table has one): the checks
+    that need it are skipped. Messages transformers logs with
+    ``warning_once`` appear for every config, as if each were loaded first.
 
     Returns:
         The messages in transformers' order; an empty list where it warns
         about nothing.
     """
+    if mimicked_transformers_version(version).startswith("5."):
+        return _transformers_5_warnings(config)
+    return _transformers_4_warnings(config)
+
+
+def _transformers_5_warnings(config: Mapping) -> list[str]:
+    """transformers 5.24.0's RoPE messages (see :func:`transformers_warnings`)."""
+    text, model_type = _config._raw_text_config(config)
+    if config.get("model_type") == "kimi_k2":
+        return []  # no class in transformers 5.24 (it has DeepSeek-V3.2's); remote code
+    block = text.get("rope_scaling") or text.get("rope_parameters")
+    if not isinstance(block, Mapping) or not block:
+        return []
+    max_len = text.get("max_position_embeddings",
+                       _config.MODEL_DEFAULTS.get(model_type, {})
+                       .get("max_position_embeddings"))
+    labels = text.get("layer_types") or ()
+    nested = [key for key in block if key in labels]
+    entries = [block[key] for key in nested] if nested else [block]
+    if model_type == "olmo3" and text.get("rope_scaling"):
+        # Olmo3Config.convert_rope_params_to_dict updates its full-attention
+        # entry {"rope_type": "default"} with the legacy block, so a block that
+        # names its method in ``type`` only runs (and is checked) as default
+        entries = [{"rope_type": "default", **block}]
+    out: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        for message in _validate_5(dict(entry), text, model_type, max_len, config):
+            if message not in out or not message.startswith(_WARN_ONCE_5):
+                out.append(message)
+            if message.startswith("KeyError"):
+                return out
+    return out
+
+
+_WARN_ONCE_5 = ("The explicitly set RoPE scaling factor", "This model config has set")
+
+
+def _validate_5(entry: dict, text: Mapping, model_type, max_len, config) -> list[str]:
+    entry.setdefault("rope_type", entry.get("type", "default"))
+    rope_type = entry["rope_type"]
+    if rope_type in ("llama3", "yarn", "longrope"):
+        if model_type in ("phi3", "phimoe") and "original_max_position_embeddings" in text:
+            entry["original_max_position_embeddings"] = \
+                text["original_max_position_embeddings"]
+        else:
+            entry.setdefault("original_max_position_embeddings", max_len)
+    field = "rope_parameters"
+    required = {"rope_type", "factor"}
+    if rope_type in ("default", "axial", "proportional"):
+        required = {"rope_type"} | ({"rope_theta"} if rope_type == "proportional" else set())
+        entry.setdefault("rope_theta", text.get("rope_theta", 10_000.0))
+        return _missing_keys(rope_type, entry, required, field)
+    if rope_type not in ("linear", "dynamic", "yarn", "llama3", "longrope"):
+        return ["Missing validation function in 'RotaryEmbeddingConfigMixin' for "
+                f"'rope_type'='{rope_type}'"]
+    if rope_type == "yarn":
+        required = {"rope_type", "factor", "original_max_position_embeddings"}
+    if rope_type == "longrope":
+        required = {"rope_type", "short_factor", "long_factor",
+                    "original_max_position_embeddings"}
+    if rope_type == "llama3":
+        entry.setdefault("rope_theta", text.get("rope_theta", 10_000.0))
+        required = {"rope_type", "factor", "original_max_position_embeddings",
+                    "low_freq_factor", "high_freq_factor", "rope_theta"}
+    missing = _missing_keys(rope_type, entry, required, field)
+    if missing:
+        return missing
+    number = (float, int)
+    out: list[str] = []
+    factor = entry.get("factor")
+
+    def factor_check() -> None:
+        if factor is None or not isinstance(factor, number) or factor < 1.0:
+            out.append(f"`{field}`'s factor field must be a float or int >= 1, got {factor}")
+
+    if rope_type in ("linear", "dynamic", "yarn", "llama3"):
+        factor_check()
+    if rope_type == "yarn":
+        attention = entry.get("attention_factor")
+        if attention is not None and (not isinstance(attention, float) or attention < 0):
+            out.append(f"`{field}`'s attention_factor field must be a float greater "
+                       f"than 0, got {attention}")
+        fast, slow = entry.get("beta_fast"), entry.get("beta_slow")
+        for key, value in (("beta_fast", fast), ("beta_slow", slow)):
+            if value is not None and not isinstance(value, number):
+                out.append(f"`{field}`'s {key} field must be a float or int, got {value}")
+        if (fast or 32) < (slow or 1):
+            out.append(f"`{field}`'s beta_fast field must be greater than beta_slow, "
+                       f"got beta_fast={fast} (defaults to 32 if None) and "
+                       f"beta_slow={slow} (defaults to 1 if None)")
+        implicit = max_len / entry["original_max_position_embeddings"]
+        if implicit != factor and implicit != 1:
+            out.append(
+                f"The explicitly set RoPE scaling factor (config.rope_parameters['factor'] "
+                f"= {factor}) does not match the ratio implicitly set by other parameters "
+                "(implicit factor = post-yarn context length / pre-yarn context length = "
+                "config.max_position_embeddings / "
+                "config.rope_parameters['original_max_position_embeddings'] = "
+                f"{implicit}). Using the explicit factor ({factor}) in YaRN. This may "
+                "cause unexpected behaviour in model usage, please correct the "
+                "'original_max_position_embeddings' fields in the model config.")
+    if rope_type == "longrope":
+        dim = _rotary_dim(text, model_type)
+        for key in ("short_factor", "long_factor"):
+            value = entry[key]
+            if not (isinstance(value, list) and all(isinstance(x, number) for x in value)):
+                out.append(f"`{field}`'s {key} field must be a list of numbers, got {value}")
+            if len(value) != dim // 2:
+                out.append(f"`{field}`'s {key} field must have length {dim // 2}, "
+                           f"got {len(value)}")
+        original = entry["original_max_position_embeddings"]
+        if factor is None and original is not None:
+            out.append(
+                "This model config has set a `rope_parameters['original_max_position_"
+                "embeddings']` field, to be used together with `max_position_embeddings` "
+                "to determine a scaling factor. Please set the `factor` field of "
+                "`rope_parameters`with this ratio instead -- we recommend the use of "
+                "this field over `original_max_position_embeddings`, as it is compatible "
+                "with most model architectures.")
+        elif factor is None:
+            out.append("Missing required keys in `rope_parameters`: 'factor'")
+        elif not isinstance(factor, number) or factor < 1.0:
+            factor_check()
+        attention = entry.get("attention_factor")
+        if attention is not None and (not isinstance(attention, number) or attention < 0):
+            out.append(f"`{field}`'s attention_factor field must be a float or int "
+                       f"greater than 0, got {attention}")
+    if rope_type == "llama3":
+        low, high = entry["low_freq_factor"], entry["high_freq_factor"]
+        if low is None or not isinstance(low, number):
+            out.append(f"`{field}`'s low_freq_factor field must be a float, or int got {low}")
+        if high is None or not isinstance(high, number):
+            out.append(f"`{field}`'s high_freq_factor field must be a float or int, "
+                       f"got {high}")
+        if high <= low:
+            out.append(f"`{field}`'s high_freq_factor field must be greater than "
+                       f"low_freq_factor, got high_freq_factor={high} and "
+                       f"low_freq_factor={low}")
+        original = entry["original_max_position_embeddings"]
+        if original is None or not isinstance(original, int):
+            out.append(f"`{field}`'s original_max_position_embeddings field must be an "
+                       f"integer, got {original}")
+        if original >= max_len:
+            out.append(f"`{field}`'s original_max_position_embeddings field must be "
+                       f"less than max_position_embeddings, got {original} and "
+                       f"max_position_embeddings={max_len}")
+    return out
+
+
+def _transformers_4_warnings(config: Mapping) -> list[str]:
+    """transformers 4.57.6's RoPE messages (see :func:`transformers_warnings`)."""
     text, model_type = _config._text_config(config)
     block = text.get("rope_scaling")
     if not isinstance(block, Mapping) or not validates_rope(config):
         return []
     block = dict(block)
-    if "type" in block:
+    if "type" in block and not ({model_type, f"{model_type}_text"} & KEEPS_TYPE_KEY):
         block["rope_type"] = block["type"]
     if model_type == "deepseek_v3":
         for key in ("beta_fast", "beta_slow", "factor"):
             if key in block:
                 block[key] = float(block[key])
-    rope_type = block.get("rope_type", "default")
+    rope_type = block.get("rope_type", block.get("type", "default"))
     max_len = text.get("max_position_embeddings",  # Gemma 3's class fills it in
                        _config.MODEL_DEFAULTS.get(model_type, {})
                        .get("max_position_embeddings"))
@@ -130,6 +362,14 @@ def transformers_warnings(config: Mapping) -> list[str]:
     if rope_type not in ("default", "linear", "dynamic", "yarn", "llama3", "longrope"):
         return ["Missing validation function mapping in `ROPE_VALIDATION_FUNCTIONS` "
                 f"for 'rope_type'='{rope_type}'"]
+    required = {"default": set(), "longrope": {"short_factor", "long_factor"},
+                "llama3": {"factor", "original_max_position_embeddings",
+                           "low_freq_factor", "high_freq_factor"}}
+    missing = _missing_keys(rope_type, block,
+                            {"rope_type"} | required.get(rope_type, {"factor"}),
+                            "rope_scaling")
+    if missing:
+        return missing
     if rope_type in _FACTOR_KEYS:
         out += _float_or_missing(block, "factor", "a float >= 1")
     if rope_type == "yarn":
@@ -184,7 +424,7 @@ def transformers_warnings(config: Mapping) -> list[str]:
                        f"less than max_position_embeddings, got {original} and "
                        f"max_position_embeddings={max_len}")
     if rope_type == "longrope":
-        dim = _config.parse_rope_config(config).dim
+        dim = _rotary_dim(text, model_type)
         for key in ("short_factor", "long_factor"):
             value = block.get(key)
             if isinstance(value, list) and len(value) != dim // 2:

@@ -754,6 +754,20 @@ MUTANTS: tuple[Mutant, ...] = (
        "return max(low, 0), min(high, dim // 2 - 1)",
        ["06_extension"], "YaRN's upper correction index clamped at the last pair, "
        "not at dim - 1 as transformers"),
+    # ---- transformers' warnings per version; chapter 10's checks ---------------------
+    _m("warnings5-implicit-one-warned", "serving.py",
+       "        if implicit != factor and implicit != 1:\n",
+       "        if implicit != factor:\n",
+       [], "transformers 5's YaRN ratio warning without its exemption for equal "
+       "lengths (4.57's condition)"),
+    _m("entropy-minus-one-nat", "temperature.py",
+       "    return torch.logsumexp(scores, dim=dim) - (p * finite).sum(dim)\n",
+       "    return torch.logsumexp(scores, dim=dim) - (p * finite).sum(dim) - 1\n",
+       ["10_beyond"], "attention entropy one nat low (within the old vacuous bounds)"),
+    _m("self-extend-divide-floored", "remap.py",
+       " - torch.tensor(w / g, dtype=torch.float32)",
+       " - torch.tensor(w // g, dtype=torch.float32)",
+       ["10_beyond"], "LongLM's prefill shift w - w/G read as the paper's w - w//G"),
 )
 
 

@@ -521,3 +521,69 @@ def test_sinks_match_a_streaming_decode(start, recent, generator):
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.parametrize("group, window", [(4, 8), (3, 7), (2, 31), (5, 12)])
+def test_self_extend_divide_matches_longlm_prefill(group, window, generator):
+    # datamllab/LongLM at cdbbb06, self_extend_patch/Llama.py:132-138 (the
+    # prefill path SelfExtend.apply installs for Llama): the group query position
+    # is ``query_position // group_size_1 + _re_group_size_2 - _re_group_size_2 /
+    # group_size_1``, a float, and the rotary module takes cos and sin of
+    # inv_freq * position at that float position.
+    n, dim = 40, 8
+    theta = rope.inv_freq(dim, 100.0, dtype=F64)
+    q = torch.randn(n, dim, generator=generator, dtype=F64)
+    k = torch.randn(n, dim, generator=generator, dtype=F64)
+    pos = torch.arange(n)
+    shift = 0 if pos.max() < window else window
+    group_q = pos // group + shift - shift / group
+
+    def rotate(x, positions):
+        emb = torch.cat([positions.double()[:, None] * theta] * 2, dim=-1)
+        return x * emb.cos() + _rotate_half(x) * emb.sin()
+
+    neighbour = rotate(q, pos) @ rotate(k, pos).T
+    grouped = rotate(q, group_q) @ rotate(k, pos // group).T
+    mask = torch.tril(torch.ones(n, n))
+    mask[window:, :-window] -= torch.tril(torch.ones(n - window, n - window))
+    reference = torch.where(mask.bool(), neighbour, grouped)
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    ours = remap.self_extend_scores(q, k, theta, group_size=group,
+                                    neighbor_window=window, query_shift="divide")
+    assert torch.allclose(ours[causal], reference[causal], rtol=0, atol=1e-12)
+    floor = remap.self_extend_scores(q, k, theta, group_size=group, neighbor_window=window)
+    # the two codes differ exactly where G does not divide w
+    assert torch.allclose(floor[causal], reference[causal], rtol=0, atol=1e-12) == \
+        (window % group == 0)
+    # the distances: the floor formula's minus the divide code's is (w mod G)/G
+    # beyond the window, 0 inside it
+    d_floor = remap.self_extend_relative_positions(pos, group_size=group,
+                                                   neighbor_window=window)
+    d_divide = remap.self_extend_relative_positions(pos, group_size=group,
+                                                    neighbor_window=window,
+                                                    query_shift="divide")
+    beyond = pos[:, None] - pos[None, :] >= window
+    gap = d_divide - d_floor.double()
+    # (up to the float32 rounding of the group query positions, < 64 here)
+    assert torch.all((gap[beyond] - (window % group) / group).abs() <= 64 * 2.0**-24)
+    assert torch.all(gap[~beyond] == 0)
+
+
+@PROPERTY
+@given(n=st.integers(2, 60), w=st.integers(1, 40), g=st.integers(2, 9))
+def test_self_extend_divide_is_leaky_rerope_within_one(n, w, g):
+    # LongLM's prefill shift w - w/G: the grouped distance minus Leaky ReRoPE's
+    # with k = G is (⌊m/G⌋ - m/G) - (⌊n/G⌋ - n/G), in (-1, 1)
+    positions = torch.arange(n)
+    se = remap.self_extend_relative_positions(positions, group_size=g, neighbor_window=w,
+                                              query_shift="divide")
+    leaky = remap.rerope_relative_positions(positions, window=w, leaky_factor=float(g))
+    beyond = (positions[:, None] - positions[None, :]) >= w
+    gap = (leaky - se)[beyond]
+    assert torch.all((gap > -1 - 1e-12) & (gap < 1 + 1e-12))
+
+
+def test_self_extend_query_shift_is_checked():
+    with pytest.raises(ValueError, match="query_shift"):
+        remap.self_extend_relative_positions([3], group_size=2, neighbor_window=2,
+                                             query_shift="round")

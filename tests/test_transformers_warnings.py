@@ -187,3 +187,120 @@ def test_published_llama4_scout_config_gives_no_warning():
         report = model_inspect.inspect_config(llama)
     assert report["transformers_warnings"] == transformers_log(llama) != []
     assert [w for w in report["warnings"] if "freq_factor" in w]
+
+
+# --- both versions, on a generated population --------------------------------
+# transformers_warnings follows the installed transformers (4.57.6 here) and
+# reproduces 5.24.0 on request. The population (tests/rope_population.py) and
+# the table's configs are compared with what 4.57.6 logs in this process and
+# with what 5.24.0 logged (tests/data/transformers_5_rope_log.json, written by
+# scripts/capture_transformers_warnings.py; re-logged live where an
+# interpreter with 5.24.0 is at hand).
+
+import re  # noqa: E402
+import sys  # noqa: E402
+from importlib import metadata  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import capture_transformers_warnings as capture  # noqa: E402
+import rope_population  # noqa: E402
+import transformers_rope_log  # noqa: E402
+
+PYTHON5 = Path("/work/venv5/bin/python")
+CONFIGS = rope_population.all_configs()
+
+
+def canonical(messages: list[str]) -> list[str]:
+    """The messages with the set that ends a message (missing or unknown keys,
+    printed in hash order) sorted."""
+    def sort_set(match):
+        return "{" + ", ".join(sorted(x.strip() for x in match.group(1).split(","))) + "}"
+    return [re.sub(r"\{([^{}]*)\}$", sort_set, m) for m in messages]
+
+
+def _stored_5() -> dict:
+    return json.loads(capture.CAPTURE.read_text())
+
+
+def test_version_follows_the_installed_transformers():
+    installed = metadata.version("transformers")
+    assert installed.startswith("4.57")
+    assert serving.mimicked_transformers_version() == "4.57.6"
+    assert serving.mimicked_transformers_version("5.3.0") == "5.24.0"
+    config = model_inspect.model_config("qwen2.5-7b-instruct-yarn")
+    assert config["max_position_embeddings"] == 32768
+    # the model card's block: 4.57 warns (implicit factor 1.0), 5.x does not
+    assert serving.transformers_warnings(config) == \
+        serving.transformers_warnings(config, "4.57.6") != []
+    assert serving.transformers_warnings(config, "5.24.0") == []
+    for bad in ("3.0.0", "six", 5):
+        with pytest.raises(ValueError, match="version"):
+            serving.transformers_warnings(config, bad)
+
+
+def test_population_is_varied():
+    # every rope type, both key names, and each version's distinctive messages
+    stored = _stored_5()["logs"][:rope_population.SIZE]
+    population = CONFIGS[:rope_population.SIZE]
+    blocks = [c["rope_scaling"] for c in population]
+    assert {b.get("rope_type", b.get("type")) for b in blocks} == set(rope_population.ROPE_TYPES)
+    assert sum("type" in b for b in blocks) >= 30
+    logged_4 = [m for c in population for m in transformers_rope_log.rope_log(c)]
+    logged_5 = [m for log in stored for m in log]
+    for messages, needles in (
+            (logged_4, ["= 1.0). Using the explicit", "must be a float >= 1, got 4",
+                        "is unset. We will **assume**", "KeyError", "must have length"]),
+            (logged_5, ["please correct the 'original_max_position_embeddings'",
+                        "This model config has set", "KeyError", "must have length",
+                        "must be an integer"])):
+        for needle in needles:
+            assert any(needle in m for m in messages), needle
+
+
+@pytest.mark.parametrize("start", range(0, len(CONFIGS), 50))
+def test_4_57_logs_what_the_function_says(start):
+    for config in CONFIGS[start:start + 50]:
+        logged = transformers_rope_log.rope_log(config)
+        if logged and logged[0].startswith("ValueError: Unrecognized model"):
+            continue
+        assert canonical(serving.transformers_warnings(config, "4.57.6")) == \
+            canonical(logged), json.dumps(config)
+
+
+def test_5_24_logged_what_the_function_says():
+    stored = _stored_5()
+    assert stored["version"] == "5.24.0"
+    assert stored["configs_sha256"] == capture.configs_hash(CONFIGS), \
+        "the configs changed: rerun scripts/capture_transformers_warnings.py"
+    checked = 0
+    for config, logged in zip(CONFIGS, stored["logs"], strict=True):
+        if logged and logged[0].startswith("ValueError: Unrecognized model"):
+            assert config["model_type"] == "kimi_k2"  # no 5.24 class: remote code
+            assert serving.transformers_warnings(config, "5.24.0") == []
+            continue
+        assert canonical(serving.transformers_warnings(config, "5.24.0")) == \
+            canonical(logged), json.dumps(config)
+        checked += 1
+    assert checked >= 400
+
+
+@pytest.mark.skipif(not PYTHON5.exists(), reason="no interpreter with transformers 5.24")
+def test_stored_5_24_log_is_what_5_24_logs_now():
+    live = capture.run_worker(str(PYTHON5), CONFIGS)
+    stored = _stored_5()
+    assert live["version"] == stored["version"]
+    assert [canonical(x) for x in live["logs"]] == [canonical(x) for x in stored["logs"]]
+
+
+def test_classes_that_keep_the_type_key_are_read_from_4_57():
+    found = set()
+    for model_type in serving.VALIDATING_MODEL_TYPES:
+        config = {"model_type": model_type, **BASE,
+                  "rope_scaling": {"type": "linear", "factor": 2.0}}
+        if model_type == "granitemoehybrid":
+            config["position_embedding_type"] = "rope"
+        logged = transformers_rope_log.rope_log(config)
+        if logged and "{'rope_type'}" in logged[-1]:
+            found.add(model_type)
+    assert found == set(serving.KEEPS_TYPE_KEY)
