@@ -880,3 +880,74 @@ def test_rope_angles_mask_exactly_the_aliased_cells():
     turn = rope.inv_freq(64, 10000.0).numpy()[:, None] * np.diff(edges)[None, :]
     assert np.array_equal(mask, turn > math.pi)
     assert mask.any() and not mask.all()
+
+
+# -- nothing leaves the canvas at any slider end ------------------------------------
+
+#: The ring of pixels at a frame's border that must stay background, and how
+#: far from white a pixel may be and still count as background (palette and
+#: antialiasing noise are a few levels; ink is far more).
+EDGE_PX = 2
+INK_LEVELS = 8
+
+
+def _ink_at_edge(png: bytes) -> int:
+    """How many pixels of the outer ``EDGE_PX`` ring of a frame carry ink."""
+    rgb = _pixels(png)[..., :3]
+    ring = np.ones(rgb.shape[:2], dtype=bool)
+    ring[EDGE_PX:-EDGE_PX, EDGE_PX:-EDGE_PX] = False
+    return int(((255 - rgb[ring]).max(axis=-1) > INK_LEVELS).sum())
+
+
+def _slider_ends(figure: InteractiveFigure):
+    """Every combination of each slider's first, default and last value."""
+    import itertools
+
+    choices = [sorted({s.values[0], s.default, s.values[-1]}, key=s.values.index)
+               for s in figure.sliders]
+    for combo in itertools.product(*choices):
+        yield dict(zip((s.name for s in figure.sliders), combo))
+
+
+def _widening(width: int = 1):
+    """A toy figure whose y tick labels widen with ``width`` and that fills its left side."""
+    fig = new_figure(3, 2)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 10.0 ** width])
+    ax.set_ylim(0, 10.0 ** width)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    ax.set_ylabel("a long label on the left")
+    return fig
+
+
+def test_layout_makes_room_for_the_widest_slider_end():
+    """The default (1) has short tick labels; at 7 they are seven digits wide, and a
+    layout frozen at the defaults pushes the y label off the canvas (it did before
+    the layout was fitted to the slider ends: the check caught that)."""
+    figure = InteractiveFigure(_widening, [Slider.integers("width", 1, 7, default=1)])
+    naive = _widening(7)
+    default = _widening(1)
+    default.draw_without_rendering()
+    frozen = [ax.get_position().frozen() for ax in default.axes]
+    naive.set_layout_engine("none")
+    naive.axes[0].set_position(frozen[0])
+    assert _ink_at_edge(to_png(naive)) > 0, "the toy must clip under the defaults' layout"
+    for width in (1, 4, 7):
+        assert _ink_at_edge(figure.png(width=width)) == 0, width
+    assert figure.figure(width=7).axes[0].get_position().bounds == \
+        figure.figure(width=1).axes[0].get_position().bounds  # still one layout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_no_ink_touches_the_edge_at_any_slider_end(name):
+    """Every interactive figure, at every combination of its sliders' first, default
+    and last values (up to 27 frames): no ink in the frame's outer 2 px. About 50 s
+    for the whole book on one core, so `make slow` runs it."""
+    figure = FIGURES[name]
+    clipped = {}
+    for params in _slider_ends(figure):
+        count = _ink_at_edge(figure.png(**params))
+        if count:
+            clipped[tuple(sorted(params.items()))] = count
+    assert not clipped, f"{name}: ink at the frame's edge (pixels) at {clipped}"

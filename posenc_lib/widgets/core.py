@@ -43,6 +43,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from ..figures import DPI, to_png
@@ -254,9 +255,10 @@ class InteractiveFigure:
     def figure(self, **params) -> Figure:
         """The figure at the defaults, overridden by ``params`` (slider names only).
 
-        Every figure gets the axes layout computed once at the defaults, so
-        the axes do not jump when a slider moves (and redraws skip matplotlib's
-        layout solver, the slowest step).
+        Every figure gets one axes layout, computed once over the sliders'
+        range (see :meth:`_layout`), so the axes do not jump when a slider
+        moves, nothing leaves the canvas at any slider end, and redraws skip
+        matplotlib's layout solver, the slowest step.
         """
         unknown = set(params) - {s.name for s in self.sliders}
         if unknown:
@@ -271,13 +273,106 @@ class InteractiveFigure:
         return fig
 
     def _layout(self) -> list:
-        """Axes positions of the default figure, after its layout engine ran."""
+        """Axes positions that fit every frame: the defaults' layout, shrunk to the range.
+
+        Matplotlib's layout engine fits the figure at the defaults; at another
+        slider value the tick labels, titles or legends can be wider (more
+        digits, a longer title) and would leave the canvas under that frozen
+        layout. So the default layout is checked against the figure at every
+        combination of the sliders' ends (:meth:`layout_params`): the ink of
+        each (:meth:`_ink_box`) must keep the layout engine's padding from the
+        canvas' edges. Where it does not, every axes box is mapped into a
+        smaller frame, by the largest overflow on each side, and the check runs
+        again (at most :data:`_LAYOUT_ROUNDS` times). A figure whose number of
+        axes depends on the sliders is laid out by its own engine at the
+        values where it differs, and is skipped here.
+        """
         if self._frozen_layout is None:
+            from matplotlib import rcParams
+
             fig = self.plot(**{**self.fixed, **self.defaults()})
             fig.draw_without_rendering()
-            self._frozen_layout = [ax.get_position().frozen() for ax in fig.axes]
+            layout = [ax.get_position().frozen() for ax in fig.axes]
             self._dpi = float(fig.dpi)
+            width, height = fig.get_size_inches()
+            pad_x = float(rcParams["figure.constrained_layout.w_pad"]) / width
+            pad_y = float(rcParams["figure.constrained_layout.h_pad"]) / height
+            figures = [fig] + [self.plot(**{**self.fixed, **params})
+                               for params in self.layout_params()[1:]]
+            figures = [f for f in figures if len(f.axes) == len(layout)]
+            for _ in range(_LAYOUT_ROUNDS):
+                left = bottom = right = top = 0.0
+                for f in figures:
+                    f.set_layout_engine("none")
+                    for ax, position in zip(f.axes, layout):
+                        ax.set_position(position)
+                    x0, y0, x1, y1 = self._ink_box(f)
+                    left, bottom = max(left, pad_x - x0), max(bottom, pad_y - y0)
+                    right, top = max(right, x1 - 1 + pad_x), max(top, y1 - 1 + pad_y)
+                if max(left, bottom, right, top) <= 1e-4:
+                    break
+                # A little more than the overflow: the axes shrink too, so one
+                # exact step would leave part of it.
+                left, bottom, right, top = (1.25 * v + 1e-3 if v > 1e-4 else 0.0
+                                            for v in (left, bottom, right, top))
+                if left + right > 0.5 or bottom + top > 0.5:
+                    break  # text wider than half the figure: nothing sensible to do
+                layout = [_mapped(box, left, bottom, 1 - left - right, 1 - bottom - top)
+                          for box in layout]
+            self._frozen_layout = layout
         return self._frozen_layout
+
+    def layout_params(self) -> list[dict]:
+        """The slider settings the layout is fitted to: the defaults first, then every
+        combination of each slider's first and last value (the others at
+        their defaults where that would give more than 16 combinations)."""
+        defaults = self.defaults()
+        ends = [sorted({s.values[0], s.values[-1]}, key=s.values.index) for s in self.sliders]
+        names = [s.name for s in self.sliders]
+        if math.prod(len(e) for e in ends) <= 16:
+            combos = [dict(zip(names, combo)) for combo in itertools.product(*ends)]
+        else:
+            combos = [{**defaults, name: value} for name, e in zip(names, ends) for value in e]
+        result = [defaults]
+        for combo in combos:
+            params = {**defaults, **combo}
+            if params not in result:
+                result.append(params)
+        return result
+
+    @staticmethod
+    def _ink_box(fig: Figure) -> tuple[float, float, float, float]:
+        """Where ``fig`` puts ink, in figure fractions ``(x0, y0, x1, y1)``.
+
+        Every visible artist counts, inside the layout or not (a legend placed
+        below the axes, a note in the figure's corner), except the figure's
+        own background patch.
+        """
+        from matplotlib.transforms import Bbox
+
+        renderer = fig.canvas.get_renderer()
+        boxes = []
+        for artist in fig.get_children():
+            if artist is fig.patch or not artist.get_visible():
+                continue
+            if hasattr(artist, "get_tightbbox"):
+                box = artist.get_tightbbox(renderer)
+                if box is None and hasattr(artist, "get_window_extent"):
+                    box = artist.get_window_extent(renderer)
+            else:
+                box = artist.get_window_extent(renderer)
+            if box is not None and box.width >= 0 and np.isfinite(box.bounds).all():
+                boxes.append(box)
+            if hasattr(artist, "get_children") and hasattr(artist, "bbox"):  # axes
+                for child in artist.get_children():
+                    if child.get_visible() and not child.get_in_layout():
+                        extent = child.get_window_extent(renderer)
+                        if extent is not None and np.isfinite(extent.bounds).all():
+                            boxes.append(extent)
+        if not boxes:
+            return 0.5, 0.5, 0.5, 0.5
+        union = Bbox.union(boxes).transformed(fig.transFigure.inverted())
+        return union.x0, union.y0, union.x1, union.y1
 
     @property
     def draft_scale(self) -> float:
@@ -517,6 +612,18 @@ class InteractiveFigure:
     def __repr__(self) -> str:
         sliders = ", ".join(f"{s.name}={s.default!r}" for s in self.sliders)
         return f"<InteractiveFigure {self.name}({sliders})>"
+
+
+#: How many times :meth:`InteractiveFigure._layout` shrinks the layout at most.
+_LAYOUT_ROUNDS = 4
+
+
+def _mapped(box, x, y, width, height):
+    """``box`` (figure fractions) mapped from the whole figure into ``(x, y, width, height)``."""
+    from matplotlib.transforms import Bbox
+
+    return Bbox.from_extents(x + box.x0 * width, y + box.y0 * height,
+                             x + box.x1 * width, y + box.y1 * height)
 
 
 def _call_later(delay: float, callback, *args):
