@@ -951,3 +951,23 @@ def test_no_ink_touches_the_edge_at_any_slider_end(name):
         if count:
             clipped[tuple(sorted(params.items()))] = count
     assert not clipped, f"{name}: ink at the frame's edge (pixels) at {clipped}"
+
+
+def test_every_figure_has_its_fitted_layout_stored():
+    """The book's figures take their margins from posenc_lib/data/figure_layouts.json
+    (fitting them costs about 1.5 minutes): each figure's fingerprint must be there,
+    or the figure, its sliders or matplotlib changed since `make layouts` ran."""
+    stored = core._stored_layouts()
+    stale = sorted(name for name, figure in FIGURES.items()
+                   if figure.layout_fingerprint() not in stored)
+    assert not stale, f"run `make layouts`: no stored layout for {stale}"
+    names = sorted(entry["figure"] for entry in stored.values())
+    assert names == sorted(FIGURES), "run `make layouts`: stored layouts of other figures"
+
+
+def test_stored_margins_are_the_fitted_ones():
+    """One figure refitted here (the cheapest that needed room) gives the stored margins."""
+    figure = FIGURES["absolute.SINUSOIDAL_SIMILARITY"]
+    stored = core._stored_layouts()[figure.layout_fingerprint()]["margins"]
+    assert any(stored), "this figure needs room at some slider end"
+    assert np.allclose(figure.fit_margins(), stored, atol=2e-3)
