@@ -971,3 +971,75 @@ def test_stored_margins_are_the_fitted_ones():
     stored = core._stored_layouts()[figure.layout_fingerprint()]["margins"]
     assert any(stored), "this figure needs room at some slider end"
     assert np.allclose(figure.fit_margins(), stored, atol=2e-3)
+
+
+_STRIP = r'''
+import json, sys
+nb = json.load(sys.stdin)
+for cell in nb["cells"]:
+    if cell["cell_type"] == "code":
+        cell["outputs"], cell["execution_count"] = [], None
+nb["metadata"]["language_info"] = {"name": "python"}
+sys.stdout.write(json.dumps(nb, indent=1, sort_keys=True) + "\n")
+'''
+
+
+def _notebook_text(source: str, *, saved: bool) -> str:
+    """A one-cell notebook as git stores it, or as JupyterLab saves it (outputs, count,
+    the kernel's language_info: what the filter strips)."""
+    import json
+
+    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "source": source,
+            "execution_count": 1 if saved else None,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": "3\n"}]
+            if saved else []}
+    info = ({"name": "python", "version": "3.11.9", "mimetype": "text/x-python"}
+            if saved else {"name": "python"})
+    nb = {"cells": [cell], "metadata": {"language_info": info}, "nbformat": 4,
+          "nbformat_minor": 5}
+    return json.dumps(nb, indent=1, sort_keys=True) + "\n"
+
+
+def test_save_hook_keeps_git_status_honest(tmp_path):
+    """After a save that adds only what the git filter strips, `git status` lists
+    nothing (git takes the size change for a change unless the index is refreshed);
+    a real edit stays listed and unstaged; an untracked notebook stays untracked."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    lab = _lab_config()
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True,
+                              text=True, check=True).stdout
+
+    (tmp_path / "strip.py").write_text(_STRIP)
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    git("config", "filter.strip.clean", f'"{sys.executable}" strip.py')
+    git("config", "filter.strip.smudge", "cat")
+    (tmp_path / ".gitattributes").write_text("*.ipynb filter=strip\n")
+    notebook = tmp_path / "a.ipynb"
+    notebook.write_text(_notebook_text("1 + 2", saved=False))
+    git("add", ".")
+    git("commit", "-q", "-m", "clean")
+
+    notebook.write_text(_notebook_text("1 + 2", saved=True))  # Run All, then save
+    assert git("diff") == ""
+    assert git("status", "--porcelain") == " M a.ipynb\n"  # what the hook fixes
+    lab.refresh_git_index(os_path=str(notebook), model={}, contents_manager=None)
+    assert git("status", "--porcelain") == ""
+
+    notebook.write_text(_notebook_text("1 + 5", saved=True))  # a real edit
+    lab.refresh_git_index(os_path=str(notebook), model={}, contents_manager=None)
+    assert git("status", "--porcelain") == " M a.ipynb\n"  # listed, and not staged
+
+    other = tmp_path / "b.ipynb"
+    other.write_text(_notebook_text("4", saved=True))
+    lab.refresh_git_index(os_path=str(other), model={}, contents_manager=None)
+    assert "?? b.ipynb" in git("status", "--porcelain")
+    lab.refresh_git_index(os_path=str(tmp_path / "strip.py"), model={}, contents_manager=None)
