@@ -98,3 +98,9 @@ if "c" in globals():  # loaded by Jupyter as a configuration file
                             r"\(strip_widget_views\)")
     c.ContentsManager.pre_save_hook = strip_widget_views  # noqa: F821
     c.FileContentsManager.post_save_hook = refresh_git_index  # noqa: F821
+    # No news feed and no update check: nothing to ask the reader about, and
+    # nothing fetched from the internet (JupyterLab's LabApp.news_url, "set to
+    # None to turn off fetching announcements", and its documented
+    # NeverCheckForUpdate class).
+    c.LabApp.news_url = None  # noqa: F821
+    c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"  # noqa: F821
