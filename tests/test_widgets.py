@@ -1043,3 +1043,18 @@ def test_save_hook_keeps_git_status_honest(tmp_path):
     lab.refresh_git_index(os_path=str(other), model={}, contents_manager=None)
     assert "?? b.ipynb" in git("status", "--porcelain")
     lab.refresh_git_index(os_path=str(tmp_path / "strip.py"), model={}, contents_manager=None)
+
+
+def test_layout_fingerprint_ignores_what_the_inline_backend_changes():
+    """IPython's inline backend sets figure.dpi, figure.figsize and the figure's colours
+    when a notebook imports pyplot; the book's figures set their own size and
+    resolution, so their stored layouts must still be found. A font size does matter."""
+    from matplotlib import rc_context
+
+    figure = FIGURES["rope.DECAY_BOUND"]
+    plain = figure.layout_fingerprint()
+    with rc_context({"figure.dpi": 72, "figure.figsize": (6.0, 4.0),
+                     "figure.facecolor": (1, 1, 1, 0), "figure.subplot.bottom": 0.125}):
+        assert figure.layout_fingerprint() == plain
+    with rc_context({"font.size": 14}):
+        assert figure.layout_fingerprint() != plain

@@ -370,8 +370,7 @@ class InteractiveFigure:
                      sorted((k, repr(v)) for k, v in self.fixed.items()),
                      matplotlib.__version__,
                      [(k, repr(v)) for k, v in sorted(dict.items(rcParams))
-                      if k.startswith(("font.", "axes.", "xtick.", "ytick.", "legend.",
-                                       "figure.", "mathtext.", "text."))]))
+                      if k.startswith(_LAYOUT_RC)]))
         return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
     def layout_params(self) -> list[dict]:
@@ -666,6 +665,11 @@ class InteractiveFigure:
         return f"<InteractiveFigure {self.name}({sliders})>"
 
 
+#: The rcParams that size text, ticks and the layout's padding: part of a
+#: figure's layout fingerprint. (Not ``figure.dpi`` or ``figure.figsize``, which
+#: the book's figures set themselves, and which IPython's inline backend changes.)
+_LAYOUT_RC = ("font.", "axes.", "xtick.", "ytick.", "legend.", "mathtext.", "text.",
+              "figure.constrained_layout.", "figure.title", "figure.label")
 #: How many times :meth:`InteractiveFigure._layout` shrinks the layout at most.
 _LAYOUT_ROUNDS = 4
 
