@@ -301,11 +301,14 @@ def test_live_output_carries_the_still_figure_and_survives_a_reopened_notebook(m
     view = "application/vnd.jupyter.widget-view+json"
     assert bundle[view]["model_id"]
     still = base64.b64decode(bundle["image/png"])
-    assert still == figure.png()  # the defaults, at the book's resolution
-    assert _png_size(still) == (SHOWN_WIDTH, SHOWN_WIDTH)
+    # the defaults, sharp on a high-DPI screen: twice the book's resolution, shown
+    # at the book's width
+    assert still == figure.png(scale=LIVE_SCALE)
+    assert _png_size(still) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
     parser = _Collector()
     parser.feed(bundle["text/html"])
     (img,) = [a for t, a in parser.tags if t == "img"]
+    assert img["width"] == str(SHOWN_WIDTH)
     assert img["src"] == "data:image/png;base64," + bundle["image/png"]
     assert img["alt"] == "a toy bar"
     assert core.STALE_NOTE in bundle["text/html"]

@@ -648,13 +648,21 @@ class InteractiveFigure:
         The save hook that ``make lab`` sets up
         (``scripts/lab/jupyter_server_config.py``) removes the widget from the
         saved file, so that the reopened notebook shows this bundle.
+
+        The image is drawn at :data:`LIVE_SCALE` times the book's resolution,
+        as sharp as the live widget on a high-DPI screen, and the HTML shows
+        it at the book's width (the live widget's first image is the same
+        drawing, so this costs nothing more).
         """
-        png = base64.b64encode(self.png()).decode("ascii")
+        data = self.png(scale=LIVE_SCALE)
+        width = int.from_bytes(data[16:20], "big") // LIVE_SCALE  # from the PNG header
+        png = base64.b64encode(data).decode("ascii")
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
         note = html.escape(STALE_NOTE)
         return {
             "text/html": (f'<div class="{STALE_CLASS}"><p><em>{note}</em></p>'
-                          f'<img alt="{alt}" style="max-width:100%;height:auto" '
+                          f'<img alt="{alt}" width="{width}" '
+                          f'style="max-width:100%;height:auto" '
                           f'src="data:image/png;base64,{png}"></div>'),
             "image/png": png,
             "text/plain": f"{self!r}\n{STALE_NOTE}",
