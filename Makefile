@@ -20,7 +20,7 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test lab unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
+.PHONY: book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
 
 help:
 	@echo "make book   build the book into _build/html"
@@ -157,6 +157,12 @@ lab: $(LAB_INSTALLED)
 	fi
 	JUPYTER_CONFIG_PATH="$(abspath scripts/lab)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) book/
+
+# Refit the layout margins of every interactive figure (about 1.5 min) and store
+# them in posenc_lib/data/figure_layouts.json: after changing a figure, its
+# sliders or matplotlib (a unit test says when).
+layouts: $(INSTALLED)
+	$(PY) scripts/fit_layouts.py
 
 benchmark: $(INSTALLED)
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -301,11 +301,14 @@ def test_live_output_carries_the_still_figure_and_survives_a_reopened_notebook(m
     view = "application/vnd.jupyter.widget-view+json"
     assert bundle[view]["model_id"]
     still = base64.b64decode(bundle["image/png"])
-    assert still == figure.png()  # the defaults, at the book's resolution
-    assert _png_size(still) == (SHOWN_WIDTH, SHOWN_WIDTH)
+    # the defaults, sharp on a high-DPI screen: twice the book's resolution, shown
+    # at the book's width
+    assert still == figure.png(scale=LIVE_SCALE)
+    assert _png_size(still) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
     parser = _Collector()
     parser.feed(bundle["text/html"])
     (img,) = [a for t, a in parser.tags if t == "img"]
+    assert img["width"] == str(SHOWN_WIDTH)
     assert img["src"] == "data:image/png;base64," + bundle["image/png"]
     assert img["alt"] == "a toy bar"
     assert core.STALE_NOTE in bundle["text/html"]
@@ -880,3 +883,181 @@ def test_rope_angles_mask_exactly_the_aliased_cells():
     turn = rope.inv_freq(64, 10000.0).numpy()[:, None] * np.diff(edges)[None, :]
     assert np.array_equal(mask, turn > math.pi)
     assert mask.any() and not mask.all()
+
+
+# -- nothing leaves the canvas at any slider end ------------------------------------
+
+#: The ring of pixels at a frame's border that must stay background, and how
+#: far from white a pixel may be and still count as background (palette and
+#: antialiasing noise are a few levels; ink is far more).
+EDGE_PX = 2
+INK_LEVELS = 8
+
+
+def _ink_at_edge(png: bytes) -> int:
+    """How many pixels of the outer ``EDGE_PX`` ring of a frame carry ink."""
+    rgb = _pixels(png)[..., :3]
+    ring = np.ones(rgb.shape[:2], dtype=bool)
+    ring[EDGE_PX:-EDGE_PX, EDGE_PX:-EDGE_PX] = False
+    return int(((255 - rgb[ring]).max(axis=-1) > INK_LEVELS).sum())
+
+
+def _slider_ends(figure: InteractiveFigure):
+    """Every combination of each slider's first, default and last value."""
+    import itertools
+
+    choices = [sorted({s.values[0], s.default, s.values[-1]}, key=s.values.index)
+               for s in figure.sliders]
+    for combo in itertools.product(*choices):
+        yield dict(zip((s.name for s in figure.sliders), combo))
+
+
+def _widening(width: int = 1):
+    """A toy figure whose y tick labels widen with ``width`` and that fills its left side."""
+    fig = new_figure(3, 2)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 10.0 ** width])
+    ax.set_ylim(0, 10.0 ** width)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    ax.set_ylabel("a long label on the left")
+    return fig
+
+
+def test_layout_makes_room_for_the_widest_slider_end():
+    """The default (1) has short tick labels; at 7 they are seven digits wide, and a
+    layout frozen at the defaults pushes the y label off the canvas (it did before
+    the layout was fitted to the slider ends: the check caught that)."""
+    figure = InteractiveFigure(_widening, [Slider.integers("width", 1, 7, default=1)])
+    naive = _widening(7)
+    default = _widening(1)
+    default.draw_without_rendering()
+    frozen = [ax.get_position().frozen() for ax in default.axes]
+    naive.set_layout_engine("none")
+    naive.axes[0].set_position(frozen[0])
+    assert _ink_at_edge(to_png(naive)) > 0, "the toy must clip under the defaults' layout"
+    for width in (1, 4, 7):
+        assert _ink_at_edge(figure.png(width=width)) == 0, width
+    assert figure.figure(width=7).axes[0].get_position().bounds == \
+        figure.figure(width=1).axes[0].get_position().bounds  # still one layout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_no_ink_touches_the_edge_at_any_slider_end(name):
+    """Every interactive figure, at every combination of its sliders' first, default
+    and last values (up to 27 frames): no ink in the frame's outer 2 px. About 50 s
+    for the whole book on one core, so `make slow` runs it."""
+    figure = FIGURES[name]
+    clipped = {}
+    for params in _slider_ends(figure):
+        count = _ink_at_edge(figure.png(**params))
+        if count:
+            clipped[tuple(sorted(params.items()))] = count
+    assert not clipped, f"{name}: ink at the frame's edge (pixels) at {clipped}"
+
+
+def test_every_figure_has_its_fitted_layout_stored():
+    """The book's figures take their margins from posenc_lib/data/figure_layouts.json
+    (fitting them costs about 1.5 minutes): each figure's fingerprint must be there,
+    or the figure, its sliders or matplotlib changed since `make layouts` ran."""
+    stored = core._stored_layouts()
+    stale = sorted(name for name, figure in FIGURES.items()
+                   if figure.layout_fingerprint() not in stored)
+    assert not stale, f"run `make layouts`: no stored layout for {stale}"
+    names = sorted(entry["figure"] for entry in stored.values())
+    assert names == sorted(FIGURES), "run `make layouts`: stored layouts of other figures"
+
+
+def test_stored_margins_are_the_fitted_ones():
+    """One figure refitted here (the cheapest that needed room) gives the stored margins."""
+    figure = FIGURES["absolute.SINUSOIDAL_SIMILARITY"]
+    stored = core._stored_layouts()[figure.layout_fingerprint()]["margins"]
+    assert any(stored), "this figure needs room at some slider end"
+    assert np.allclose(figure.fit_margins(), stored, atol=2e-3)
+
+
+_STRIP = r'''
+import json, sys
+nb = json.load(sys.stdin)
+for cell in nb["cells"]:
+    if cell["cell_type"] == "code":
+        cell["outputs"], cell["execution_count"] = [], None
+nb["metadata"]["language_info"] = {"name": "python"}
+sys.stdout.write(json.dumps(nb, indent=1, sort_keys=True) + "\n")
+'''
+
+
+def _notebook_text(source: str, *, saved: bool) -> str:
+    """A one-cell notebook as git stores it, or as JupyterLab saves it (outputs, count,
+    the kernel's language_info: what the filter strips)."""
+    import json
+
+    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "source": source,
+            "execution_count": 1 if saved else None,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": "3\n"}]
+            if saved else []}
+    info = ({"name": "python", "version": "3.11.9", "mimetype": "text/x-python"}
+            if saved else {"name": "python"})
+    nb = {"cells": [cell], "metadata": {"language_info": info}, "nbformat": 4,
+          "nbformat_minor": 5}
+    return json.dumps(nb, indent=1, sort_keys=True) + "\n"
+
+
+def test_save_hook_keeps_git_status_honest(tmp_path):
+    """After a save that adds only what the git filter strips, `git status` lists
+    nothing (git takes the size change for a change unless the index is refreshed);
+    a real edit stays listed and unstaged; an untracked notebook stays untracked."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    lab = _lab_config()
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True,
+                              text=True, check=True).stdout
+
+    (tmp_path / "strip.py").write_text(_STRIP)
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    git("config", "filter.strip.clean", f'"{sys.executable}" strip.py')
+    git("config", "filter.strip.smudge", "cat")
+    (tmp_path / ".gitattributes").write_text("*.ipynb filter=strip\n")
+    notebook = tmp_path / "a.ipynb"
+    notebook.write_text(_notebook_text("1 + 2", saved=False))
+    git("add", ".")
+    git("commit", "-q", "-m", "clean")
+
+    notebook.write_text(_notebook_text("1 + 2", saved=True))  # Run All, then save
+    assert git("diff") == ""
+    assert git("status", "--porcelain") == " M a.ipynb\n"  # what the hook fixes
+    lab.refresh_git_index(os_path=str(notebook), model={}, contents_manager=None)
+    assert git("status", "--porcelain") == ""
+
+    notebook.write_text(_notebook_text("1 + 5", saved=True))  # a real edit
+    lab.refresh_git_index(os_path=str(notebook), model={}, contents_manager=None)
+    assert git("status", "--porcelain") == " M a.ipynb\n"  # listed, and not staged
+
+    other = tmp_path / "b.ipynb"
+    other.write_text(_notebook_text("4", saved=True))
+    lab.refresh_git_index(os_path=str(other), model={}, contents_manager=None)
+    assert "?? b.ipynb" in git("status", "--porcelain")
+    lab.refresh_git_index(os_path=str(tmp_path / "strip.py"), model={}, contents_manager=None)
+
+
+def test_layout_fingerprint_ignores_what_the_inline_backend_changes():
+    """IPython's inline backend sets figure.dpi, figure.figsize and the figure's colours
+    when a notebook imports pyplot; the book's figures set their own size and
+    resolution, so their stored layouts must still be found. A font size does matter."""
+    from matplotlib import rc_context
+
+    figure = FIGURES["rope.DECAY_BOUND"]
+    plain = figure.layout_fingerprint()
+    with rc_context({"figure.dpi": 72, "figure.figsize": (6.0, 4.0),
+                     "figure.facecolor": (1, 1, 1, 0), "figure.subplot.bottom": 0.125}):
+        assert figure.layout_fingerprint() == plain
+    with rc_context({"font.size": 14}):
+        assert figure.layout_fingerprint() != plain

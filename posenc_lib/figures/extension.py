@@ -8,7 +8,7 @@ import math
 import matplotlib
 import numpy as np
 import torch
-from matplotlib.ticker import FixedLocator, FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
 from .. import _validate, alibi, designs, rope, scaling, xpos
 from ._base import SEQUENTIAL, BookFigure, new_subplots, plain_log_axis, steady_limit
@@ -172,6 +172,9 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     distance = torch.arange(max_distance + 1, dtype=torch.float64)
     bias = -slopes[:, None] * distance
     fig, (left, right) = new_subplots(8.0, 3.4, 1, 2, width_ratios=[1.6, 1])
+    # Room between the colour bar's label and the slopes' axis for the widest
+    # colour bar ticks of any head count ("−0.25" at one head, "−50" at 64).
+    fig.get_layout_engine().set(wspace=0.08)
     image = left.imshow(bias.numpy(), aspect="auto", cmap=SEQUENTIAL, interpolation="nearest",
                         extent=(-0.5, max_distance + 0.5, n_heads + 0.5, 0.5))
     fig.colorbar(image, ax=left, label="bias −μ_k(m − n) added to the logit (nats)")
@@ -185,6 +188,9 @@ def alibi_bias(n_heads: int = 8, max_distance: int = 64) -> BookFigure:
     right.set_xlabel("head k")
     right.set_ylabel("slope μ_k (logit per token)")
     right.set_ylim(2.0 ** -9, 1.5)
+    right.set_xlim(0.5, n_heads + 0.5)
+    for axis in (left.yaxis, right.xaxis):  # heads are whole numbers
+        axis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
     right.set_title("Slopes μ_k (log scale)", fontsize=10)
     right.legend(fontsize=9, loc="lower left")
     right.grid(alpha=0.3, which="both")
@@ -259,6 +265,9 @@ def pi_fit(seed: int = 0, dtype: str = "float64", ridge: float = 1e-6, *, n_poin
     third.vlines(range(1000, 1011), 0, 1, transform=third.get_xaxis_transform(), colors="k",
                  lw=0.5, linestyles=":", label="integer offsets")
     third.set_xlabel("offset s (tokens)")
+    # Fixed ticks: the panel is narrowest where the middle panel's labels are
+    # widest, and an automatic locator would then pick labels that collide.
+    third.xaxis.set_major_locator(FixedLocator([1000, 1005, 1010]))
     third.legend(fontsize=9, loc="upper right")
     third.set_title("Interpolation, 1000 <= s <= 1010", fontsize=10)
     # Limits on coarse ladders, so that most slider changes keep the axes (and

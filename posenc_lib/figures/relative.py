@@ -137,7 +137,7 @@ def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
         scale = max(float(np.abs(values).max()), 1e-12)  # each panel on its own scale
         image = ax.imshow(values / scale, cmap=DIVERGING, vmin=-1, vmax=1,
                           extent=extent, interpolation="nearest")
-        ax.set_title(f"{title}\n(largest |value| {scale:.2f})", fontsize=9)
+        ax.set_title(f"{title}\n(largest |value| {scale:.2f})", fontsize=10.5)
         ax.set_xlabel("key position j (tokens)")
     axes[0].set_ylabel("query position i (tokens)")
     fig.colorbar(image, ax=list(axes), shrink=0.85,
@@ -266,7 +266,7 @@ def rel_shift_steps(n_q: int = 3, mem_len: int = 2) -> BookFigure:
         ax.set_ylabel("row", fontsize=7)
         ax.set_title(title, fontsize=9)
     axes[3].set_anchor("N")
-    fig.suptitle(f"The skewing / relative shift, n_q = {n_q}, memory {mem_len}. "
+    fig.suptitle(f"The skewing / relative shift, $n_q$ = {n_q}, memory {mem_len}. "
                  f"Label i:δ = query row i,\ndistance δ; colour = row of origin; "
                  f"red = dropped, or hidden by the causal mask", fontsize=9)
     return fig

@@ -211,15 +211,15 @@ def rotation_clocks(shift: int = 2, distance: int = 3, dim: int = 16,
                                 for (cx, _), arc in zip(centres, arcs)]),
                 np.concatenate([np.r_[cy + 0.55 * np.sin(arc), gap]
                                 for (_, cy), arc in zip(centres, arcs)]),
-                color="C2", lw=2.2, label="turn from query to key, (n − m)θ_i")
+                color="C2", lw=2.2, label="turn from query to key, (n − m)θᵢ")
     for i, (cx, cy) in enumerate(centres):
         clocks.plot([cx, cx + np.cos(query_angle[i])], [cy, cy + np.sin(query_angle[i])],
                     color="C0", lw=2.2, marker="o", markevery=[1], markersize=5,
-                    label="query hand, angle mθ_i" if i == 0 else None)
+                    label="query hand, angle mθᵢ" if i == 0 else None)
         clocks.plot([cx, cx + 0.7 * np.cos(key_angle[i])],
                     [cy, cy + 0.7 * np.sin(key_angle[i])], color="C3", lw=2.2,
                     ls=(0, (2, 1)), marker="s", markevery=[1], markersize=5,
-                    label="key hand, angle nθ_i" if i == 0 else None)
+                    label="key hand, angle nθᵢ" if i == 0 else None)
         clocks.text(cx, cy - 1.15, f"pair {i}\nθ = {f[i].item():.3g}", ha="center",
                     va="top", fontsize=9, linespacing=1.1)
     clocks.set_xlim(-1.3, 3.0 * (columns - 1) + 1.3)
@@ -230,7 +230,7 @@ def rotation_clocks(shift: int = 2, distance: int = 3, dim: int = 16,
                   frameon=False)
 
     bars.bar(np.arange(pairs), contribution, color="C2", width=0.7,
-             label="cos((n − m)θ_i)")
+             label="cos((n − m)θᵢ)")
     bars.axhline(0, color="grey", lw=0.6, label="zero")
     bars.set_xlim(-0.6, pairs - 0.4)
     bars.set_ylim(-1.1, 1.1)
@@ -245,7 +245,7 @@ def rotation_clocks(shift: int = 2, distance: int = 3, dim: int = 16,
 
     fig.suptitle(f"query at m = {signed(m)}, key at n = {signed(n)}: "
                  f"n − m = {signed(n - m)}\nscore "
-                 f"Σ cos((n − m)θ_i) = {signed(contribution.sum(), '.3f')} "
+                 f"Σ cos((n − m)θᵢ) = {signed(contribution.sum(), '.3f')} "
                  f"(dim = {dim}, base = {base:g})", fontsize=9)
     return fig
 
@@ -321,7 +321,7 @@ def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
                        ms=3, color=color, label="θ = 0: never turns")
     kept = 2 * int(p * head_dim // 2)
     left.axhline((head_dim - kept) / head_dim, color="grey", ls="--", lw=1,
-                 label="position-free part (d − d_r)/d")
+                 label="position-free part (d − dᵣ)/d")
     plain_log_axis(left.xaxis)
     left.set_ylim(-0.35, 1.05)
     left.set_xlabel("relative distance n − m (positions)")
@@ -332,7 +332,7 @@ def partial_rotary(partial_rotary_factor: float = 0.25, base: float = 10000.0,
     right.axhline(1, color="k", ls=":", lw=1, label=f"one turn within L = {context_length:,}")
     right.set_ylim(1e-6, 1e4)
     right.set_xlabel("pair i")
-    right.set_ylabel("turns within L, Lθ_i / 2π")
+    right.set_ylabel("turns within L, Lθᵢ / 2π")
     right.set_title("turns within the context length", fontsize=9)
     right.legend(fontsize=8, loc="upper right")
     right.grid(alpha=0.3, which="major")
@@ -368,7 +368,7 @@ def numerics_error(max_position: int = 10 ** 6, dim: int = 128, base: float = 10
     ax.set_ylim(1e-10, 5)
     ax.set_xlabel("position m")
     ax.set_ylabel("max error of cos, sin (absolute)")
-    ax.set_title(f"cos and sin of mθ_i against float64 (dim = {dim}, base = {base:g})",
+    ax.set_title(f"cos and sin of mθᵢ against float64 (dim = {dim}, base = {base:g})",
                  fontsize=10)
     ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1, 0.1))
     ax.grid(alpha=0.3, which="both")

@@ -43,6 +43,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from ..figures import DPI, to_png
@@ -254,9 +255,10 @@ class InteractiveFigure:
     def figure(self, **params) -> Figure:
         """The figure at the defaults, overridden by ``params`` (slider names only).
 
-        Every figure gets the axes layout computed once at the defaults, so
-        the axes do not jump when a slider moves (and redraws skip matplotlib's
-        layout solver, the slowest step).
+        Every figure gets one axes layout, computed once over the sliders'
+        range (see :meth:`_layout`), so the axes do not jump when a slider
+        moves, nothing leaves the canvas at any slider end, and redraws skip
+        matplotlib's layout solver, the slowest step.
         """
         unknown = set(params) - {s.name for s in self.sliders}
         if unknown:
@@ -271,13 +273,157 @@ class InteractiveFigure:
         return fig
 
     def _layout(self) -> list:
-        """Axes positions of the default figure, after its layout engine ran."""
+        """Axes positions that fit every frame: the defaults' layout, shrunk to the range.
+
+        Matplotlib's layout engine fits the figure at the defaults; at another
+        slider value the tick labels, titles or legends can be wider (more
+        digits, a longer title) and would leave the canvas under that frozen
+        layout. So every axes box of the default layout is mapped into a
+        smaller frame, by the margins of :meth:`fit_margins`. Those take a few
+        seconds to fit; the book's figures find theirs in
+        :data:`LAYOUTS_FILE` (``make layouts`` refits them), under a
+        fingerprint of everything they depend on, and any other figure is
+        fitted here, once.
+        """
         if self._frozen_layout is None:
             fig = self.plot(**{**self.fixed, **self.defaults()})
             fig.draw_without_rendering()
-            self._frozen_layout = [ax.get_position().frozen() for ax in fig.axes]
+            layout = [ax.get_position().frozen() for ax in fig.axes]
             self._dpi = float(fig.dpi)
+            stored = _stored_layouts().get(self.layout_fingerprint())
+            if stored is not None:
+                margins = tuple(stored["margins"])
+            else:
+                margins = self.fit_margins(fig, layout)
+            self._frozen_layout = [_within(box, margins) for box in layout]
         return self._frozen_layout
+
+    def fit_margins(self, fig: Figure | None = None, layout: list | None = None) -> tuple:
+        """``(left, bottom, right, top)``, in figure fractions, to keep every frame inside.
+
+        The default layout (``layout``, of the default figure ``fig``) is
+        checked against the figure at every combination of the sliders' ends
+        (:meth:`layout_params`): the ink of each (:meth:`_ink_box`) must keep
+        the layout engine's padding from the canvas' edges. Where it does not,
+        the axes are mapped into a smaller frame, by the largest overflow on
+        each side, and the check runs again (at most :data:`_LAYOUT_ROUNDS`
+        times). A figure whose number of axes depends on the sliders is laid
+        out by its own engine at the values where it differs, and is skipped
+        here, as is a value the plot refuses (the live widget reports that
+        error when the value is picked).
+        """
+        from matplotlib import rcParams
+
+        if fig is None or layout is None:
+            fig = self.plot(**{**self.fixed, **self.defaults()})
+            fig.draw_without_rendering()
+            layout = [ax.get_position().frozen() for ax in fig.axes]
+        width, height = fig.get_size_inches()
+        pad_x = float(rcParams["figure.constrained_layout.w_pad"]) / width
+        pad_y = float(rcParams["figure.constrained_layout.h_pad"]) / height
+        figures = [fig]
+        for params in self.layout_params()[1:]:
+            try:
+                figures.append(self.plot(**{**self.fixed, **params}))
+            except Exception:  # noqa: BLE001 - drawing that value reports it itself
+                continue
+        figures = [f for f in figures if len(f.axes) == len(layout)]
+        margins = (0.0, 0.0, 0.0, 0.0)
+        for _ in range(_LAYOUT_ROUNDS):
+            current = [_within(box, margins) for box in layout]
+            left = bottom = right = top = 0.0
+            for f in figures:
+                f.set_layout_engine("none")
+                for ax, position in zip(f.axes, current):
+                    ax.set_position(position)
+                x0, y0, x1, y1 = self._ink_box(f)
+                left, bottom = max(left, pad_x - x0), max(bottom, pad_y - y0)
+                right, top = max(right, x1 - 1 + pad_x), max(top, y1 - 1 + pad_y)
+            if max(left, bottom, right, top) <= 1e-4:
+                break
+            # A little more than the overflow: the axes shrink too, so one
+            # exact step would leave part of it.
+            step = tuple(1.25 * v + 1e-3 if v > 1e-4 else 0.0
+                         for v in (left, bottom, right, top))
+            combined = _compose(margins, step)
+            if combined[0] + combined[2] > 0.5 or combined[1] + combined[3] > 0.5:
+                break  # text wider than half the figure: nothing sensible to do
+            margins = combined
+        return tuple(round(m, 6) for m in margins)
+
+    def layout_fingerprint(self) -> str:
+        """A hash of what the fitted margins depend on: the plotting function's
+        module, name and source, the sliders, the fixed arguments, matplotlib's
+        version and the rcParams that size text and ticks."""
+        import inspect
+
+        import matplotlib
+        from matplotlib import rcParams
+
+        try:
+            source = inspect.getsource(self.plot)
+        except (OSError, TypeError):
+            source = ""
+        text = repr((self.key, source,
+                     [(s.name, [repr(v) for v in s.values], repr(s.default))
+                      for s in self.sliders],
+                     sorted((k, repr(v)) for k, v in self.fixed.items()),
+                     matplotlib.__version__,
+                     [(k, repr(v)) for k, v in sorted(dict.items(rcParams))
+                      if k.startswith(_LAYOUT_RC)]))
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def layout_params(self) -> list[dict]:
+        """The slider settings the layout is fitted to: the defaults first, then every
+        combination of each slider's first and last value (the others at
+        their defaults where that would give more than 16 combinations)."""
+        defaults = self.defaults()
+        ends = [sorted({s.values[0], s.values[-1]}, key=s.values.index) for s in self.sliders]
+        names = [s.name for s in self.sliders]
+        if math.prod(len(e) for e in ends) <= 16:
+            combos = [dict(zip(names, combo)) for combo in itertools.product(*ends)]
+        else:
+            combos = [{**defaults, name: value} for name, e in zip(names, ends) for value in e]
+        result = [defaults]
+        for combo in combos:
+            params = {**defaults, **combo}
+            if params not in result:
+                result.append(params)
+        return result
+
+    @staticmethod
+    def _ink_box(fig: Figure) -> tuple[float, float, float, float]:
+        """Where ``fig`` puts ink, in figure fractions ``(x0, y0, x1, y1)``.
+
+        Every visible artist counts, inside the layout or not (a legend placed
+        below the axes, a note in the figure's corner), except the figure's
+        own background patch.
+        """
+        from matplotlib.transforms import Bbox
+
+        renderer = fig.canvas.get_renderer()
+        boxes = []
+        for artist in fig.get_children():
+            if artist is fig.patch or not artist.get_visible():
+                continue
+            if hasattr(artist, "get_tightbbox"):
+                box = artist.get_tightbbox(renderer)
+                if box is None and hasattr(artist, "get_window_extent"):
+                    box = artist.get_window_extent(renderer)
+            else:
+                box = artist.get_window_extent(renderer)
+            if box is not None and box.width >= 0 and np.isfinite(box.bounds).all():
+                boxes.append(box)
+            if hasattr(artist, "get_children") and hasattr(artist, "bbox"):  # axes
+                for child in artist.get_children():
+                    if child.get_visible() and not child.get_in_layout():
+                        extent = child.get_window_extent(renderer)
+                        if extent is not None and np.isfinite(extent.bounds).all():
+                            boxes.append(extent)
+        if not boxes:
+            return 0.5, 0.5, 0.5, 0.5
+        union = Bbox.union(boxes).transformed(fig.transFigure.inverted())
+        return union.x0, union.y0, union.x1, union.y1
 
     @property
     def draft_scale(self) -> float:
@@ -502,13 +648,21 @@ class InteractiveFigure:
         The save hook that ``make lab`` sets up
         (``scripts/lab/jupyter_server_config.py``) removes the widget from the
         saved file, so that the reopened notebook shows this bundle.
+
+        The image is drawn at :data:`LIVE_SCALE` times the book's resolution,
+        as sharp as the live widget on a high-DPI screen, and the HTML shows
+        it at the book's width (the live widget's first image is the same
+        drawing, so this costs nothing more).
         """
-        png = base64.b64encode(self.png()).decode("ascii")
+        data = self.png(scale=LIVE_SCALE)
+        width = int.from_bytes(data[16:20], "big") // LIVE_SCALE  # from the PNG header
+        png = base64.b64encode(data).decode("ascii")
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
         note = html.escape(STALE_NOTE)
         return {
             "text/html": (f'<div class="{STALE_CLASS}"><p><em>{note}</em></p>'
-                          f'<img alt="{alt}" style="max-width:100%;height:auto" '
+                          f'<img alt="{alt}" width="{width}" '
+                          f'style="max-width:100%;height:auto" '
                           f'src="data:image/png;base64,{png}"></div>'),
             "image/png": png,
             "text/plain": f"{self!r}\n{STALE_NOTE}",
@@ -517,6 +671,68 @@ class InteractiveFigure:
     def __repr__(self) -> str:
         sliders = ", ".join(f"{s.name}={s.default!r}" for s in self.sliders)
         return f"<InteractiveFigure {self.name}({sliders})>"
+
+
+#: The rcParams that size text, ticks and the layout's padding: part of a
+#: figure's layout fingerprint. (Not ``figure.dpi`` or ``figure.figsize``, which
+#: the book's figures set themselves, and which IPython's inline backend changes.)
+_LAYOUT_RC = ("font.", "axes.", "xtick.", "ytick.", "legend.", "mathtext.", "text.",
+              "figure.constrained_layout.", "figure.title", "figure.label")
+#: How many times :meth:`InteractiveFigure._layout` shrinks the layout at most.
+_LAYOUT_ROUNDS = 4
+
+
+#: The fitted margins of the book's interactive figures (see
+#: :meth:`InteractiveFigure.fit_margins`), keyed by
+#: :meth:`InteractiveFigure.layout_fingerprint`; ``make layouts`` writes it.
+LAYOUTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data",
+                            "figure_layouts.json")
+_layouts_cache: dict | None = None
+
+
+def _stored_layouts() -> dict:
+    global _layouts_cache
+    if _layouts_cache is None:
+        try:
+            with open(LAYOUTS_FILE, encoding="utf-8") as file:
+                _layouts_cache = json.load(file)
+        except FileNotFoundError:
+            _layouts_cache = {}
+    return _layouts_cache
+
+
+def write_layouts(figures: Mapping[str, "InteractiveFigure"], path: str = LAYOUTS_FILE) -> dict:
+    """Fit the margins of ``figures`` (``{name: figure}``) and store them in ``path``."""
+    global _layouts_cache
+    stored = {}
+    for name, figure in sorted(figures.items()):
+        stored[figure.layout_fingerprint()] = {"figure": name,
+                                               "margins": list(figure.fit_margins())}
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(stored, file, indent=1, sort_keys=True)
+        file.write("\n")
+    _layouts_cache = None
+    return stored
+
+
+def _compose(first, then):
+    """The margins of mapping into ``first``'s frame, then into ``then``'s."""
+    l1, b1, r1, t1 = first
+    l2, b2, r2, t2 = then
+    sx1, sy1, sx2, sy2 = 1 - l1 - r1, 1 - b1 - t1, 1 - l2 - r2, 1 - b2 - t2
+    left, bottom = l2 + sx2 * l1, b2 + sy2 * b1
+    return (left, bottom, 1 - left - sx2 * sx1, 1 - bottom - sy2 * sy1)
+
+
+def _within(box, margins):
+    """``box`` (figure fractions) mapped from the whole figure into the frame that
+    ``margins = (left, bottom, right, top)`` leave."""
+    from matplotlib.transforms import Bbox
+
+    left, bottom, right, top = margins
+    width, height = 1 - left - right, 1 - bottom - top
+    return Bbox.from_extents(left + box.x0 * width, bottom + box.y0 * height,
+                             left + box.x1 * width, bottom + box.y1 * height)
 
 
 def _call_later(delay: float, callback, *args):

@@ -33,8 +33,9 @@ ROTATION_ANGLES = InteractiveFigure(
     alt="Angle of each RoPE pair against position, and each pair's wavelength against "
         "the context length.")
 
-# Static frames: both positions over 0..8 (81 frames), so moving both sliders by
-# the same step shows the same arcs.
+# Static frames: the "shift both" slider at 4 values times the distance at 3 (12
+# frames); moving "shift both" alone moves the key and the query by the same
+# step, so every static frame of one distance shows the same arcs.
 ROTATION_CLOCKS = InteractiveFigure(
     figures.rotation_clocks,
     # One slider moves both positions by the same step (the key at n, the query

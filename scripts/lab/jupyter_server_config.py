@@ -1,9 +1,9 @@
 """Jupyter server configuration for ``make lab``: a save hook for the live figures.
 
 ``make lab`` starts JupyterLab with ``JUPYTER_CONFIG_PATH`` pointing here, so
-the server loads this file as its configuration (``c`` below). It sets one
-thing, :func:`strip_widget_views` as the hook the server runs on every
-notebook before writing it to disk.
+the server loads this file as its configuration (``c`` below). It sets
+:func:`strip_widget_views` as the hook the server runs on every notebook
+before writing it to disk.
 
 Why: an interactive figure's output holds the live widget (its
 ``application/vnd.jupyter.widget-view+json``) and, beside it, the figure at
@@ -17,6 +17,18 @@ back to the output's other formats). The hook removes the widget from those
 outputs in the saved file only: the open notebook keeps its live sliders, and
 the reopened one shows the still figure and the line. Outputs of other
 widgets, which carry no such figure, are saved as they are.
+
+It sets a second thing, :func:`refresh_git_index`, as the hook the server
+runs after it has written a file. A save that adds only what the git filter of
+``make lab`` strips (outputs, counts, ``language_info``) changes the file's
+size, and git takes a size change for a content change without running the
+filter (``ie_modified`` in git's read-cache.c returns at once when the size
+recorded in the index differs), so ``git status`` listed every opened-and-saved
+notebook as modified while ``git diff`` showed nothing. When ``git diff
+--quiet`` holds for the saved notebook (the filter leaves it as staged), the
+hook stages it again: the blob stays the same, only the index's record of the
+file's size and time is refreshed. A notebook with a real change, or one git
+does not track, is left alone.
 
 It imports nothing from the project, so the server starts without torch.
 Checked with jupyter_server 2.21.1 (the pinned one): a notebook PUT through
@@ -50,6 +62,34 @@ def strip_widget_views(model, **_kwargs):
                 del data[WIDGET_VIEW]
 
 
+def refresh_git_index(os_path=None, **_kwargs):
+    """After a save: if git sees no change in the notebook through its filter, restage it.
+
+    Args:
+        os_path: the file just written. Anything but a notebook that git tracks,
+            in a clone whose ``git diff`` finds it unchanged, is left alone; git
+            missing or failing leaves it alone too (the save has happened).
+    """
+    import os
+    import subprocess
+
+    if not os_path or not str(os_path).endswith(".ipynb"):
+        return
+    directory, name = os.path.split(os.path.abspath(os_path))
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True,
+                              timeout=60, check=False).returncode
+
+    try:
+        if git("ls-files", "--error-unmatch", "--", name) != 0:
+            return  # untracked, or not in a clone
+        if git("diff", "--quiet", "--no-ext-diff", "--no-textconv", "--", name) == 0:
+            git("add", "--", name)  # the same blob: only the stat data change
+    except (OSError, subprocess.SubprocessError):
+        return
+
+
 if "c" in globals():  # loaded by Jupyter as a configuration file
     import warnings
 
@@ -57,3 +97,10 @@ if "c" in globals():  # loaded by Jupyter as a configuration file
     warnings.filterwarnings("ignore", message=r"Overriding existing pre_save_hook "
                             r"\(strip_widget_views\)")
     c.ContentsManager.pre_save_hook = strip_widget_views  # noqa: F821
+    c.FileContentsManager.post_save_hook = refresh_git_index  # noqa: F821
+    # No news feed and no update check: nothing to ask the reader about, and
+    # nothing fetched from the internet (JupyterLab's LabApp.news_url, "set to
+    # None to turn off fetching announcements", and its documented
+    # NeverCheckForUpdate class).
+    c.LabApp.news_url = None  # noqa: F821
+    c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"  # noqa: F821
