@@ -966,7 +966,8 @@ def sglang_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
     ``attn_factor``; transformers' ``attention_factor`` *replaces* it.
 
     Returns:
-        ``(inv_freq, mscale, num_positions)`` as :func:`vllm_yarn`.
+        ``(inv_freq, mscale, num_positions)``: the frequencies, the factor on
+        cos and sin, the cache length.
     """
     def get_mscale(scale, m=1.0):
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0

@@ -891,3 +891,41 @@ def test_sglang_longrope_at_exactly_original_plus_one_tokens():
     assert not torch.allclose(rows[-1].double(), tf[-1], atol=1e-3)
     # the other tokens: short factors where transformers uses the long ones
     assert not torch.allclose(rows[1:-1].double(), tf[1:-1], atol=1e-3)
+
+
+# ---- the inspector's engine rows ----------------------------------------------
+
+def _rows(capsys, *argv):
+    from posenc_lib import inspect
+
+    assert inspect.main(list(argv)) == 0
+    out = capsys.readouterr().out.splitlines()
+    return {r.strip()[:18].strip(): r.strip()[19:] for r in out if r.startswith("  ")}
+
+
+def test_inspector_gpt_oss_frequencies_per_engine(capsys):
+    """gpt-oss: vLLM (which reads truncate) rotates with transformers'
+    frequencies, llama.cpp differs in 9 of 32 pairs and says why; the
+    serving line, which describes transformers' schedule, says so."""
+    rows = _rows(capsys, "gpt-oss-20b", "--engine", "vllm")
+    assert rows["engine freqs"].startswith("vllm: transformers' own")
+    assert rows["serving"].startswith("transformers: ")
+    rows = _rows(capsys, "gpt-oss-20b", "--engine", "llama.cpp")
+    assert rows["engine freqs"].startswith(
+        "llama.cpp: differ from transformers' in 9 of 32 pairs, by up to 1.763x")
+    assert "truncate=false" in rows["engine freqs"]
+    assert "engine freqs" not in _rows(capsys, "gpt-oss-20b")
+
+
+def test_inspector_deepseek_softmax_and_phi3_max_model_len(capsys):
+    rows = _rows(capsys, "deepseek-v3", "--engine", "vllm")
+    assert rows["engine softmax"].startswith("vllm: scale x 1.87385")
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "vllm")
+    assert "differ from transformers' in 48 of 48 pairs" in rows["engine freqs"]
+    assert "long factors for every request (max_model_len 131,072)" in rows["engine freqs"]
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "vllm",
+                 "--max-model-len", "4096")
+    assert "transformers' own" in rows["engine freqs"]
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "llama.cpp",
+                 "--max-model-len", "4097")
+    assert "long factors for every token" in rows["engine freqs"]
