@@ -929,3 +929,65 @@ def test_inspector_deepseek_softmax_and_phi3_max_model_len(capsys):
     rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "llama.cpp",
                  "--max-model-len", "4097")
     assert "long factors for every token" in rows["engine freqs"]
+
+
+# ---- make engines: the recorded run -----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_llama_cpp", ROOT / "scripts" / "engines" / "compare_llama_cpp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_engines_results_are_a_complete_passing_run_of_the_library_tree():
+    """results/engines.json records a run of `make engines` on llama.cpp at the
+    commit this library cites, with every case of the script, each with the
+    figures its prediction needs, inside the script's stated tolerances."""
+    import json
+
+    script = _script()
+    result = json.loads((ROOT / "results" / "engines.json").read_text())
+    assert result["ggml_commit"] == engines.LLAMA_CPP["commit"]
+    assert result["package"] == engines.LLAMA_CPP["package"]
+    assert result["head_dim"] >= 64
+    cases = {c["case"]: c for c in result["cases"]}
+    assert set(cases) == set(script.CASES)
+    for name, c in cases.items():
+        assert c["prediction"] == script.CASES[name][0], name
+        assert c["passed"], (name, c.get("problems"), c.get("error"))
+        if c["prediction"] == "agree":
+            assert c["vs_transformers"] <= result["agree"], name
+        else:
+            assert c["vs_transformers"] > 10 * result["agree"], name
+            assert c["vs_prediction"] <= result["agree"], name
+    assert cases["qwen2-vl-mrope"]["shift_vs_fresh"] == "refused"
+    assert cases["qwen2"]["shift_vs_fresh"] <= result["shift_agree"]
+    assert cases["qwen2-yarn"]["shift_vs_fresh"] > 10 * result["shift_agree"]
+
+
+@pytest.mark.parametrize("case, n_ctx", [
+    ("qwen2-yarn", None), ("qwen2-yarn-attention-factor", None),
+    ("gpt-oss-truncate-false", None), ("llama3.1-rope-freqs", None),
+    ("phi3-longrope", 256), ("phi3-longrope-short-prompt", 256), ("llama", None),
+])
+def test_make_engines_predictions_are_the_librarys(case, n_ctx):
+    """Each case's prediction in the script is what posenc_lib.engines computes
+    for that case's config: llama.cpp's frequencies or factor differ from
+    transformers' exactly where the script predicts "differ"."""
+    script = _script()
+    config = script.config_for(case, 300, 2).to_dict()
+    tf_seq = 64 if case == "phi3-longrope-short-prompt" else 256
+    tf_inv, tf_factor = scaling.rope_from_config(config, seq_len=tf_seq,
+                                                 reference="transformers",
+                                                 dtype=torch.float32)
+    cpp = engines.engine_rope(config, "llama.cpp", n_ctx=n_ctx)
+    differs = (engines.frequency_difference(cpp["inv_freq"], tf_inv.float())["pairs_differ"]
+               > 0 or not math.isclose(cpp["factor"], tf_factor, rel_tol=1e-6))
+    assert differs == (script.CASES[case][0] == "differ")
