@@ -839,6 +839,68 @@ def _engine_rows(row, facts: dict) -> None:
             + (f" ({notes})" if notes else "") + f"; computed by {facts['via']}")
 
 
+def crosscheck_vllm(config: Mapping, report: Mapping, *,
+                    max_model_len: int | None = None) -> tuple[bool, str]:
+    """``--crosscheck --engine vllm``: vLLM 0.33.0's own rotary embedding
+    (vendored, :func:`posenc_lib.engines.vllm_rope`) against transformers'
+    cos and sin (its float32 arithmetic: one product per angle; its frequencies
+    for its default request, as the report compares them), at positions up to
+    the report's length, and against the report's claim that vLLM's
+    frequencies are, or are not, transformers'.
+
+    Tolerance per coefficient, from float32 rounding: each side rounds the
+    angle ``m theta`` once (``u |m theta|``), the frequencies may differ by
+    ``8 u theta`` (Llama 3's and LongRoPE's formulas, a few roundings; 0 for
+    the others), cos and sin are 1-ulp kernels (``2u`` each side), and the
+    factor rounds once: ``f (2u |m theta| + 8u |m| theta + 6u)``. Positions
+    are limited to where that bound stays below 1/4 for every pair; the line
+    says so when that cuts the report's length.
+
+    Returns:
+        ``(ok, text)``: ``ok`` is false when a pair the report calls equal to
+        transformers' exceeds the bound, or one it calls different does not.
+    """
+    import torch
+
+    from . import scaling
+
+    u = 2.0 ** -24
+    run0 = engines.vllm_rope(config, max_model_len=max_model_len)
+    if run0 is None:
+        return True, ("crosscheck vllm: vLLM runs no RoPE of its own for this model "
+                      "(Transformers backend, or none)")
+    length = int(report.get("supported_length") or 2)
+    theta_max = float(run0["inv_freq"].abs().max())
+    reach = int(0.25 / ((10 * u) * theta_max))
+    last = max(1, min(length - 1, reach))
+    positions = sorted({1, last // 3, (2 * last) // 3, last})
+    run = engines.vllm_rope(config, max_model_len=max_model_len, positions=positions)
+    half = run["inv_freq"].numel()
+    rows = run["rows"][2:]
+    with warnings.catch_warnings():  # transformers' default request, as the report's
+        warnings.simplefilter("ignore")
+        tf_inv, tf_factor = scaling.rope_from_config(config, reference="transformers",
+                                                     dtype=torch.float32)
+    m = torch.tensor(positions, dtype=torch.float32)[:, None]
+    angle = m * tf_inv.float()[None, :]
+    tf_rows = torch.cat((angle.cos() * tf_factor, angle.sin() * tf_factor), dim=-1)
+    mt = m.double() * tf_inv.double()[None, :]
+    bound = tf_factor * (2 * u * mt + 8 * u * mt + 6 * u)
+    bound = torch.cat((bound, bound), dim=-1)
+    excess = ((rows.double() - tf_rows.double()).abs() / bound).max().item()
+    claimed_equal = (report.get("engine_rope", {}).get("frequencies") or {}).get(
+        "pairs_differ", 0) == 0 if report.get("engine_rope", {}).get("engine") == "vllm" else None
+    within = excess <= 1
+    ok = within if claimed_equal in (True, None) else not within
+    cut = (f"; positions cut to {last:,} (beyond it the float32 bound exceeds 1/4)"
+           if last < length - 1 else "")
+    return ok, (f"crosscheck vllm: vLLM 0.33.0 {run['class']} (vendored, run) vs "
+                f"transformers' float32 cos/sin at positions {positions}: max |diff| / "
+                f"bound = {excess:.3g} ({half} pairs; the report says its frequencies "
+                f"{'equal' if claimed_equal else 'differ from'} transformers'){cut}: "
+                f"{'as reported' if ok else 'CONTRADICTS THE REPORT'}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
     [--target-length N] [--engine transformers|vllm|sglang|llama.cpp]
@@ -897,7 +959,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"crosscheck error: {error}", file=sys.stderr)
             return 2
         print(crosscheck.format_result(result), end="")
-        return 0 if result["ok"] else 1
+        ok = result["ok"]
+        if args.engine == "vllm":
+            engine_ok, text = crosscheck_vllm(config, report, max_model_len=args.max_model_len)
+            print(text)
+            ok = ok and engine_ok
+        return 0 if ok else 1
     return 0
 
 

@@ -991,3 +991,25 @@ def test_make_engines_predictions_are_the_librarys(case, n_ctx):
     differs = (engines.frequency_difference(cpp["inv_freq"], tf_inv.float())["pairs_differ"]
                > 0 or not math.isclose(cpp["factor"], tf_factor, rel_tol=1e-6))
     assert differs == (script.CASES[case][0] == "differ")
+
+
+def test_crosscheck_engine_vllm_runs_vllm_and_checks_the_report(capsys):
+    """--crosscheck --engine vllm compares vLLM's own cos/sin (vendored, run)
+    with transformers' at positions up to the report's length, with a float32
+    bound below 1, and fails when the report's frequency claim is wrong."""
+    from posenc_lib import inspect
+
+    _, config = inspect.load_config("gpt-oss-20b")
+    report = inspect.inspect_config(config, engine="vllm")
+    ok, text = inspect.crosscheck_vllm(config, report)
+    assert ok and "as reported" in text and "131071" in text
+    wrong = {**report, "engine_rope": {**report["engine_rope"],
+                                       "frequencies": {"pairs_differ": 3}}}
+    assert not inspect.crosscheck_vllm(config, wrong)[0]
+    _, phi = inspect.load_config("phi-3-mini-128k-instruct")
+    ok, text = inspect.crosscheck_vllm(phi, inspect.inspect_config(phi, engine="vllm"))
+    assert ok and "differ from transformers'" in text
+    # Llama 4's 10M positions: cut where the float32 bound would pass 1/4
+    _, l4 = inspect.load_config("llama-4-scout-17b-16e-instruct")
+    ok, text = inspect.crosscheck_vllm(l4, inspect.inspect_config(l4, engine="vllm"))
+    assert ok and "positions cut to" in text
