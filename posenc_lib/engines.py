@@ -376,7 +376,9 @@ def convert_permute(weights: Tensor, n_head: int, n_head_kv: int | None = None) 
 def llama_cpp_corr_dims(n_dims: int, n_ctx_orig: int, freq_base: float,
                         beta_fast: float, beta_slow: float) -> tuple[float, float]:
     """Transcription of ``ggml_rope_yarn_corr_dim(s)`` (ggml/src/ggml.c lines
-    4478-4491 at 0c1e57098), in float32 as ggml computes it."""
+    4478-4491 at 0c1e57098), in float32 as ggml computes it. ggml always floors
+    the start and ceils the end (lines 4486-4487): llama.cpp has no
+    ``truncate = false``, and its converter does not write the key."""
     f32 = torch.float32
 
     def corr_dim(n_rot):
@@ -474,6 +476,12 @@ def llama_cpp_yarn_attn_factor(factor: float, *, rope_yarn_log_mul: float = 0.0,
     a config's ``attention_factor`` (conversion/base.py lines 1477-1478), is
     read only for Grok (src/models/grok.cpp line 25) and overwritten here
     whenever ``ext_factor != 0``: it does not reach the kernel.
+
+    ``rope_yarn_log_mul`` is the *loader's* value (``hparams.rope_yarn_log_mul``):
+    for DeepSeek the GGUF holds ``0.1 * mscale_all_dim`` and the loader divides
+    it by 0.1 again, so this is ``mscale_all_dim`` (see :func:`llama_cpp_params`).
+    ``deepseek2``: the architecture is ``LLM_ARCH_DEEPSEEK2`` (lines 191-196 take
+    ``mscale = mscale_all_dims`` then, assuming the config's two are equal).
     """
     def get_mscale(scale, mscale):
         return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
