@@ -32,7 +32,7 @@ help:
 	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
 	@echo "make retrieval   the same as make experiment (one run writes both of chapter 7's files)"
 	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
-	@echo "make engines     build llama.cpp (llama-cpp-python, CPU) in its own venv; compare it with transformers"
+	@echo "make engines     build llama.cpp (llama-cpp-python, CPU) in its own venv; run its cases; write results/engines.json"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -198,7 +198,9 @@ clean:
 # Not part of make test. Builds llama-cpp-python 0.3.36 from its source
 # distribution (CPU only) in .cache/engines-venv, never in $(VENV), converts
 # tiny random transformers models with the llama.cpp converter it vendors and
-# compares llama.cpp's logits with transformers' (scripts/engines/run.sh).
+# compares llama.cpp's logits with transformers' case by case, each against its
+# predicted agreement or divergence; writes results/engines.json, which
+# tests/test_engines.py checks (scripts/engines/run.sh).
 engines: $(INSTALLED)
 	PY=$(PY) scripts/engines/run.sh
 

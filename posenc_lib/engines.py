@@ -1,32 +1,39 @@
 """What three inference engines do with a model's RoPE configuration.
 
-transformers 4.57.6 is what :mod:`posenc_lib.scaling` reproduces. This module
-holds, for vLLM, SGLang and llama.cpp, **transcriptions** of the engine code that
-turns a ``config.json`` into rotations, each labelled with its repository,
-file, commit and lines, and a table of per-engine facts (:data:`FACTS`), each
-cited the same way. The transcriptions are tested against transformers and
-:mod:`posenc_lib.scaling` in ``tests/test_engines.py``; ``make engines`` runs
-llama.cpp itself (through ``llama-cpp-python``) where it builds.
+transformers 4.57.6 is what :mod:`posenc_lib.scaling` reproduces. For each
+engine this module computes what that engine computes, from one pinned tree
+per engine:
 
-Nothing here imports vLLM or llama.cpp: the transcriptions are plain torch,
-so the tests run offline.
+* **vLLM 0.33.0** (PyPI wheel, commit ``4ba787ec9``): its rotary-embedding
+  package is vendored unchanged in ``posenc_lib/_vendor/vllm`` and *run*
+  (:func:`vllm_rope`: ``get_rope`` builds the class and its cos/sin cache);
+  only what the model files pass to ``get_rope`` is transcribed
+  (:func:`vllm_get_rope_args`, :data:`VLLM_PAIRS`).
+* **SGLang 0.5.23** (PyPI wheel): transcriptions (``sglang_*``); SGLang's
+  package imports its CUDA kernels at module level and is not run here.
+* **llama.cpp at 0c1e57098**, the tree ``llama-cpp-python`` 0.3.36 vendors:
+  transcriptions of its converter, loader and ggml's CPU kernel
+  (``llama_cpp_*``); ``make engines`` runs llama.cpp itself and records the
+  run in ``results/engines.json``.
+
+:func:`engine_rope` / :func:`engine_inv_freq` give each engine's frequencies
+and factor from that engine's code path; :func:`engine_summary` adds the pair
+layout, the schedule and the difference from transformers; :data:`FACTS`
+holds the per-engine facts, each cited with file, release or commit and lines.
 
 Sources (every ``lines`` below refers to these):
 
-* :data:`VLLM` files, each at the commit of the stored copy that was read
-  (vLLM moves fast; the commit is per file).
-* :data:`VLLM_MODELS`: vLLM's model files (the pair layout each passes to
-  ``get_rope``), read in the vllm 0.33.0 source distribution.
-* :data:`SGLANG`: SGLang's rotary-embedding package and model files, read in
-  the sglang 0.5.23 wheel.
-* :data:`LLAMA_CPP`: ggml-org/llama.cpp at ``0c1e57098``, the commit that
-  ``llama-cpp-python`` 0.3.36 vendors (its CHANGELOG: "update llama.cpp to
-  ggml-org/llama.cpp@0c1e57098"; its build prints ``ggml commit: 0c1e570``).
+* :data:`VLLM`, :data:`VLLM_MODELS`: the vllm 0.33.0 wheel and source
+  distribution (one release; its ``vllm/_version.py`` names ``g4ba787ec9``).
+* :data:`SGLANG`: the sglang 0.5.23 wheel.
+* :data:`LLAMA_CPP`: ggml-org/llama.cpp at ``0c1e57098`` (llama-cpp-python
+  0.3.36's CHANGELOG: "update llama.cpp to ggml-org/llama.cpp@0c1e57098").
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -39,23 +46,16 @@ from . import _validate
 LLAMA_CPP = {"package": "llama-cpp-python==0.3.36", "repo": "ggml-org/llama.cpp",
              "commit": "0c1e57098"}
 
-#: vLLM files transcribed here, each at the commit of the copy read.
+#: vLLM's rotary-embedding files, vendored unchanged from the vllm 0.33.0
+#: wheel (posenc_lib/_vendor/vllm) and run; every ``lines`` below refers to
+#: them (the package ``vllm/model_executor/layers/rotary_embedding/``).
+_VR = "vllm/model_executor/layers/rotary_embedding/"
 VLLM = {
-    "base": ("vllm/model_executor/layers/rotary_embedding/base.py",
-             "04458da08417899fc04046216c986d28abeb85af"),
-    "common": ("vllm/model_executor/layers/rotary_embedding/common.py",
-               "002d181a55a03803d7d69547846630069d2378b8"),
-    "yarn": ("vllm/model_executor/layers/rotary_embedding/yarn_scaling_rope.py",
-             "0cd5784803d83f81fac0794b82cb592d4317d4bf"),
-    "dynamic": ("vllm/model_executor/layers/rotary_embedding/dynamic_ntk_scaling_rope.py",
-                "3cfbaf333d800badc12fad1f138ab01178d35ab8"),
-    "linear": ("vllm/model_executor/layers/rotary_embedding/linear_scaling_rope.py",
-               "0f17ee061e413bf8ab7927f926f69cdff24dc63e"),
-    "llama3": ("vllm/model_executor/layers/rotary_embedding/llama3_rope.py",
-               "045d7575500e01e0f4a7ff84e039a9f7f7dc3bd0"),
-    "longrope": (("vllm/model_executor/layers/rotary_embedding/"
-                 "phi3_long_rope_scaled_rope.py"),
-                 "17d618b0f944610b73e79e6726983fbe7679f613"),
+    "init": _VR + "__init__.py", "base": _VR + "base.py", "common": _VR + "common.py",
+    "yarn": _VR + "yarn_scaling_rope.py", "deepseek": _VR + "deepseek_scaling_rope.py",
+    "dynamic": _VR + "dynamic_ntk_scaling_rope.py", "linear": _VR + "linear_scaling_rope.py",
+    "llama3": _VR + "llama3_rope.py", "longrope": _VR + "phi3_long_rope_scaled_rope.py",
+    "mrope": _VR + "mrope.py",
 }
 
 #: vLLM's model files, read in the source distribution vllm-0.33.0.tar.gz from
@@ -75,8 +75,7 @@ ENGINES = ("transformers", "vllm", "llama.cpp", "sglang")
 
 
 def _cite(key: str, lines: str) -> str:
-    path, commit = VLLM[key]
-    return f"vllm-project/vllm {path}@{commit[:12]} {lines}"
+    return _vm(VLLM[key], lines)
 
 
 def _vm(path: str, lines: str) -> str:
@@ -377,7 +376,9 @@ def convert_permute(weights: Tensor, n_head: int, n_head_kv: int | None = None) 
 def llama_cpp_corr_dims(n_dims: int, n_ctx_orig: int, freq_base: float,
                         beta_fast: float, beta_slow: float) -> tuple[float, float]:
     """Transcription of ``ggml_rope_yarn_corr_dim(s)`` (ggml/src/ggml.c lines
-    4478-4491 at 0c1e57098), in float32 as ggml computes it."""
+    4478-4491 at 0c1e57098), in float32 as ggml computes it. ggml always floors
+    the start and ceils the end (lines 4486-4487): llama.cpp has no
+    ``truncate = false``, and its converter does not write the key."""
     f32 = torch.float32
 
     def corr_dim(n_rot):
@@ -388,6 +389,34 @@ def llama_cpp_corr_dims(n_dims: int, n_ctx_orig: int, freq_base: float,
     start = math.floor(float(corr_dim(beta_fast)))
     end = math.ceil(float(corr_dim(beta_slow)))
     return float(max(0, start)), float(min(n_dims - 1, end))
+
+
+def _ggml_theta(positions: Tensor, *, n_dims: int, freq_base: float, freq_scale: float,
+                ext_factor: float, attn_factor: float, n_ctx_orig: int, beta_fast: float,
+                beta_slow: float, freq_factors: Tensor | None) -> tuple[Tensor, Tensor]:
+    """ggml's angles ``(len(positions), n_dims/2)`` and the factor on cos and
+    sin: ``ggml_rope_cache_init`` and ``rope_yarn`` (ops.cpp lines 6187-6218)."""
+    f32 = torch.float32
+    theta_scale = torch.tensor(freq_base, dtype=f32) ** torch.tensor(-2.0 / n_dims, dtype=f32)
+    half = n_dims // 2
+    # theta = p * theta_scale**i, accumulated by repeated multiplication in ggml
+    powers = torch.ones(half, dtype=f32)
+    for i in range(1, half):
+        powers[i] = powers[i - 1] * theta_scale
+    theta_extrap = positions.to(f32)[:, None] * powers[None, :]
+    if freq_factors is not None:
+        theta_extrap = theta_extrap / freq_factors.to(f32)
+    theta_interp = freq_scale * theta_extrap
+    theta = theta_interp
+    mscale = torch.tensor(attn_factor, dtype=f32)
+    if ext_factor != 0.0:
+        low, high = llama_cpp_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
+        i0 = torch.arange(0, n_dims, 2)
+        y = (i0 // 2 - low) / max(0.001, high - low)
+        ramp_mix = (1 - y.clamp(0, 1)).to(f32) * ext_factor
+        theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix
+        mscale = mscale * (1.0 + 0.1 * math.log(1.0 / freq_scale))
+    return theta, mscale
 
 
 def llama_cpp_rope(x: Tensor, positions: Tensor, *, n_dims: int, mode: str = "norm",
@@ -414,26 +443,12 @@ def llama_cpp_rope(x: Tensor, positions: Tensor, *, n_dims: int, mode: str = "no
     """
     if mode not in ("norm", "neox"):
         raise ValueError(f"mode must be 'norm' or 'neox', got {mode!r}")
-    f32 = torch.float32
-    theta_scale = torch.tensor(freq_base, dtype=f32) ** torch.tensor(-2.0 / n_dims, dtype=f32)
     half = n_dims // 2
-    # theta = p * theta_scale**i, accumulated by repeated multiplication in ggml
-    powers = torch.ones(half, dtype=f32)
-    for i in range(1, half):
-        powers[i] = powers[i - 1] * theta_scale
-    theta_extrap = positions.to(f32)[:, None] * powers[None, :]
-    if freq_factors is not None:
-        theta_extrap = theta_extrap / freq_factors.to(f32)
-    theta_interp = freq_scale * theta_extrap
-    theta = theta_interp
-    mscale = torch.tensor(attn_factor, dtype=f32)
-    if ext_factor != 0.0:
-        low, high = llama_cpp_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
-        i0 = torch.arange(0, n_dims, 2)
-        y = (i0 // 2 - low) / max(0.001, high - low)
-        ramp_mix = (1 - y.clamp(0, 1)).to(f32) * ext_factor
-        theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix
-        mscale = mscale * (1.0 + 0.1 * math.log(1.0 / freq_scale))
+    theta, mscale = _ggml_theta(positions, n_dims=n_dims, freq_base=freq_base,
+                                freq_scale=freq_scale, ext_factor=ext_factor,
+                                attn_factor=attn_factor, n_ctx_orig=n_ctx_orig,
+                                beta_fast=beta_fast, beta_slow=beta_slow,
+                                freq_factors=freq_factors)
     cos = (torch.cos(theta) * mscale)[:, None, :]
     sin = (torch.sin(theta) * mscale)[:, None, :]
     out = x.clone()
@@ -461,6 +476,12 @@ def llama_cpp_yarn_attn_factor(factor: float, *, rope_yarn_log_mul: float = 0.0,
     a config's ``attention_factor`` (conversion/base.py lines 1477-1478), is
     read only for Grok (src/models/grok.cpp line 25) and overwritten here
     whenever ``ext_factor != 0``: it does not reach the kernel.
+
+    ``rope_yarn_log_mul`` is the *loader's* value (``hparams.rope_yarn_log_mul``):
+    for DeepSeek the GGUF holds ``0.1 * mscale_all_dim`` and the loader divides
+    it by 0.1 again, so this is ``mscale_all_dim`` (see :func:`llama_cpp_params`).
+    ``deepseek2``: the architecture is ``LLM_ARCH_DEEPSEEK2`` (lines 191-196 take
+    ``mscale = mscale_all_dims`` then, assuming the config's two are equal).
     """
     def get_mscale(scale, mscale):
         return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
@@ -481,12 +502,349 @@ def llama_cpp_net_factor(factor: float, **kwargs) -> float:
     return llama_cpp_yarn_attn_factor(factor, **kwargs) * (1.0 + 0.1 * math.log(factor))
 
 
-# ---- vLLM: rotary-embedding modules ----------------------------------------
+# ---- llama.cpp: what the converter writes and the context makes of it -------
 
-def vllm_apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
+#: The architectures whose loader reads ``rope.scaling.yarn_log_mul`` and
+#: divides it by 0.1 again (src/models/deepseek2.cpp lines 34-38,
+#: src/models/deepseek32.cpp lines 34-38 at 0c1e57098); the converter wrote
+#: ``0.1 * mscale_all_dim`` there (conversion/deepseek.py lines 382-386,
+#: ``TAG_DEEPSEEK2_YARN_LOG_MUL_FIX``). Kimi K2's ``config.json`` names
+#: ``DeepseekV3ForCausalLM``, which converts to ``LLM_ARCH_DEEPSEEK2``
+#: (conversion/__init__.py line 55, conversion/deepseek.py lines 227-237).
+LLAMA_CPP_YARN_LOG_MUL_ARCHS = {"LLM_ARCH_DEEPSEEK2", "LLM_ARCH_DEEPSEEK32"}
+
+
+def llama_cpp_params(config: Mapping, *, n_ctx: int | None = None) -> dict:
+    """The RoPE parameters llama.cpp (0c1e57098) hands to ggml for
+    ``config``'s global layers, from what its converter writes to the GGUF
+    and what its loader and context make of it.
+
+    * converter, conversion/base.py lines 1462-1489: ``linear`` and ``yarn``
+      write ``rope.scaling.type`` and ``factor``; YaRN also the original
+      context, ``attention_factor`` (as ``yarn_attn_factor``) and
+      ``beta_fast``/``beta_slow``; ``truncate`` is not written; ``dynamic``
+      writes nothing; ``llama3`` becomes the ``rope_freqs`` tensor
+      (conversion/llama.py lines 298-326); LongRoPE the ``rope_factors_long``/
+      ``_short`` tensors and ``rope.scaling.attn_factor`` (conversion/phi.py
+      lines 185-210).
+    * loader: ``yarn_beta_fast``/``_slow`` are read from the GGUF only for
+      Grok and Mistral 3 (src/models/grok.cpp line 26, mistral3.cpp line 7);
+      every other architecture keeps the defaults 32 and 1
+      (src/llama-hparams.h lines 161-162; llama-context.cpp lines 116-117);
+      ``yarn_attn_factor`` is read only for Grok (grok.cpp line 25).
+    * context: ``ext_factor = 1`` for YaRN (llama-context.cpp line 174), the
+      ``attn_factor`` of :func:`llama_cpp_yarn_attn_factor` (lines 176-214);
+      LongRoPE's long factors when ``n_ctx_seq > n_ctx_orig_yarn``
+      (src/llama-model.cpp lines 2337-2350).
+
+    Args:
+        config: a parsed ``config.json``.
+        n_ctx: the context size (``-c``; LongRoPE reads it); default
+            ``max_position_embeddings`` (the GGUF's training context, which
+            llama.cpp uses when ``n_ctx`` is 0).
+
+    Returns:
+        dict with ``arch``, ``n_dims``, ``freq_base``, ``freq_scale``,
+        ``ext_factor``, ``attn_factor`` (passed to ggml), ``n_ctx_orig``,
+        ``beta_fast``, ``beta_slow``, ``freq_factors`` (a tensor or ``None``),
+        ``rope_yarn_log_mul`` (the loader's value), ``gguf_yarn_log_mul``
+        (what the converter wrote), ``net_factor`` (what multiplies cos and
+        sin), ``logit_scale`` (DeepSeek's ``mscale**2`` in ``kq_scale``,
+        src/models/deepseek2.cpp lines 307-314), ``notes``.
+    """
+    from ._config import parse_rope_config
+
+    model_type = config.get("model_type")
+    arch = LLAMA_CPP_PAIRS[model_type][1] if model_type in LLAMA_CPP_PAIRS else None
+    rope = parse_rope_config(config)
+    p = rope.params
+    out = {"arch": arch, "n_dims": rope.dim, "freq_base": float(rope.base),
+           "freq_scale": 1.0, "ext_factor": 0.0, "attn_factor": 1.0,
+           "n_ctx_orig": int(p.get("original_max_position_embeddings")
+                             or rope.max_position_embeddings),
+           "beta_fast": 32.0, "beta_slow": 1.0, "freq_factors": None,
+           "rope_yarn_log_mul": 0.0, "gguf_yarn_log_mul": None, "logit_scale": 1.0,
+           "notes": []}
+    rope_type = rope.rope_type
+    if rope_type == "linear":
+        out["freq_scale"] = 1.0 / p["factor"]
+    elif rope_type == "yarn":
+        factor = float(p["factor"])
+        out.update(freq_scale=1.0 / factor, ext_factor=1.0)
+        if p.get("truncate", True) is False:
+            out["notes"].append("truncate=false is not written to the GGUF; ggml floors "
+                                "and ceils the correction range (ggml.c lines 4486-4487)")
+        if (p.get("beta_fast", 32) != 32 or p.get("beta_slow", 1) != 1):
+            out["notes"].append(f"beta_fast={p.get('beta_fast', 32)}, "
+                                f"beta_slow={p.get('beta_slow', 1)} are written to the GGUF "
+                                "but read only for Grok and Mistral 3: ggml uses 32 and 1")
+        if p.get("attention_factor") is not None:
+            out["notes"].append("attention_factor is written as yarn_attn_factor but "
+                                "not read (only Grok reads it)")
+        deepseek = arch in LLAMA_CPP_YARN_LOG_MUL_ARCHS and p.get("mscale_all_dim") is not None
+        if deepseek:
+            out["gguf_yarn_log_mul"] = 0.1 * float(p["mscale_all_dim"])
+            out["rope_yarn_log_mul"] = out["gguf_yarn_log_mul"] / 0.1
+        out["attn_factor"] = llama_cpp_yarn_attn_factor(
+            factor, rope_yarn_log_mul=out["rope_yarn_log_mul"],
+            deepseek2=arch == "LLM_ARCH_DEEPSEEK2")
+        if deepseek:
+            # deepseek2.cpp lines 307-314: attn_factor_org and kq_scale
+            attn_org = out["attn_factor"] * (1.0 + 0.1 * math.log(factor))
+            mscale = attn_org * (1.0 + 0.1 * out["rope_yarn_log_mul"] * math.log(factor))
+            out["logit_scale"] = mscale * mscale
+    elif rope_type == "llama3":
+        out["freq_factors"] = llama_cpp_llama3_factors(
+            rope.dim, rope.base, p["factor"], p["low_freq_factor"], p["high_freq_factor"],
+            p["original_max_position_embeddings"])
+    elif rope_type == "longrope":
+        n_ctx = rope.max_position_embeddings if n_ctx is None else int(n_ctx)
+        long = n_ctx > out["n_ctx_orig"]
+        out["freq_factors"] = torch.tensor(p["long_factor" if long else "short_factor"],
+                                           dtype=torch.float32)
+        scale = rope.max_position_embeddings / out["n_ctx_orig"]
+        out["attn_factor"] = (math.sqrt(1 + math.log(scale) / math.log(out["n_ctx_orig"]))
+                              if scale > 1.0 else 1.0)
+        out["notes"].append(f"{'long' if long else 'short'} factors for every token: "
+                            f"n_ctx {n_ctx:,} {'>' if long else '<='} "
+                            f"{out['n_ctx_orig']:,}")
+    elif rope_type == "dynamic":
+        out["notes"].append("dynamic NTK is not converted: plain RoPE at the configured base")
+    out["net_factor"] = out["attn_factor"] * (
+        1.0 + 0.1 * math.log(1.0 / out["freq_scale"]) if out["ext_factor"] else 1.0)
+    return out
+
+
+def llama_cpp_llama3_factors(dim: int, base: float, factor: float, low_freq_factor: float,
+                             high_freq_factor: float, old_context_len: int) -> Tensor:
+    """Transcription of ``LlamaModel.generate_extra_tensors`` (llama.cpp's
+    converter, conversion/llama.py lines 298-326 at 0c1e57098): the
+    ``rope_freqs`` tensor, one divisor per pair."""
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    rope_factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            rope_factors.append(1)
+        elif wavelen > low_freq_wavelen:
+            rope_factors.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low_freq_factor) / (
+                high_freq_factor - low_freq_factor)
+            rope_factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(rope_factors, dtype=torch.float32)
+
+
+def llama_cpp_inv_freq(config: Mapping, *, n_ctx: int | None = None) -> Tensor:
+    """The frequency of each pair as ggml rotates ``config``'s global layers
+    (the angle at position 1 of :func:`llama_cpp_rope` with the parameters of
+    :func:`llama_cpp_params`), ``(n_dims/2,)`` float32."""
+    p = llama_cpp_params(config, n_ctx=n_ctx)
+    theta, _ = _ggml_theta(torch.tensor([1]), n_dims=p["n_dims"], freq_base=p["freq_base"],
+                           freq_scale=p["freq_scale"], ext_factor=p["ext_factor"],
+                           attn_factor=p["attn_factor"], n_ctx_orig=p["n_ctx_orig"],
+                           beta_fast=p["beta_fast"], beta_slow=p["beta_slow"],
+                           freq_factors=p["freq_factors"])
+    return theta[0]
+
+
+# ---- vLLM: its rotary-embedding package, run --------------------------------
+#
+# vLLM 0.33.0's vllm/model_executor/layers/rotary_embedding/ is vendored
+# unchanged (posenc_lib/_vendor/vllm) and run here: ``get_rope`` picks the
+# class and builds the cos/sin cache with vLLM's own code. What is transcribed
+# is only what vLLM's *model files* pass to ``get_rope`` (:func:`vllm_get_rope_args`).
+
+def _vllm_rope_parameters(config: Mapping) -> tuple[dict, int]:
+    """The ``rope_parameters`` dict vLLM 0.33.0 hands to ``get_rope`` for a
+    transformers-4.x ``config.json`` (vLLM runs transformers 5, whose
+    ``standardize_rope_params`` merges ``rope_theta``, the rope block and
+    ``partial_rotary_factor`` into one dict: vllm/transformers_utils/config.py
+    lines 668-687 of 0.33.0), and the rotary dimension."""
+    from ._config import parse_rope_config
+
+    rope = parse_rope_config(config)
+    params = {"rope_type": rope.rope_type, "rope_theta": rope.base, **rope.params}
+    if params["rope_type"] == "default" and config.get("model_type") in ("qwen2_5_vl",
+                                                                       "qwen3_vl"):
+        text = config.get("text_config", config)
+        section = ((text.get("rope_scaling") or {}).get("mrope_section")
+                   or (text.get("rope_parameters") or {}).get("mrope_section"))
+        if section:
+            params["mrope_section"] = list(section)
+            params["mrope_interleaved"] = config.get("model_type") == "qwen3_vl"
+    return params, rope.dim
+
+
+def vllm_get_rope_args(config: Mapping) -> dict | None:
+    """What vLLM 0.33.0's model file for ``config`` passes to ``get_rope``:
+    ``head_size``, ``max_position``, ``is_neox_style``, ``rope_parameters``,
+    ``dtype``, and ``logit_scale``, the factor the model file multiplies into
+    the softmax scale (DeepSeek's ``mscale**2``). ``None`` where vLLM runs no
+    RoPE of its own (the Transformers backend, ALiBi, no model).
+
+    Sources (vllm 0.33.0): llama.py lines 243-248 and the other model files
+    of :data:`VLLM_PAIRS` (``config.rope_parameters`` as is, head size the
+    rotary dimension here, ``max_position = max_position_embeddings``);
+    gpt_oss.py lines 111-127 (its own dict, with ``truncate`` read through
+    ``rope_parameters.get("truncate", True)``); deepseek_v2.py lines 1115-1136
+    (``rope_type`` rewritten to ``deepseek_yarn``, or
+    ``deepseek_llama_scaling`` when ``attention_factor == 1``; neighbours;
+    ``self.scaling *= mscale * mscale`` with
+    ``mscale = yarn_get_mscale(factor, mscale_all_dim)``).
+    """
+    model_type = config.get("model_type")
+    neox = VLLM_PAIRS.get(model_type, (None,))[0]
+    if neox in ("transformers", "none", None):
+        return None
+    params, dim = _vllm_rope_parameters(config)
+    text = config.get("text_config", config)
+    max_position = text.get("max_position_embeddings") or _default_max_position(config)
+    args = {"head_size": dim, "max_position": int(max_position), "is_neox_style": neox,
+            "rope_parameters": params, "dtype": torch.float32, "logit_scale": 1.0}
+    if model_type == "gpt_oss":
+        args["rope_parameters"] = {
+            "rope_theta": params["rope_theta"], "rope_type": "yarn",
+            "factor": params["factor"],
+            "original_max_position_embeddings": params["original_max_position_embeddings"],
+            "beta_fast": params["beta_fast"], "beta_slow": params["beta_slow"],
+            "truncate": params.get("truncate", True)}
+    if model_type in DEEPSEEK_FAMILY and params["rope_type"] != "default":
+        params["rope_type"] = ("deepseek_llama_scaling"
+                               if params.get("attention_factor") == 1.0 else "deepseek_yarn")
+        if params["rope_type"] == "deepseek_yarn":
+            mscale = _vllm().common.yarn_get_mscale(params["factor"],
+                                             float(params.get("mscale_all_dim", False)))
+            args["logit_scale"] = mscale * mscale
+    return args
+
+
+def _default_max_position(config: Mapping) -> int:
+    from ._config import parse_rope_config
+
+    return parse_rope_config(config).max_position_embeddings
+
+
+def _vllm():
+    from . import _vendor
+
+    return _vendor.vllm_rotary()
+
+
+class _TorchProxy:
+    """``torch`` for the vendored cache builders: ``torch.arange(n)`` (one
+    positional argument: the positions of a cache) yields only ``positions``,
+    and every ``einsum`` output (the angles) is recorded; everything else is
+    torch."""
+
+    def __init__(self, positions, angles):
+        self._positions, self._angles = positions, angles
+
+    def arange(self, *args, **kwargs):
+        if len(args) == 1 and "end" not in kwargs:
+            return torch.tensor(self._positions, dtype=kwargs.get("dtype") or torch.int64)
+        return torch.arange(*args, **kwargs)
+
+    def einsum(self, *args, **kwargs):
+        out = torch.einsum(*args, **kwargs)
+        self._angles.append(out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+_VLLM_CACHE_MODULES = ("base", "yarn_scaling_rope", "deepseek_scaling_rope",
+                       "linear_scaling_rope", "dynamic_ntk_scaling_rope",
+                       "phi3_long_rope_scaled_rope", "llama3_rope", "mrope")
+
+
+def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
+              positions: Sequence[int] = (), full_cache: bool = False) -> dict | None:
+    """Run vLLM 0.33.0's ``get_rope`` (vendored) for ``config`` as its model
+    file calls it, and read what it built.
+
+    The cache builders run unchanged except that, unless ``full_cache``,
+    their position range ``torch.arange(n)`` is replaced by
+    ``[0, 1, *positions]`` (every other line, the frequencies and factor
+    included, runs as released); ``full_cache=True`` builds the whole cache.
+
+    Args:
+        config: a parsed ``config.json``.
+        max_model_len: vLLM's ``--max-model-len`` (read by LongRoPE only);
+            default ``max_position_embeddings``, vLLM's default.
+        positions: extra positions whose cos/sin rows to return.
+
+    Returns:
+        ``None`` where vLLM runs no RoPE of its own (see
+        :func:`vllm_get_rope_args`), else a dict: ``class`` (the class
+        ``get_rope`` built), ``inv_freq`` (``(rotary_dim/2,)`` float32: the
+        angle of position 1 in the cache the engine reads), ``factor`` (what
+        multiplies cos and sin: the cache's cos at position 0),
+        ``logit_scale``, ``rows`` (cos then sin at ``[0, 1, *positions]``,
+        or the whole cache), ``use_long_rope`` (LongRoPE only), ``module`` (the built module).
+    """
+    from . import _vendor
+
+    args = vllm_get_rope_args(config)
+    if args is None:
+        return None
+    rotary = _vendor.vllm_rotary()
+    want = [0, 1, *[int(p) for p in positions]]
+    angles: list[Tensor] = []
+    proxy = _TorchProxy(want, angles)
+    modules = [getattr(rotary, m) for m in _VLLM_CACHE_MODULES]
+    if max_model_len is None:
+        max_model_len = args["max_position"]
+    rotary._ROPE_DICT.clear()
+    try:
+        if not full_cache:
+            for m in modules:
+                m.torch = proxy
+        with _vendor.vllm_max_model_len(max_model_len):
+            module = rotary.get_rope(args["head_size"], args["max_position"],
+                                     is_neox_style=args["is_neox_style"],
+                                     rope_parameters=dict(args["rope_parameters"]),
+                                     dtype=args["dtype"])
+    finally:
+        for m in modules:
+            m.torch = torch
+        rotary._ROPE_DICT.clear()
+    name = type(module).__name__
+    out = {"class": name, "module": module, "logit_scale": args["logit_scale"]}
+    if name == "Phi3LongRoPEScaledRotaryEmbedding":
+        cache = module.long_short_cos_sin_cache
+        short_rows = len(want) if not full_cache else module.original_max_position_embeddings
+        use_long = bool(module.use_long_rope)
+        rows = cache[short_rows:] if use_long else cache[:short_rows]
+        out["use_long_rope"] = use_long
+        angle = angles[1 if use_long else 0] if angles else None
+    else:
+        rows = module.cos_sin_cache
+        angle = angles[0] if angles else None
+    half = rows.shape[-1] // 2
+    out["rows"] = rows
+    out["factor"] = float(rows[0, 0])
+    if full_cache:
+        t = rows[1]
+        out["inv_freq"] = torch.atan2(t[half:], t[:half])
+    else:
+        out["inv_freq"] = angle[1].clone()
+    return out
+
+
+# ---- SGLang: rotary-embedding modules ---------------------------------------
+#
+# Transcriptions of sglang 0.5.23 (:data:`SGLANG`), package
+# sglang/srt/layers/rotary_embedding/, not a run: SGLang needs its CUDA
+# kernels package and is not installed here.
+
+def apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
                                 is_neox_style: bool) -> Tensor:
-    """Transcription of ``apply_rotary_emb_torch`` (common.py at
-    002d181a55a0).
+    """Transcription of SGLang's ``apply_rotary_emb`` (sglang 0.5.23
+    layers/rotary_embedding/utils.py lines 35-62).
 
     Args:
         x: ``(tokens, heads, rotary_dim)``; cos, sin: ``(tokens, rotary_dim/2)``.
@@ -504,171 +862,6 @@ def vllm_apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
         return torch.cat((o1, o2), dim=-1)
     return torch.stack((o1, o2), dim=-1).flatten(-2)
 
-
-def vllm_forward_native(positions: Tensor, query: Tensor, key: Tensor,
-                        cos_sin_cache: Tensor, *, head_size: int, rotary_dim: int,
-                        is_neox_style: bool = True) -> tuple[Tensor, Tensor]:
-    """Transcription of ``RotaryEmbedding.forward_native`` (base.py at
-    04458da08417): look up ``cos_sin_cache[positions]``, rotate the
-    first ``rotary_dim`` features of every head.
-
-    Args:
-        positions: ``(tokens,)``; query, key: ``(tokens, heads * head_size)``;
-        cos_sin_cache: ``(max_positions, rotary_dim)``, cos then sin.
-    """
-    positions = positions.flatten()
-    num_tokens = positions.shape[0]
-    cos_sin = cos_sin_cache.index_select(0, positions)
-    cos, sin = cos_sin.chunk(2, dim=-1)
-    out = []
-    for t in (query, key):
-        shape = t.shape
-        t = t.view(num_tokens, -1, head_size)
-        rot = vllm_apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
-        out.append(torch.cat((rot, t[..., rotary_dim:]), dim=-1).reshape(shape))
-    return out[0], out[1]
-
-
-def vllm_inv_freq(rotary_dim: int, base: float) -> Tensor:
-    """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py at
-    04458da08417), float32."""
-    return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
-
-
-def _cache(inv_freq: Tensor, num_positions, mscale: float = 1.0) -> Tensor:
-    t = torch.arange(num_positions, dtype=torch.float)
-    freqs = torch.einsum("i,j -> ij", t, inv_freq)
-    return torch.cat((freqs.cos() * mscale, freqs.sin() * mscale), dim=-1)
-
-
-def vllm_default_cache(rotary_dim: int, max_position_embeddings: int,
-                       base: float) -> Tensor:
-    """``RotaryEmbedding._compute_cos_sin_cache`` (base.py at
-    04458da08417): ``(max_position_embeddings, rotary_dim)``, cos then sin."""
-    return _cache(vllm_inv_freq(rotary_dim, base), max_position_embeddings)
-
-
-def vllm_linear_cache(rotary_dim: int, max_position_embeddings: int, base: float,
-                      scaling_factor: float) -> Tensor:
-    """Transcription of ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``
-    for one factor (linear_scaling_rope.py at 0f17ee061e41): the
-    *positions* are divided by the factor (transformers divides ``inv_freq``),
-    over ``max_position_embeddings * scaling_factor`` rows."""
-    max_len = int(max_position_embeddings * scaling_factor)
-    t = torch.arange(max_len, dtype=torch.float) / scaling_factor
-    freqs = torch.einsum("i,j -> ij", t, vllm_inv_freq(rotary_dim, base))
-    return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
-
-
-def vllm_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
-              scaling_factor: float, *, beta_fast: float = 32, beta_slow: float = 1,
-              mscale: float | None = None, mscale_all_dim: float | None = None,
-              attention_factor: float | None = None) -> tuple[Tensor, float, int]:
-    """Transcription of ``YaRNScalingRotaryEmbedding`` (yarn_scaling_rope.py
-    at 0cd5784803d8) with common.py's ``yarn_find_correction_*``,
-    ``yarn_linear_ramp_mask`` and ``yarn_get_mscale`` (common.py at
-    002d181a55a0). ``max_position_embeddings`` is the *original* context (vLLM
-    passes ``original_max_position_embeddings`` here).
-
-    Returns:
-        ``(inv_freq, mscale, num_positions)``: ``(rotary_dim/2,)`` float32
-        frequencies; the factor multiplied into the cached cos and sin; the
-        cache's length ``ceil(max_position_embeddings * scaling_factor)``.
-    """
-    def get_mscale(scale, m=1.0):
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    if attention_factor is not None:
-        ms = float(attention_factor)
-    elif mscale and mscale_all_dim:
-        ms = float(get_mscale(scaling_factor, mscale) / get_mscale(scaling_factor, mscale_all_dim))
-    else:
-        ms = float(get_mscale(scaling_factor))
-    pos_freqs = base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim)
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (scaling_factor * pos_freqs)
-
-    def corr_dim(num_rotations):
-        return (rotary_dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))
-                ) / (2 * math.log(base))
-
-    low = max(math.floor(corr_dim(beta_fast)), 0)
-    high = min(math.ceil(corr_dim(beta_slow)), rotary_dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = torch.clamp((torch.arange(rotary_dim // 2, dtype=torch.float) - low) / (high - low),
-                       0, 1)
-    inv_freq_mask = 1 - ramp
-    inv_freq = inv_freq_interpolation * (1 - inv_freq_mask) + inv_freq_extrapolation * inv_freq_mask
-    return inv_freq, ms, math.ceil(max_position_embeddings * scaling_factor)
-
-
-def vllm_dynamic_ntk_base(rotary_dim: int, max_position_embeddings: int, base: float,
-                          scaling_factor: float) -> tuple[float, int]:
-    """Transcription of ``DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache``
-    (dynamic_ntk_scaling_rope.py at 3cfbaf333d80): one base for
-    the whole static cache of ``max_position_embeddings * scaling_factor``
-    positions, whatever the request's length.
-
-    Returns:
-        ``(base, cache_length)``. At this commit ``max_len /
-        max_position_embeddings`` equals ``scaling_factor``, so the bracket is
-        1 and the base is the configured one: no NTK scaling at any length.
-    """
-    max_len = max_position_embeddings * scaling_factor
-    new_base = base * ((max_len / max_position_embeddings) - (scaling_factor - 1)) ** (
-        rotary_dim / (rotary_dim - 2))
-    return new_base, int(max_len)
-
-
-def vllm_llama3_inv_freq(rotary_dim: int, base: float, scaling_factor: float,
-                         low_freq_factor: float, high_freq_factor: float,
-                         orig_max_position: int) -> Tensor:
-    """Transcription of ``Llama3RotaryEmbedding._compute_inv_freq``
-    (llama3_rope.py at 045d7575500e), float32."""
-    inv_freqs = vllm_inv_freq(rotary_dim, base)
-    low_freq_wavelen = orig_max_position / low_freq_factor
-    high_freq_wavelen = orig_max_position / high_freq_factor
-    wave_len = 2 * math.pi / inv_freqs
-    if low_freq_factor != high_freq_factor:
-        smooth = (orig_max_position / wave_len - low_freq_factor) / (
-            high_freq_factor - low_freq_factor)
-    else:
-        smooth = 0
-    return torch.where(
-        wave_len < high_freq_wavelen, inv_freqs,
-        torch.where(wave_len > low_freq_wavelen, inv_freqs / scaling_factor,
-                    (1 - smooth) * inv_freqs / scaling_factor + smooth * inv_freqs))
-
-
-def vllm_longrope(rotary_dim: int, max_position_embeddings: int,
-                  original_max_position_embeddings: int, base: float,
-                  short_factor: Sequence[float], long_factor: Sequence[float], *,
-                  max_model_len: int) -> dict:
-    """Transcription of ``Phi3LongRoPEScaledRotaryEmbedding`` (phi3_long_rope_
-    scaled_rope.py at 17d618b0f944, ``__init__`` and ``forward``): both caches
-    built once; which one every request reads is fixed at start-up by
-    ``use_long_rope = max_model_len > original_max_position_embeddings``.
-
-    Returns:
-        dict with ``use_long_rope``, ``inv_freq`` (the factors the engine
-        applies to *every* request, short or long), ``mscale``.
-    """
-    use_long = max_model_len > original_max_position_embeddings
-    scale = max_position_embeddings / original_max_position_embeddings
-    ms = 1.0 if scale <= 1.0 else math.sqrt(
-        1 + math.log(scale) / math.log(original_max_position_embeddings))
-    factors = torch.tensor(long_factor if use_long else short_factor, dtype=torch.float32)
-    inv_freq = 1.0 / (factors * (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float)
-                                          / rotary_dim)))
-    return {"use_long_rope": use_long, "inv_freq": inv_freq, "mscale": ms}
-
-
-# ---- SGLang: rotary-embedding modules ---------------------------------------
-#
-# Transcriptions of sglang 0.5.23 (:data:`SGLANG`), package
-# sglang/srt/layers/rotary_embedding/, not a run: SGLang needs its CUDA
-# kernels package and is not installed here.
 
 def sglang_inv_freq(rotary_dim: int, base: float) -> Tensor:
     """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py lines
@@ -702,7 +895,7 @@ def sglang_forward_native(positions: Tensor, query: Tensor, key: Tensor,
     321-361): add ``offsets``, look up ``cos_sin_cache[positions]``, rotate the
     first ``rotary_dim`` features of every head with ``apply_rotary_emb``
     (utils.py lines 35-62, the same text as vLLM's ``apply_rotary_emb_torch``,
-    so :func:`vllm_apply_rotary_emb_torch` runs it).
+    so :func:`apply_rotary_emb_torch` runs it).
 
     Args:
         positions: ``(tokens,)``; query, key: ``(tokens, heads * head_size)``;
@@ -717,7 +910,7 @@ def sglang_forward_native(positions: Tensor, query: Tensor, key: Tensor,
     for t in (query, key):
         shape = t.shape
         t = t.view(num_tokens, -1, head_size)
-        rot = vllm_apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
+        rot = apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
         out.append(torch.cat((rot, t[..., rotary_dim:]), dim=-1).reshape(shape))
     return out[0], out[1]
 
@@ -781,7 +974,8 @@ def sglang_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
     ``attn_factor``; transformers' ``attention_factor`` *replaces* it.
 
     Returns:
-        ``(inv_freq, mscale, num_positions)`` as :func:`vllm_yarn`.
+        ``(inv_freq, mscale, num_positions)``: the frequencies, the factor on
+        cos and sin, the cache length.
     """
     def get_mscale(scale, m=1.0):
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
@@ -902,7 +1096,8 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                    "_compute_default_rope_parameters"},
         "vllm": {"frequencies": "base^(-2i/d), float32", "factor": "1",
                  "when": "never (one cos/sin cache of max_position_embeddings rows)",
-                 "source": _cite("base", "RotaryEmbedding._compute_inv_freq, _compute_cos_sin_cache")},
+                 "source": _cite("base", "lines 80-103 (RotaryEmbeddingBase._compute_inv_freq, "
+                                       "_compute_cos_sin_cache)")},
         "llama.cpp": {"frequencies": "base^(-2i/d) by repeated float32 products",
                       "factor": "1", "when": "never",
                       "source": _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6203-6218, 6372")},
@@ -918,7 +1113,8 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
         "vllm": {"frequencies": "positions / factor over a cache of "
                                 "max_position_embeddings * factor rows",
                  "factor": "1", "when": "never",
-                 "source": _cite("linear", "LinearScalingRotaryEmbedding._compute_cos_sin_cache")},
+                 "source": _cite("linear", "lines 79-108 (LinearScalingRotaryEmbedding."
+                                         "_compute_cos_sin_cache)")},
         "llama.cpp": {"frequencies": "freq_scale = 1/factor (GGUF rope.scaling.factor)",
                       "factor": "1", "when": "never",
                       "source": _lcpp("conversion/base.py", "lines 1465-1469")},
@@ -936,10 +1132,12 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                          "source": "transformers v4.57.6 modeling_rope_utils.py "
                                    "dynamic_rope_update, _compute_dynamic_ntk_parameters"},
         "vllm": {"frequencies": "one base for a static cache of max_position_embeddings "
-                                "* factor rows; at the cited commit the bracket is 1: the "
-                                "configured base, unscaled",
+                                "rows: base (factor max_position / max_trained_positions "
+                                "- factor + 1)^(d/(d-2)); max_trained_positions defaults "
+                                "to max_position, so the configured base, unscaled",
                  "factor": "1", "when": "never (static)",
-                 "source": _cite("dynamic", "DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache")},
+                 "source": _cite("dynamic", "lines 53-73") + "; "
+                 + _cite("init", "lines 212-242 (get_rope, dynamic)")},
         "llama.cpp": {"frequencies": "not converted: the converter writes no scaling "
                                      "(only HunYuan handles it), so plain RoPE",
                       "factor": "1", "when": "never",
@@ -957,16 +1155,37 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                    "mscale ratio)",
                          "when": "never", "source": "transformers v4.57.6 "
                          "_compute_yarn_parameters"},
-        "vllm": {"frequencies": "same ramp, float32, cache of original * factor rows",
+        "vllm": {"frequencies": "same ramp, float32, cache of original * factor rows; "
+                                "reads truncate (gpt-oss passes rope_parameters.get("
+                                "'truncate', True)); DeepSeek's path "
+                                "(DeepseekScalingRotaryEmbedding) always truncates",
                  "factor": "mscale multiplied into the cached cos and sin: "
-                           "attention_factor, else the mscale ratio, else 0.1 ln s + 1",
-                 "when": "never", "source": _cite("yarn", "YaRNScalingRotaryEmbedding")},
-        "llama.cpp": {"frequencies": "same ramp in ggml's float32 (rope_yarn)",
-                      "factor": "0.1 ln(factor) + 1 (or the mscale ratio); a config's "
-                                "attention_factor is written to the GGUF but not read",
+                           "attention_factor, else the mscale ratio, else 0.1 ln s + 1; "
+                           "DeepSeek: the mscale ratio on cos and sin and "
+                           "mscale(s, mscale_all_dim)^2 on the softmax scale",
+                 "when": "never",
+                 "source": _cite("yarn", "lines 10-85") + "; "
+                 + _cite("common", "lines 46-59 (yarn_find_correction_range, truncate)") + "; "
+                 + _cite("init", "lines 243-311 (get_rope, yarn, deepseek_yarn)") + "; "
+                 + _cite("deepseek", "lines 26-114 (DeepseekScalingRotaryEmbedding)") + "; "
+                 + _vm(_VM + "gpt_oss.py", "lines 111-127") + "; "
+                 + _vm(_VM + "deepseek_v2.py", "lines 1115-1136")},
+        "llama.cpp": {"frequencies": "the ramp in ggml's float32 (rope_yarn) with the "
+                                     "correction range always floored and ceiled (no "
+                                     "truncate: gpt-oss's truncate=false differs from "
+                                     "transformers in 9 of 32 pairs), and beta_fast/"
+                                     "beta_slow fixed at 32 and 1 except for Grok and "
+                                     "Mistral 3 (Kimi K2's 1 and 1 are not read)",
+                      "factor": "0.1 ln(factor) + 1 (or the mscale ratio, with DeepSeek's "
+                                "mscale = mscale_all_dim); a config's attention_factor is "
+                                "written to the GGUF but not read",
                       "when": "never",
-                      "source": _lcpp("src/llama-context.cpp", "lines 176-214") + "; "
-                      + _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6187-6201")},
+                      "source": _lcpp("src/llama-context.cpp", "lines 116-117, 176-214") + "; "
+                      + _lcpp("ggml/src/ggml.c", "lines 4478-4491") + "; "
+                      + _lcpp("ggml/src/ggml-cpu/ops.cpp", "lines 6187-6201") + "; "
+                      + _lcpp("src/llama-hparams.h", "lines 161-162") + "; "
+                      + _lcpp("src/models/deepseek2.cpp", "lines 34-38, 307-314") + "; "
+                      + _lcpp("conversion/deepseek.py", "lines 382-386")},
         "sglang": {"frequencies": "same ramp, float32 (reads truncate)",
                    "factor": "0.1 ln(factor) + 1 (or the mscale ratio) times attn_factor; a "
                              "config's attention_factor is not read",
@@ -979,7 +1198,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                          "factor": "1", "when": "never",
                          "source": "transformers v4.57.6 _compute_llama3_parameters"},
         "vllm": {"frequencies": "same, float32", "factor": "1", "when": "never",
-                 "source": _cite("llama3", "Llama3RotaryEmbedding._compute_inv_freq")},
+                 "source": _cite("llama3", "lines 11-54 (Llama3RotaryEmbedding)")},
         "llama.cpp": {"frequencies": "the converter's per-pair divisors (rope_freqs "
                                      "tensor), applied as freq_factors",
                       "factor": "1", "when": "never",
@@ -1000,7 +1219,7 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                                 "original, else short",
                  "factor": "same formula, in the cached cos and sin",
                  "when": "never: fixed at start-up by max_model_len",
-                 "source": _cite("longrope", "Phi3LongRoPEScaledRotaryEmbedding.__init__, forward")},
+                 "source": _cite("longrope", "lines 51-55 (use_long_rope), 125-145 (forward)")},
         "llama.cpp": {"frequencies": "rope_factors_long / rope_factors_short tensors",
                       "factor": "sqrt(1 + ln(s)/ln(original)), written by the Phi-3 "
                                 "converter as rope.scaling.attn_factor",
@@ -1024,8 +1243,8 @@ FACTS: dict[str, dict[str, dict[str, str]]] = {
                          "source": "transformers v4.57.6 Qwen2_5_VL apply_multimodal_"
                                    "rotary_pos_emb"},
         "vllm": {"frequencies": "same sections", "factor": "1", "when": "never",
-                 "source": "vllm-project/vllm vllm/model_executor/layers/rotary_embedding/"
-                           "mrope.py@dba39a557eab"},
+                 "source": _cite("mrope", "line 305 (class MRotaryEmbedding)") + "; "
+                 + _cite("init", "lines 112-124 (get_rope, mrope_section)")},
         "llama.cpp": {"frequencies": "sections in ggml_mrope_cache_init (imrope for "
                                      "Qwen3-VL)",
                       "factor": "1",
@@ -1068,81 +1287,222 @@ def _describe_pairs(layout: Mapping, model_type: str, permuted: set) -> str:
     return "halves (NEOX)" if neox else "neighbours (GPT-J style)"
 
 
-def engine_summary(config: Mapping, engine: str) -> dict:
-    """The per-engine facts for one ``config.json``: pair layout, factor on
-    cos and sin, when the frequencies change, whether the cache may be
-    shifted.
+def _transformers_logit_scale(config: Mapping) -> float:
+    """DeepSeek-V3's softmax scale factor in transformers 4.57.6
+    (models/deepseek_v3/modeling_deepseek_v3.py lines 372-377):
+    ``mscale**2`` with ``mscale = 0.1 mscale_all_dim ln(factor) + 1``, run
+    with transformers' own ``yarn_get_mscale``."""
+    if config.get("model_type") not in DEEPSEEK_FAMILY:
+        return 1.0
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
+
+    rope_scaling = config.get("rope_scaling")
+    if rope_scaling is None:
+        return 1.0
+    mscale_all_dim = rope_scaling.get("mscale_all_dim", 0)
+    if not mscale_all_dim:
+        return 1.0
+    mscale = yarn_get_mscale(rope_scaling["factor"], mscale_all_dim)
+    return float(mscale * mscale)
+
+
+def _sglang_rope(config: Mapping) -> tuple[Tensor, float, list[str]]:
+    from ._config import parse_rope_config
+
+    rope = parse_rope_config(config)
+    p, d, b = rope.params, rope.dim, rope.base
+    orig = p.get("original_max_position_embeddings") or rope.max_position_embeddings
+    notes: list[str] = []
+    rope_type = rope.rope_type
+    if rope_type == "yarn":
+        inv, ms, _ = sglang_yarn(d, orig, b, p["factor"], **sglang_yarn_kwargs(p))
+        if p.get("attention_factor") is not None:
+            notes.append("attention_factor is not read (factory.py lines 311-333)")
+        return inv, ms, notes
+    if rope_type == "linear":
+        return sglang_inv_freq(d, b) / p["factor"], 1.0, notes
+    if rope_type == "llama3":
+        return sglang_llama3_inv_freq(d, b, p["factor"], p["low_freq_factor"],
+                                      p["high_freq_factor"],
+                                      p["original_max_position_embeddings"]), 1.0, notes
+    if rope_type == "dynamic":
+        base, _ = sglang_dynamic_ntk_base(d, rope.max_position_embeddings, b, p["factor"])
+        notes.append("one static base for every request: the NTK base of the full length")
+        return sglang_inv_freq(d, base), 1.0, notes
+    if rope_type == "longrope":
+        cache = sglang_longrope_cache(d, rope.max_position_embeddings, orig, b,
+                                      p["short_factor"], p["long_factor"])
+        short = cache[1]
+        notes.append("short factors while every position of the batch is <= "
+                     f"{orig:,}, long factors for every token once one is past it")
+        return (torch.atan2(short[d // 2:], short[:d // 2]), float(cache[0, 0]), notes)
+    return sglang_inv_freq(d, b), 1.0, notes
+
+
+def engine_rope(config: Mapping, engine: str, *, max_model_len: int | None = None,
+                n_ctx: int | None = None) -> dict | None:
+    """What ``engine`` computes for ``config``'s global RoPE, each from that
+    engine's own code path: vLLM's vendored code (:func:`vllm_rope`),
+    llama.cpp's converter, loader and ggml kernel (:func:`llama_cpp_params`,
+    transcribed at 0c1e57098 and run by ``make engines``), SGLang's
+    transcription (sglang 0.5.23), transformers 4.57.6 itself.
 
     Args:
         config: a parsed ``config.json``.
         engine: one of :data:`ENGINES`.
+        max_model_len: vLLM's ``--max-model-len`` (LongRoPE; default
+            ``max_position_embeddings``).
+        n_ctx: llama.cpp's context size (LongRoPE; default
+            ``max_position_embeddings``).
+
+    Returns:
+        ``None`` without RoPE, else a dict with ``inv_freq`` (``(d/2,)``
+        float32: the angle of position 1), ``factor`` (on cos and sin),
+        ``logit_scale`` (an extra factor on the softmax scale: DeepSeek's
+        ``mscale**2``), ``via`` (whose code computed it), ``notes``.
+
+    Raises:
+        ValueError: naming ``engine`` or ``model_type``.
+    """
+    _validate.one_of("engine", engine, list(ENGINES))
+    from . import scaling
+
+    model_type = config.get("model_type")
+    if llama_cpp_pairs(model_type) == "none":
+        return None
+    tf = scaling.rope_from_config(config, reference="transformers", dtype=torch.float32)
+    with warnings.catch_warnings():  # the same config's warnings, once is enough
+        warnings.simplefilter("ignore")
+        return _engine_rope(config, engine, tf, max_model_len, n_ctx)
+
+
+def _engine_rope(config, engine, tf, max_model_len, n_ctx):
+    model_type = config.get("model_type")
+    tf_out = {"inv_freq": tf[0].float(), "factor": float(tf[1]),
+              "logit_scale": _transformers_logit_scale(config),
+              "via": "transformers 4.57.6", "notes": []}
+    if engine == "transformers":
+        return tf_out
+    if engine == "vllm":
+        run = vllm_rope(config, max_model_len=max_model_len)
+        if run is None:
+            layout = vllm_pairs(config)["is_neox_style"]
+            if layout == "transformers":
+                return {**tf_out, "via": "vLLM 0.33.0's Transformers backend (transformers' code)"}
+            return None
+        notes = []
+        if "use_long_rope" in run:
+            notes.append(f"{'long' if run['use_long_rope'] else 'short'} factors for every "
+                         f"request (max_model_len "
+                         f"{max_model_len or vllm_get_rope_args(config)['max_position']:,})")
+        return {"inv_freq": run["inv_freq"], "factor": run["factor"],
+                "logit_scale": run["logit_scale"],
+                "via": f"vLLM 0.33.0 {run['class']} (vendored, run)", "notes": notes}
+    if engine == "sglang":
+        if sglang_pairs(config)["is_neox_style"] == "transformers":
+            return {**tf_out, "via": "SGLang 0.5.23's Transformers fallback"}
+        inv, factor, notes = _sglang_rope(config)
+        return {"inv_freq": inv.float(), "factor": float(factor),
+                "logit_scale": tf_out["logit_scale"] if model_type in DEEPSEEK_FAMILY else 1.0,
+                "via": "SGLang 0.5.23 (transcribed)", "notes": notes}
+    p = llama_cpp_params(config, n_ctx=n_ctx)
+    return {"inv_freq": llama_cpp_inv_freq(config, n_ctx=n_ctx), "factor": p["net_factor"],
+            "logit_scale": p["logit_scale"],
+            "via": f"llama.cpp {LLAMA_CPP['commit']} (converter, loader, ggml; transcribed)",
+            "notes": p["notes"]}
+
+
+def engine_inv_freq(config: Mapping, engine: str, **kwargs) -> Tensor | None:
+    """The frequencies ``engine`` rotates ``config``'s global layers with:
+    ``engine_rope(config, engine, **kwargs)["inv_freq"]``, ``None`` without
+    RoPE."""
+    rope = engine_rope(config, engine, **kwargs)
+    return None if rope is None else rope["inv_freq"]
+
+
+def frequency_difference(engine_freq: Tensor, tf_freq: Tensor) -> dict:
+    """How an engine's frequencies differ from transformers': the pairs whose
+    relative difference exceeds float32 rounding (``(d/2 + 8) * 4 eps``: ggml
+    accumulates ``theta_scale**i`` by ``i`` products, every other path rounds
+    a few times), and the largest ratio."""
+    rel = (engine_freq.double() / tf_freq.double() - 1).abs()
+    tol = (tf_freq.numel() + 8) * 4 * torch.finfo(torch.float32).eps
+    differ = rel > tol
+    ratio = torch.maximum(engine_freq.double() / tf_freq.double(),
+                          tf_freq.double() / engine_freq.double())
+    return {"pairs_differ": int(differ.sum()), "pairs": int(tf_freq.numel()),
+            "max_ratio": float(ratio.max()), "tolerance": tol}
+
+
+def engine_summary(config: Mapping, engine: str, *, max_model_len: int | None = None,
+                   n_ctx: int | None = None) -> dict:
+    """The per-engine facts for one ``config.json``: pair layout, factor on
+    cos and sin, when the frequencies change, whether the cache may be
+    shifted, and how the engine's frequencies differ from transformers'.
+
+    The factor and the frequencies come from :func:`engine_rope`, that is from
+    each engine's own code path, never copied from transformers.
+
+    Args:
+        config: a parsed ``config.json``.
+        engine: one of :data:`ENGINES`.
+        max_model_len, n_ctx: see :func:`engine_rope`.
 
     Returns:
         dict with ``rope_type``, ``pairs``, ``factor`` (a float, or ``None``
-        without RoPE), ``when``, ``can_shift``, ``source``. ``can_shift`` is
-        llama.cpp's answer (:func:`llama_cpp_can_shift`); for transformers,
-        vLLM and SGLang it is not assessed and reads ``True``. For vLLM and
-        SGLang, ``pairs_source`` cites the model file's line that sets the
-        layout (:data:`VLLM_PAIRS`, :data:`SGLANG_PAIRS`).
+        without RoPE), ``logit_scale``, ``when``, ``can_shift`` (llama.cpp's
+        answer, :func:`llama_cpp_can_shift`; ``None`` for the other engines:
+        not assessed), ``frequencies`` (:func:`frequency_difference` against
+        transformers 4.57.6 at the same request), ``via``, ``notes``,
+        ``source``; for vLLM and SGLang ``pairs_source``.
 
     Raises:
         ValueError: naming ``engine`` for an unknown engine, or naming
             ``model_type`` for a model outside the table.
     """
     _validate.one_of("engine", engine, list(ENGINES))
-    from . import scaling
     from ._config import parse_rope_config
 
     model_type = config.get("model_type")
     pairs_cpp = llama_cpp_pairs(model_type)
     if pairs_cpp == "none":
-        return {"rope_type": None, "pairs": "no RoPE", "factor": None, "when": "-",
-                "can_shift": True, "source": _lcpp("src/llama-model.cpp", "line 3049")}
+        return {"rope_type": None, "pairs": "no RoPE", "factor": None, "logit_scale": 1.0,
+                "when": "-", "can_shift": True if engine == "llama.cpp" else None,
+                "frequencies": None, "via": None, "notes": [],
+                "source": _lcpp("src/llama-model.cpp", "line 3049")}
     rope = parse_rope_config(config)
     rope_type = rope.rope_type
     if model_type in ("qwen2_5_vl", "qwen3_vl"):
         rope_type = "mrope"
-    _, tf_factor = scaling.rope_from_config(config)
     fact = FACTS.get(rope_type, FACTS["default"])[engine]
+    layout = None
+    can_shift = None
     if engine == "transformers":
         pairs = transformers_pairs(config)
-        factor = tf_factor
-        can_shift = True
     elif engine in ("vllm", "sglang"):
         layout = (vllm_pairs if engine == "vllm" else sglang_pairs)(config)
         pairs = _describe_pairs(layout, model_type,
                                 VLLM_LOAD_PERMUTED if engine == "vllm" else SGLANG_LOAD_PERMUTED)
-        factor = tf_factor
-        can_shift = True
-    if engine == "sglang":
-        if rope_type == "yarn":
-            p = rope.params
-            factor = sglang_yarn(rope.dim, p.get("original_max_position_embeddings")
-                                 or rope.max_position_embeddings, rope.base, p["factor"],
-                                 **sglang_yarn_kwargs(p))[1]
-    elif engine == "vllm":
-        if rope_type == "yarn":
-            p = rope.params
-            factor = vllm_yarn(rope.dim, p.get("original_max_position_embeddings")
-                               or rope.max_position_embeddings, rope.base, p["factor"],
-                               mscale=p.get("mscale"), mscale_all_dim=p.get("mscale_all_dim"),
-                               attention_factor=p.get("attention_factor"))[1]
-        can_shift = True
-    elif engine == "llama.cpp":
+    else:
         pairs = {"norm": "neighbours (NORM; converter permutes q/k)"
                  if model_type in PERMUTED else "neighbours (NORM)",
                  "neox": "halves (NEOX)", "mrope": "halves, sectioned (MROPE)",
                  "imrope": "halves, interleaved sections (IMROPE)"}[pairs_cpp]
-        factor = tf_factor
-        if rope_type == "yarn":
-            p = rope.params
-            log_mul = (p["mscale_all_dim"] if p.get("mscale") and p.get("mscale_all_dim")
-                       else 0.0)
-            factor = llama_cpp_net_factor(p["factor"], rope_yarn_log_mul=log_mul,
-                                          deepseek2=model_type == "deepseek_v3")
         can_shift = llama_cpp_can_shift(model_type)
-    out = {"rope_type": rope_type, "pairs": pairs, "factor": float(factor),
-           "when": fact["when"], "can_shift": can_shift, "source": fact["source"]}
-    if engine in ("vllm", "sglang"):
+    ours = engine_rope(config, engine, max_model_len=max_model_len, n_ctx=n_ctx)
+    if ours is None:
+        return {"rope_type": rope_type, "pairs": pairs, "factor": None, "logit_scale": 1.0,
+                "when": fact["when"], "can_shift": can_shift, "frequencies": None,
+                "via": None, "notes": [], "source": fact["source"],
+                **({"pairs_source": layout["source"]} if layout else {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tf = engine_rope(config, "transformers")
+    out = {"rope_type": rope_type, "pairs": pairs, "factor": float(ours["factor"]),
+           "logit_scale": float(ours["logit_scale"]), "when": fact["when"],
+           "can_shift": can_shift,
+           "frequencies": frequency_difference(ours["inv_freq"], tf["inv_freq"]),
+           "via": ours["via"], "notes": ours["notes"], "source": fact["source"]}
+    if layout is not None:
         out["pairs_source"] = layout["source"]
     return out

@@ -53,8 +53,9 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 
 #: Display names of transformers' rope types.
 #: The engines ``--engine`` accepts: :data:`posenc_lib.serving.ENGINES` (whose KV
-#: cache is sized) and SGLang (RoPE only, ``posenc_lib.engines.engine_summary``).
-ENGINES = serving.ENGINES + ("sglang",)
+#: cache is sized), SGLang and llama.cpp (RoPE only,
+#: ``posenc_lib.engines.engine_summary``).
+ENGINES = serving.ENGINES + ("sglang", "llama.cpp")
 
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
@@ -416,7 +417,8 @@ def layer_summary(layers: Sequence[dict]) -> str:
 
 
 def inspect_config(config: Mapping, *, target_length: int | None = None,
-                   name: str = "config", engine: str = "transformers") -> dict:
+                   name: str = "config", engine: str = "transformers",
+                   max_model_len: int | None = None) -> dict:
     """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
 
     Args:
@@ -433,6 +435,10 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
             transformers and vLLM; for ``"sglang"`` the report says the cache
             is not sized) and the engine's RoPE
             (``posenc_lib.engines.engine_summary``).
+        max_model_len: the context the engine serves: vLLM's
+            ``--max-model-len``, llama.cpp's ``-c`` (LongRoPE picks its factors
+            from it once); default ``max_position_embeddings``, both engines'
+            default.
 
     Keys of the rope block that transformers ignores are ignored here too; the
     report lists them under ``warnings`` (instead of raising a warning), with
@@ -535,10 +541,14 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     try:  # the engine's pair layout, factor and frequency schedule
         with warnings.catch_warnings():  # the report lists them already
             warnings.simplefilter("ignore")
-            summary = engines.engine_summary(config, engine)
+            summary = engines.engine_summary(config, engine, max_model_len=max_model_len,
+                                             n_ctx=max_model_len)
         report["engine_rope"] = {"engine": engine, **summary}
     except ValueError as error:  # a model type the engine table does not hold
         report["engine_rope"] = {"unknown": str(error)}
+    if engine != "transformers" and report.get("serving_verdict"):
+        # the verdict describes transformers' schedule; the engine's is its own row
+        report["serving_verdict"] = f"transformers: {report['serving_verdict']}"
     return report
 
 
@@ -801,18 +811,100 @@ def _serving_rows(report: dict, row) -> None:
         row("engine must", need)
     rope_facts = report.get("engine_rope")
     if rope_facts and "unknown" not in rope_facts and rope_facts.get("rope_type"):
-        factor = rope_facts["factor"]
-        row("engine RoPE",
-            f"{rope_facts['engine']}: pairs {rope_facts['pairs']}; factor {factor:.6g} on cos and sin "
-            f"(logits x {factor**2:.6g}); frequencies change: {rope_facts['when']}"
-            if isinstance(factor, float) else
-            f"{rope_facts['engine']}: pairs {rope_facts['pairs']}; frequencies "
-            f"change: {rope_facts['when']}")
+        _engine_rows(row, rope_facts)
+
+
+def _engine_rows(row, facts: dict) -> None:
+    """The engine's RoPE rows, each naming the engine: pairs, factor and
+    schedule; DeepSeek's softmax factor; its frequencies against
+    transformers'."""
+    e, factor = facts["engine"], facts["factor"]
+    row("engine RoPE",
+        f"{e}: pairs {facts['pairs']}; factor {factor:.6g} on cos and sin "
+        f"(logits x {factor**2:.6g}); frequencies change: {facts['when']}"
+        if isinstance(factor, float) else
+        f"{e}: pairs {facts['pairs']}; frequencies change: {facts['when']}")
+    if facts.get("logit_scale", 1.0) != 1.0:
+        row("engine softmax",
+            f"{e}: scale x {facts['logit_scale']:.6g} (mscale(factor, mscale_all_dim)^2, "
+            f"on top of the factor on cos and sin)")
+    freq = facts.get("frequencies")
+    if freq and e != "transformers":
+        notes = "; ".join(facts.get("notes") or [])
+        row("engine freqs",
+            f"{e}: "
+            + (f"differ from transformers' in {freq['pairs_differ']} of {freq['pairs']} "
+               f"pairs, by up to {freq['max_ratio']:.4g}x" if freq["pairs_differ"] else
+               "transformers' own, within float32 rounding")
+            + (f" ({notes})" if notes else "") + f"; computed by {facts['via']}")
+
+
+def crosscheck_vllm(config: Mapping, report: Mapping, *,
+                    max_model_len: int | None = None) -> tuple[bool, str]:
+    """``--crosscheck --engine vllm``: vLLM 0.33.0's own rotary embedding
+    (vendored, :func:`posenc_lib.engines.vllm_rope`) against transformers'
+    cos and sin (its float32 arithmetic: one product per angle; its frequencies
+    for its default request, as the report compares them), at positions up to
+    the report's length, and against the report's claim that vLLM's
+    frequencies are, or are not, transformers'.
+
+    Tolerance per coefficient, from float32 rounding: each side rounds the
+    angle ``m theta`` once (``u |m theta|``), the frequencies may differ by
+    ``8 u theta`` (Llama 3's and LongRoPE's formulas, a few roundings; 0 for
+    the others), cos and sin are 1-ulp kernels (``2u`` each side), and the
+    factor rounds once: ``f (2u |m theta| + 8u |m| theta + 6u)``. Positions
+    are limited to where that bound stays below 1/4 for every pair; the line
+    says so when that cuts the report's length.
+
+    Returns:
+        ``(ok, text)``: ``ok`` is false when a pair the report calls equal to
+        transformers' exceeds the bound, or one it calls different does not.
+    """
+    import torch
+
+    from . import scaling
+
+    u = 2.0 ** -24
+    run0 = engines.vllm_rope(config, max_model_len=max_model_len)
+    if run0 is None:
+        return True, ("crosscheck vllm: vLLM runs no RoPE of its own for this model "
+                      "(Transformers backend, or none)")
+    length = int(report.get("supported_length") or 2)
+    theta_max = float(run0["inv_freq"].abs().max())
+    reach = int(0.25 / ((10 * u) * theta_max))
+    last = max(1, min(length - 1, reach))
+    positions = sorted({1, last // 3, (2 * last) // 3, last})
+    run = engines.vllm_rope(config, max_model_len=max_model_len, positions=positions)
+    half = run["inv_freq"].numel()
+    rows = run["rows"][2:]
+    with warnings.catch_warnings():  # transformers' default request, as the report's
+        warnings.simplefilter("ignore")
+        tf_inv, tf_factor = scaling.rope_from_config(config, reference="transformers",
+                                                     dtype=torch.float32)
+    m = torch.tensor(positions, dtype=torch.float32)[:, None]
+    angle = m * tf_inv.float()[None, :]
+    tf_rows = torch.cat((angle.cos() * tf_factor, angle.sin() * tf_factor), dim=-1)
+    mt = m.double() * tf_inv.double()[None, :]
+    bound = tf_factor * (2 * u * mt + 8 * u * mt + 6 * u)
+    bound = torch.cat((bound, bound), dim=-1)
+    excess = ((rows.double() - tf_rows.double()).abs() / bound).max().item()
+    claimed_equal = (report.get("engine_rope", {}).get("frequencies") or {}).get(
+        "pairs_differ", 0) == 0 if report.get("engine_rope", {}).get("engine") == "vllm" else None
+    within = excess <= 1
+    ok = within if claimed_equal in (True, None) else not within
+    cut = (f"; positions cut to {last:,} (beyond it the float32 bound exceeds 1/4)"
+           if last < length - 1 else "")
+    return ok, (f"crosscheck vllm: vLLM 0.33.0 {run['class']} (vendored, run) vs "
+                f"transformers' float32 cos/sin at positions {positions}: max |diff| / "
+                f"bound = {excess:.3g} ({half} pairs; the report says its frequencies "
+                f"{'equal' if claimed_equal else 'differ from'} transformers'){cut}: "
+                f"{'as reported' if ok else 'CONTRADICTS THE REPORT'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
-    [--target-length N] [--engine transformers|vllm|sglang] [--crosscheck]``.
+    [--target-length N] [--engine transformers|vllm|sglang|llama.cpp]
+    [--max-model-len N] [--crosscheck]``.
 
     Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
     when ``--crosscheck`` finds a mismatch."""
@@ -826,9 +918,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target-length", type=int, default=None,
                         help="length at which to count pairs out of range")
     parser.add_argument("--engine", choices=ENGINES, default="transformers",
-                        help="whose KV cache and RoPE conventions to report (vllm, "
-                             "sglang: transcriptions of their source; sglang's KV "
-                             "cache is not sized)")
+                        help="whose KV cache and RoPE conventions to report (vllm: "
+                             "vLLM 0.33.0's own rotary code, vendored; sglang, "
+                             "llama.cpp: transcriptions of their source; their KV "
+                             "caches are not sized)")
+    parser.add_argument("--max-model-len", type=int, default=None,
+                        help="the context the engine serves (vLLM's --max-model-len, "
+                             "llama.cpp's -c): LongRoPE's factors are chosen from it "
+                             "once; default max_position_embeddings")
     parser.add_argument("--crosscheck", action="store_true",
                         help="build a tiny model of the config's class with the "
                              "installed transformers and compare every layer's "
@@ -845,7 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         name, config = load_config(args.source)
         report = inspect_config(config, target_length=args.target_length, name=name,
-                                engine=args.engine)
+                                engine=args.engine, max_model_len=args.max_model_len)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -862,7 +959,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"crosscheck error: {error}", file=sys.stderr)
             return 2
         print(crosscheck.format_result(result), end="")
-        return 0 if result["ok"] else 1
+        ok = result["ok"]
+        if args.engine == "vllm":
+            engine_ok, text = crosscheck_vllm(config, report, max_model_len=args.max_model_len)
+            print(text)
+            ok = ok and engine_ok
+        return 0 if ok else 1
     return 0
 
 

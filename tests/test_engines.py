@@ -1,6 +1,8 @@
-"""The engine transcriptions of posenc_lib.engines against transformers 4.57.6
-(its ROPE_INIT_FUNCTIONS and apply_rotary_pos_emb) and posenc_lib.scaling, on
-random inputs. Each test names where an engine differs and how much.
+"""posenc_lib.engines against the engines and transformers 4.57.6 (its
+ROPE_INIT_FUNCTIONS and apply_rotary_pos_emb): vLLM 0.33.0's own
+rotary-embedding code (vendored, sha256-checked against the release, run),
+the llama.cpp and SGLang transcriptions, and every table model through each
+engine's code path. Each test names where an engine differs and how much.
 
 Tolerances: u = 2**-24 is float32's unit roundoff. Where two float32 paths
 compute the same cos/sin by different kernels, each value is within 2 ulp of
@@ -10,7 +12,11 @@ component x0*c - x1*s by at most (|x0| + |x1|)*4u plus the 2u of its own
 product and sum rounding per term.
 """
 
+import base64
+import hashlib
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +26,7 @@ from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from posenc_lib import engines, rope, scaling
+from posenc_lib import _vendor, engines, rope, scaling
 
 U = 2.0 ** -24
 SETTINGS = settings(max_examples=10, deadline=None, derandomize=True)
@@ -48,13 +54,53 @@ def _tol(x, n_dims, extra=0.0):
     return torch.cat((pair, pair), dim=-1)
 
 
-# ---- vLLM ----------------------------------------------------------------
+# ---- vLLM 0.33.0, run from the vendored files --------------------------------
+
+VENDOR = Path(engines.__file__).parent / "_vendor" / "vllm"
+
+
+def _rotary():
+    return _vendor.vllm_rotary()
+
+
+def test_vendored_vllm_files_are_the_release_files():
+    """Every vendored file has the sha256 that the vllm 0.33.0 wheel's own
+    RECORD lists for it (RECORD's lines are stored with the files), no file is
+    missing or extra, and vendor.txt names that wheel."""
+    record = {}
+    for line in (VENDOR / "RECORD").read_text().splitlines():
+        path, digest, size = line.rsplit(",", 2)
+        record[path] = (digest.removeprefix("sha256="), int(size))
+    on_disk = {str(p.relative_to(VENDOR)) for p in VENDOR.rglob("*.py")}
+    assert on_disk == set(record)
+    for path, (digest, size) in record.items():
+        data = (VENDOR / path).read_bytes()
+        ours = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert ours == digest and len(data) == size, path
+    text = (VENDOR / "vendor.txt").read_text()
+    assert "vllm==0.33.0" in text and "4b6bdec4ab269990bf70d45a3c1e94c3" in text
+    assert "Apache License" in (VENDOR / "LICENSE").read_text()
+
+
+def test_the_loader_leaves_no_vllm_module_behind():
+    _rotary()
+    assert not [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]
+
+
+def _tf_rotate(q, k, positions, inv_freq, factor=1.0):
+    cos, sin = _tf_cos_sin(inv_freq, positions, factor)
+    n, hd = q.shape[0], inv_freq.numel() * 2
+    tq, tk = apply_rotary_pos_emb(q.view(n, -1, hd).transpose(0, 1)[None],
+                                  k.view(n, -1, hd).transpose(0, 1)[None], cos, sin)
+    return (tq[0].transpose(0, 1).reshape(q.shape), tk[0].transpose(0, 1).reshape(k.shape))
+
 
 @SETTINGS
 @given(dim=dims, base=bases, seed=st.integers(0, 2**16))
-def test_vllm_forward_native_default_matches_transformers(dim, base, seed):
-    """vLLM's default cos/sin cache and forward_native (neox style) rotate q
-    and k as transformers' Llama does; the inv_freq is bit for bit the same."""
+def test_vllm_default_rotation_matches_transformers(dim, base, seed):
+    """vLLM's own RotaryEmbedding (its cache and forward_native, neox style)
+    rotates q and k as transformers' Llama does; its inv_freq is transformers'
+    bit for bit."""
     g = torch.Generator().manual_seed(seed)
     heads, n = 3, 40
     positions = torch.randint(0, 4096, (n,), generator=g)
@@ -63,53 +109,82 @@ def test_vllm_forward_native_default_matches_transformers(dim, base, seed):
     config = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
                          rope_theta=base)
     tf_inv, _ = ROPE_INIT_FUNCTIONS["default"](config, "cpu")
-    assert torch.equal(engines.vllm_inv_freq(dim, base), tf_inv)
-    cache = engines.vllm_default_cache(dim, 4096, base)
-    vq, vk = engines.vllm_forward_native(positions, q, k, cache, head_size=dim,
-                                         rotary_dim=dim)
-    cos, sin = _tf_cos_sin(tf_inv, positions)
-    tq, tk = apply_rotary_pos_emb(q.view(n, heads, dim).transpose(0, 1)[None],
-                                  k.view(n, heads, dim).transpose(0, 1)[None], cos, sin)
+    emb = _rotary().get_rope(dim, 4096, True, {"rope_theta": base, "rope_type": "default"},
+                             torch.float32)
+    assert torch.equal(emb._compute_inv_freq(base), tf_inv)
+    vq, vk = emb.forward_native(positions, q.clone(), k.clone())
+    tq, tk = _tf_rotate(q, k, positions, tf_inv)
     for v, t, x in ((vq, tq, q), (vk, tk, k)):
-        t = t[0].transpose(0, 1).reshape(n, heads * dim)
         tol = _tol(x.view(n, heads, dim), dim).reshape(n, heads * dim)
         assert ((v - t).abs() <= tol).all()
 
 
+def _yarn_params(factor, orig, beta, truncate):
+    return {"rope_theta": 0.0, "rope_type": "yarn", "factor": factor,
+            "original_max_position_embeddings": orig, "beta_fast": beta[0],
+            "beta_slow": beta[1], "truncate": truncate}
+
+
 @SETTINGS
 @given(dim=dims, base=bases, factor=factors, orig=origs,
-       beta=st.sampled_from([(32, 1), (16, 2)]))
-def test_vllm_yarn_frequencies_and_factor_match_transformers(dim, base, factor, orig, beta):
-    """vLLM's YaRN inv_freq is transformers' bit for bit, and its mscale (in the
-    cached cos and sin) is transformers' attention_factor."""
+       beta=st.sampled_from([(32, 1), (16, 2), (1, 1)]), truncate=st.booleans())
+def test_vllm_yarn_frequencies_and_factor_match_transformers(dim, base, factor, orig, beta,
+                                                            truncate):
+    """vLLM's YaRNScalingRotaryEmbedding, built by its get_rope, has
+    transformers' inv_freq bit for bit (truncate true and false: vLLM reads
+    it) and transformers' attention factor in its cached cos and sin."""
     params = {"factor": factor, "original_max_position_embeddings": orig,
-                  "beta_fast": beta[0], "beta_slow": beta[1]}
+              "beta_fast": beta[0], "beta_slow": beta[1], "truncate": truncate}
     inv, factor_tf = scaling.rope_parameters("yarn", dim, base, reference="transformers",
                                              dtype=torch.float32, **params)
-    v_inv, v_ms, n_pos = engines.vllm_yarn(dim, orig, base, factor,
-                                           beta_fast=beta[0], beta_slow=beta[1])
-    assert torch.equal(v_inv, inv)
-    assert v_ms == pytest.approx(factor_tf, rel=1e-15)
-    assert n_pos == math.ceil(orig * factor)
+    rp = {**_yarn_params(factor, orig, beta, truncate), "rope_theta": base}
+    config = {"model_type": "qwen2", "head_dim": dim, "hidden_size": 4 * dim,
+              "num_attention_heads": 4, "rope_theta": base,
+              "max_position_embeddings": orig * int(factor),
+              "rope_scaling": {k: v for k, v in rp.items() if k != "rope_theta"}}
+    run = engines.vllm_rope(config)
+    assert run["class"] == "YaRNScalingRotaryEmbedding"
+    assert torch.equal(run["inv_freq"], inv)
+    assert run["factor"] == pytest.approx(factor_tf, rel=U)
+
+
+def test_vllm_gpt_oss_truncate_false_is_read_and_changes_9_of_32_pairs():
+    """gpt-oss (d 64, base 150,000, s 32, L 4,096, truncate false): vLLM's
+    model file passes truncate, so vLLM's frequencies are transformers'; with
+    truncate true (what llama.cpp always does) 9 of 32 differ, by up to
+    1.76x."""
+    config = _models()["gpt-oss-20b"]
+    assert config["rope_scaling"]["truncate"] is False
+    run = engines.vllm_rope(config)
+    tf = engines.engine_rope(config, "transformers")["inv_freq"]
+    assert torch.equal(run["inv_freq"], tf)
+    args = engines.vllm_get_rope_args(config)
+    assert args["rope_parameters"]["truncate"] is False
+    flipped = {**config, "rope_scaling": {**config["rope_scaling"], "truncate": True}}
+    other = engines.vllm_rope(flipped)["inv_freq"]
+    diff = engines.frequency_difference(other, tf)
+    assert diff["pairs_differ"] == 9
+    assert diff["max_ratio"] == pytest.approx(1.76, abs=0.01)
 
 
 def test_vllm_yarn_factor_on_cos_sin_is_its_square_on_the_logits():
-    """mscale multiplies cos and sin of both q and k, so every q.k is
-    mscale**2 times the unscaled one: the same as transformers'
-    attention_scaling, not mscale once."""
+    """vLLM's mscale multiplies cos and sin of both q and k, so every q.k is
+    mscale**2 times the unscaled one: transformers' attention_scaling, not
+    mscale once."""
     g = torch.Generator().manual_seed(0)
     dim, orig, factor, n = 64, 4096, 8.0, 16
-    inv, ms, n_pos = engines.vllm_yarn(dim, orig, 10000.0, factor)
-    positions = torch.randint(0, n_pos, (n,), generator=g)
+    r = _rotary()
+    scaled = r.get_rope(dim, orig * 8, True, {**_yarn_params(factor, orig, (32, 1), True),
+                                               "rope_theta": 10000.0}, torch.float32)
+    plain = r.get_rope(dim, orig * 8, True,
+                       {**_yarn_params(factor, orig, (32, 1), True), "rope_theta": 10000.0,
+                        "attention_factor": 1.0}, torch.float32)
+    ms = scaled.mscale
+    positions = torch.randint(0, orig * 8, (n,), generator=g)
     q, k = torch.randn(n, dim, generator=g), torch.randn(n, dim, generator=g)
-    plain = engines._cache(inv, n_pos)
-    scaled = engines._cache(inv, n_pos, ms)
-    q1, k1 = engines.vllm_forward_native(positions, q, k, plain, head_size=dim, rotary_dim=dim)
-    q2, k2 = engines.vllm_forward_native(positions, q, k, scaled, head_size=dim,
-                                         rotary_dim=dim)
+    q1, k1 = plain.forward_native(positions, q.clone(), k.clone())
+    q2, k2 = scaled.forward_native(positions, q.clone(), k.clone())
     s1, s2 = q1 @ k1.T, q2 @ k2.T
-    # each product term carries <= 4u relative (two scalings, two roundings)
-    # and the dim-term sum dim*u: bound on |s2 - ms^2 s1| by (4 + 2*dim)u sum|terms|
     bound = (4 + 2 * dim) * U * (q1.abs() @ k1.abs().T) * ms ** 2
     assert ((s2 - ms ** 2 * s1).abs() <= bound).all()
     assert ((s2 - ms * s1).abs() > bound).any()
@@ -117,64 +192,148 @@ def test_vllm_yarn_factor_on_cos_sin_is_its_square_on_the_logits():
 
 @pytest.mark.parametrize("factor", [2.0, 4.0, 8.0])
 def test_vllm_dynamic_ntk_is_the_configured_base_at_every_length(factor):
-    """At the cited commit vLLM's static cache uses the configured base (the
-    bracket is max_len/max_pos - (factor-1) = 1), whereas transformers scales
-    the base beyond max_position_embeddings: equal frequencies up to the
-    trained length, different beyond it."""
+    """vLLM 0.33.0's get_rope gives DynamicNTKScalingRotaryEmbedding
+    max_trained_positions = max_position unless the config sets it, so its
+    one static cache uses the configured base; transformers scales the base
+    beyond max_position_embeddings: equal up to the trained length, different
+    beyond."""
     dim, base, mpe = 128, 10000.0, 4096
-    v_base, n_pos = engines.vllm_dynamic_ntk_base(dim, mpe, base, factor)
-    assert v_base == base and n_pos == mpe * factor
-    v_inv = engines.vllm_inv_freq(dim, v_base)
+    config = {"model_type": "llama", "head_dim": dim, "hidden_size": 4 * dim,
+              "num_attention_heads": 4, "rope_theta": base, "max_position_embeddings": mpe,
+              "rope_scaling": {"rope_type": "dynamic", "factor": factor}}
+    run = engines.vllm_rope(config)
+    assert run["class"] == "DynamicNTKScalingRotaryEmbedding"
     short, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=mpe, factor=factor,
                                        max_position_embeddings=mpe,
                                        reference="transformers", dtype=torch.float32)
-    long, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=n_pos, factor=factor,
-                                      max_position_embeddings=mpe,
+    long, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=int(mpe * factor),
+                                      factor=factor, max_position_embeddings=mpe,
                                       reference="transformers", dtype=torch.float32)
-    assert torch.equal(v_inv, short)
-    ntk = base * (factor * n_pos / mpe - (factor - 1)) ** (dim / (dim - 2))
-    assert (long[1:] < v_inv[1:]).all()
-    assert long[-1].item() == pytest.approx(1 / ntk ** ((dim - 2) / dim), rel=8 * U)
+    assert torch.equal(run["inv_freq"], short)
+    assert (long[1:] < run["inv_freq"][1:]).all()
 
 
-@pytest.mark.parametrize("engine_inv_freq", ["vllm_llama3_inv_freq",
-                                             "sglang_llama3_inv_freq"])
 @SETTINGS
 @given(dim=dims, base=bases, factor=factors, orig=origs,
        bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
-def test_engine_llama3_matches_transformers(engine_inv_freq, dim, base, factor, orig, bands):
+def test_vllm_llama3_matches_transformers(dim, base, factor, orig, bands):
     inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
                                        low_freq_factor=bands[0], high_freq_factor=bands[1],
                                        original_max_position_embeddings=orig,
                                        reference="transformers", dtype=torch.float32)
-    ours = getattr(engines, engine_inv_freq)(dim, base, factor, bands[0], bands[1], orig)
+    emb = _rotary().get_rope(dim, orig * 4, True,
+                             {"rope_theta": base, "rope_type": "llama3", "factor": factor,
+                              "low_freq_factor": bands[0], "high_freq_factor": bands[1],
+                              "original_max_position_embeddings": orig}, torch.float32)
     # same formula, evaluated as (1-s)*f/factor + s*f in both: <= 4u apart
-    assert torch.allclose(ours, inv, rtol=4 * U, atol=0) and att == 1.0
+    assert torch.allclose(emb._compute_inv_freq(base), inv, rtol=4 * U, atol=0)
+    assert att == 1.0
 
 
-def test_vllm_longrope_is_static_where_transformers_switches_per_length():
-    """vLLM picks the long factors for every request once max_model_len
-    exceeds the original context; transformers uses the short ones for a
-    sequence that fits in it."""
-    dim, orig, mpe = 32, 4096, 131072
-    g = torch.Generator().manual_seed(1)
-    short = (1 + torch.rand(dim // 2, generator=g)).tolist()
-    long = (1 + 10 * torch.rand(dim // 2, generator=g)).tolist()
-    params = {"short_factor": short, "long_factor": long, "original_max_position_embeddings": orig,
-                  "factor": mpe / orig}
-    v = engines.vllm_longrope(dim, mpe, orig, 10000.0, short, long, max_model_len=mpe)
-    tf_short, tf_att = scaling.rope_parameters("longrope", dim, 10000.0, seq_len=100,
-                                               reference="transformers",
-                                               dtype=torch.float32, **params)
-    tf_long, _ = scaling.rope_parameters("longrope", dim, 10000.0, seq_len=orig + 1,
-                                         reference="transformers", dtype=torch.float32,
-                                         **params)
-    assert v["use_long_rope"]
-    assert torch.allclose(v["inv_freq"], tf_long, rtol=4 * U, atol=0)
-    assert not torch.allclose(v["inv_freq"], tf_short, rtol=1e-3)
-    assert v["mscale"] == pytest.approx(tf_att, rel=1e-12)
-    fits = engines.vllm_longrope(dim, mpe, orig, 10000.0, short, long, max_model_len=orig)
+def test_vllm_longrope_is_fixed_by_max_model_len():
+    """vLLM's Phi-3 LongRoPE reads max_model_len once: with vLLM's default
+    (max_position_embeddings) every request gets the long factors, which
+    transformers uses only past the original context; with max_model_len <=
+    original every request gets the short ones."""
+    config = _models()["phi-3-mini-128k-instruct"]
+    orig = config["rope_scaling"].get("original_max_position_embeddings") or config[
+        "original_max_position_embeddings"]
+    tf_short = engines.engine_rope(config, "transformers")["inv_freq"]
+    tf_long = scaling.rope_from_config(config, seq_len=orig + 1, reference="transformers",
+                                       dtype=torch.float32)[0]
+    default = engines.vllm_rope(config)
+    assert default["use_long_rope"]
+    assert torch.allclose(default["inv_freq"], tf_long, rtol=4 * U, atol=0)
+    assert not torch.allclose(default["inv_freq"], tf_short, rtol=1e-3)
+    fits = engines.vllm_rope(config, max_model_len=orig)
+    assert not fits["use_long_rope"]
     assert torch.allclose(fits["inv_freq"], tf_short, rtol=4 * U, atol=0)
+    assert engines.vllm_rope(config, max_model_len=orig + 1)["use_long_rope"]
+
+
+def test_vllm_rope_short_cache_equals_the_full_cache():
+    """vllm_rope builds the caches over the positions it needs; the rows it
+    returns are the full cache's rows (Llama 2, a YaRN, a linear scaling;
+    the full cache built by vLLM unchanged)."""
+    linear = {"model_type": "llama", "head_dim": 64, "hidden_size": 256,
+              "num_attention_heads": 4, "rope_theta": 10000.0,
+              "max_position_embeddings": 8192,
+              "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    for config in (_models()["llama-2-7b"], _models()["qwen2.5-7b-instruct-yarn"], linear):
+        full = engines.vllm_rope(config, full_cache=True)
+        few = engines.vllm_rope(config, positions=[5, 3000, 4095])
+        assert torch.equal(few["rows"], full["rows"][[0, 1, 5, 3000, 4095]])
+        assert torch.allclose(few["inv_freq"], full["inv_freq"], rtol=8 * U, atol=1e-7)
+        assert few["factor"] == full["factor"]
+
+
+#: Where an engine's frequencies or factors differ from transformers' for a
+#: table model, as this module predicts it (anything else must agree).
+PREDICTED = {
+    # vLLM's default max_model_len = max_position_embeddings > 4,096: long
+    # factors for every request; transformers: short ones up to 4,096 tokens
+    ("phi-3-mini-128k-instruct", "vllm"): "frequencies",
+    ("phi-3-mini-128k-instruct", "llama.cpp"): "frequencies",  # n_ctx default: long
+    # ggml always floors/ceils the correction range: truncate=false is lost
+    ("gpt-oss-20b", "llama.cpp"): "frequencies",
+    # llama.cpp reads yarn_beta_fast/slow only for Grok and Mistral 3
+    ("kimi-k2-instruct", "llama.cpp"): "frequencies",
+}
+
+
+def _models():
+    import json
+    from importlib import resources
+
+    models = json.loads(resources.files("posenc_lib").joinpath("data/models.json")
+                        .read_text())["models"]
+    return {m["name"]: m["config"] for m in models}
+
+
+def test_every_engine_against_transformers_on_every_table_model():
+    """For every table model and engine, the frequencies, the factor on cos
+    and sin and the softmax-scale factor computed through the engine's own
+    code path (vLLM's vendored code, llama.cpp's converter/loader/ggml
+    transcription, SGLang's transcription) agree with transformers 4.57.6
+    (run) except where PREDICTED says they differ, and there they differ."""
+    seen = set()
+    for name, config in _models().items():
+        tf = engines.engine_rope(config, "transformers")
+        for engine in ("vllm", "llama.cpp", "sglang"):
+            ours = engines.engine_rope(config, engine)
+            if tf is None:
+                assert ours is None
+                continue
+            if ours is None:  # vLLM: no model of its own and no backend (none here)
+                continue
+            diff = engines.frequency_difference(ours["inv_freq"], tf["inv_freq"])
+            differs = diff["pairs_differ"] > 0
+            if PREDICTED.get((name, engine)) == "frequencies":
+                assert differs, (name, engine)
+                seen.add((name, engine))
+            else:
+                assert not differs, (name, engine, diff)
+                assert ours["factor"] == pytest.approx(tf["factor"], rel=4 * U), (name, engine)
+            assert ours["logit_scale"] == pytest.approx(tf["logit_scale"], rel=1e-6), (
+                name, engine)
+    assert seen == set(PREDICTED)
+
+
+def test_vllm_deepseek_builds_deepseek_scaling_with_the_softmax_mscale_squared():
+    """vLLM's DeepSeek model file rewrites yarn to deepseek_yarn: get_rope
+    builds DeepseekScalingRotaryEmbedding (mscale ratio 1 on cos and sin) and
+    the attention multiplies its softmax scale by mscale(40, 1)**2, the
+    1.874 that transformers' DeepseekV3Attention applies."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
+
+    for name in ("deepseek-v3", "kimi-k2-instruct", "deepseek-v3.2"):
+        config = _models()[name]
+        run = engines.vllm_rope(config)
+        assert run["class"] == "DeepseekScalingRotaryEmbedding"
+        assert not run["module"].is_neox_style
+        f = config["rope_scaling"]["factor"]
+        assert run["logit_scale"] == pytest.approx(yarn_get_mscale(f, 1.0) ** 2, rel=1e-12)
+        assert run["factor"] == 1.0
 
 
 # ---- llama.cpp -----------------------------------------------------------
@@ -259,16 +418,24 @@ def test_llama_cpp_yarn_matches_transformers(dim, base, factor, orig, seed):
     assert ((out.double() - ref).abs() <= tol).all()
 
 
-def test_llama_cpp_ignores_an_explicit_yarn_attention_factor():
-    """transformers uses a config's attention_factor as given; llama.cpp's
-    converter writes it to rope.scaling.yarn_attn_factor, which the context
-    overwrites: the net factor stays 0.1 ln(factor) + 1."""
-    _, att = scaling.rope_parameters("yarn", 64, 10000.0, factor=64.0,
-                                     original_max_position_embeddings=4096,
-                                     attention_factor=1.0)
-    assert att == 1.0
-    assert engines.llama_cpp_net_factor(64.0) == pytest.approx(0.1 * math.log(64) + 1)
-    assert engines.vllm_yarn(64, 4096, 10000.0, 64.0, attention_factor=1.0)[1] == 1.0
+def test_an_explicit_yarn_attention_factor_per_engine():
+    """transformers and vLLM use a config's attention_factor as given;
+    llama.cpp's converter writes it to rope.scaling.yarn_attn_factor, which the
+    context overwrites (net factor 0.1 ln(factor) + 1); SGLang's get_rope does
+    not forward it (0.1 ln(factor) + 1 again)."""
+    config = {"model_type": "qwen2", "head_dim": 64, "hidden_size": 256,
+              "num_attention_heads": 4, "rope_theta": 10000.0,
+              "max_position_embeddings": 4096 * 64,
+              "rope_scaling": {"rope_type": "yarn", "factor": 64.0,
+                               "original_max_position_embeddings": 4096,
+                               "attention_factor": 1.0}}
+    default = 0.1 * math.log(64) + 1
+    assert engines.engine_rope(config, "transformers")["factor"] == 1.0
+    assert engines.engine_rope(config, "vllm")["factor"] == 1.0
+    assert engines.engine_rope(config, "llama.cpp")["factor"] == pytest.approx(default)
+    assert engines.engine_rope(config, "sglang")["factor"] == pytest.approx(default, rel=U)
+    assert any("attention_factor" in n for n in engines.engine_rope(config, "llama.cpp")[
+        "notes"])
 
 
 def test_llama_cpp_llama3_freq_factors_match_transformers():
@@ -324,25 +491,100 @@ def test_every_table_model_has_a_llama_cpp_layout_and_shift_answer():
 
 
 def test_engine_summary_for_every_table_model():
-    """Every model of the table gets an answer from each engine; the factor on
-    cos and sin agrees across engines for all of them (OLMo 3.1 sets an explicit
-    YaRN attention_factor, equal to 0.1 ln 8 + 1, the value llama.cpp and SGLang
-    compute instead), and llama.cpp refuses to shift M-RoPE caches only."""
-    import json
-    from importlib import resources
-
-    models = json.loads(resources.files("posenc_lib").joinpath("data/models.json")
-                        .read_text())["models"]
-    for m in models:
-        rows = {e: engines.engine_summary(m["config"], e) for e in engines.ENGINES}
+    """Every model of the table gets an answer from each engine, with the
+    factor computed by that engine's path (checked against transformers in
+    test_every_engine_against_transformers_on_every_table_model); llama.cpp
+    refuses to shift M-RoPE caches only; the frequency line names the pairs
+    that differ from transformers'."""
+    for name, config in _models().items():
+        rows = {e: engines.engine_summary(config, e) for e in engines.ENGINES}
         tf = rows["transformers"]
         for e, row in rows.items():
-            assert row["rope_type"] == tf["rope_type"], (m["name"], e)
+            assert row["rope_type"] == tf["rope_type"], (name, e)
             if tf["factor"] is None:
                 assert row["factor"] is None
-            else:
-                assert row["factor"] == pytest.approx(tf["factor"], rel=1e-12), (m["name"], e)
-        assert rows["llama.cpp"]["can_shift"] == (tf["rope_type"] != "mrope"), m["name"]
+            elif row["frequencies"] is not None:
+                assert (row["frequencies"]["pairs_differ"] > 0) == (
+                    (name, e) in PREDICTED), (name, e)
+        assert rows["llama.cpp"]["can_shift"] == (tf["rope_type"] != "mrope"), name
+        assert rows["vllm"]["can_shift"] is None
+
+
+def test_gpt_oss_under_llama_cpp_is_transformers_with_truncate_true():
+    """llama.cpp's gpt-oss frequencies (ggml floors and ceils the YaRN
+    correction range) are transformers' own with truncate=true, within ggml's
+    rounding, and differ from the checkpoint's truncate=false in 9 of 32
+    pairs, by up to 1.76x."""
+    config = _models()["gpt-oss-20b"]
+    cpp = engines.llama_cpp_inv_freq(config)
+    tf_false = scaling.rope_from_config(config, reference="transformers",
+                                        dtype=torch.float32)[0]
+    as_true = {**config, "rope_scaling": {**config["rope_scaling"], "truncate": True}}
+    tf_true = scaling.rope_from_config(as_true, reference="transformers",
+                                       dtype=torch.float32)[0]
+    assert engines.frequency_difference(cpp, tf_true)["pairs_differ"] == 0
+    diff = engines.frequency_difference(cpp, tf_false)
+    assert diff["pairs_differ"] == 9 and diff["max_ratio"] == pytest.approx(1.7627, abs=1e-3)
+    summary = engines.engine_summary(config, "llama.cpp")
+    assert summary["frequencies"]["pairs_differ"] == 9
+    assert any("truncate" in n for n in summary["notes"])
+    # the angles at position 131,071, in float64 from the float32 frequencies
+    angle = 131071 * (cpp.double() - tf_false.double()).abs().max().item()
+    assert angle == pytest.approx(28.9, abs=0.1)
+
+
+def test_kimi_k2_betas_are_not_read_by_llama_cpp():
+    """Kimi K2 sets beta_fast = beta_slow = 1; llama.cpp's DEEPSEEK2 loader
+    does not read the GGUF's yarn_beta_* keys, so ggml ramps with 32 and 1:
+    transformers' own frequencies for betas 32 and 1."""
+    config = _models()["kimi-k2-instruct"]
+    cpp = engines.llama_cpp_inv_freq(config)
+    as_default = {**config, "rope_scaling": {**config["rope_scaling"], "beta_fast": 32,
+                                             "beta_slow": 1}}
+    tf_default = scaling.rope_from_config(as_default, reference="transformers",
+                                          dtype=torch.float32)[0]
+    assert engines.frequency_difference(cpp, tf_default)["pairs_differ"] == 0
+    assert engines.engine_summary(config, "llama.cpp")["frequencies"]["pairs_differ"] > 0
+
+
+def _deepseek(mscale, mscale_all_dim, factor=40.0):
+    return {"model_type": "deepseek_v3", "qk_rope_head_dim": 64, "hidden_size": 2048,
+            "num_attention_heads": 16, "rope_theta": 10000.0,
+            "max_position_embeddings": int(4096 * factor),
+            "rope_scaling": {"type": "yarn", "factor": factor, "beta_fast": 32,
+                             "beta_slow": 1, "mscale": mscale,
+                             "mscale_all_dim": mscale_all_dim,
+                             "original_max_position_embeddings": 4096}}
+
+
+def test_deepseek_yarn_in_a_gguf():
+    """DeepSeek-V2-Lite-style YaRN (mscale = mscale_all_dim = 0.707): the
+    converter writes 0.1 * mscale_all_dim as rope.scaling.yarn_log_mul; the
+    DEEPSEEK2 loader divides it by 0.1 again; the context takes
+    mscale = mscale_all_dim; the factor on cos and sin is transformers' mscale
+    ratio (1) and kq_scale carries transformers' softmax mscale**2. With
+    mscale != mscale_all_dim llama.cpp's assumption breaks: its factor differs
+    from transformers' and vLLM's."""
+    lite = _deepseek(0.707, 0.707)
+    p = engines.llama_cpp_params(lite)
+    assert p["arch"] == "LLM_ARCH_DEEPSEEK2"
+    assert p["gguf_yarn_log_mul"] == pytest.approx(0.0707)
+    assert p["rope_yarn_log_mul"] == pytest.approx(0.707)
+    tf = engines.engine_rope(lite, "transformers")
+    for engine in ("llama.cpp", "vllm"):
+        ours = engines.engine_rope(lite, engine)
+        assert ours["factor"] == pytest.approx(tf["factor"], rel=1e-6), engine
+        assert ours["logit_scale"] == pytest.approx(tf["logit_scale"], rel=1e-6), engine
+    assert tf["logit_scale"] == pytest.approx((0.1 * 0.707 * math.log(40) + 1) ** 2)
+    mixed = _deepseek(1.0, 0.707)
+    tf = engines.engine_rope(mixed, "transformers")
+    assert tf["factor"] != pytest.approx(1.0, rel=1e-3)
+    assert engines.engine_rope(mixed, "vllm")["factor"] == pytest.approx(tf["factor"],
+                                                                         rel=1e-6)
+    assert engines.engine_rope(mixed, "llama.cpp")["factor"] == pytest.approx(1.0, rel=1e-6)
+    # Kimi K2 converts to DEEPSEEK2 as well
+    assert engines.llama_cpp_params(_models()["kimi-k2-instruct"])["arch"] == (
+        "LLM_ARCH_DEEPSEEK2")
 
 
 # ---- vLLM and SGLang: pair layout per model ------------------------------------
@@ -415,19 +657,19 @@ def test_vllm_llama4_permutation_makes_neox_rotate_the_checkpoints_neighbours():
     w = torch.randn(heads * dim, hidden, generator=g)
     x = torch.randn(n, hidden, generator=g)
     positions = torch.randint(0, 4096, (n,), generator=g)
-    cache = engines.vllm_default_cache(dim, 4096, 500000.0)
+    r = _rotary()
+    params = {"rope_theta": 500000.0, "rope_type": "default"}
+    neox_emb = r.get_rope(dim, 4096, True, params, torch.float32)
+    gptj_emb = r.get_rope(dim, 4096, False, params, torch.float32)
     wp = engines.vllm_permute_qk_for_rotary(w, heads)
-    neox, _ = engines.vllm_forward_native(positions, x @ wp.T, x @ wp.T, cache,
-                                          head_size=dim, rotary_dim=dim, is_neox_style=True)
-    gptj, _ = engines.vllm_forward_native(positions, x @ w.T, x @ w.T, cache,
-                                          head_size=dim, rotary_dim=dim, is_neox_style=False)
+    neox, _ = neox_emb.forward_native(positions, x @ wp.T, x @ wp.T)
+    gptj, _ = gptj_emb.forward_native(positions, x @ w.T, x @ w.T)
     # permuting the rotated neighbour layout's features as the rows were permuted
     eye = torch.eye(heads * dim)
     perm = engines.vllm_permute_qk_for_rotary(eye, heads).argmax(dim=1)
     assert torch.equal(neox, gptj[:, perm])
     # without the permutation NEOX pairs other features: the scores change
-    plain, _ = engines.vllm_forward_native(positions, x @ w.T, x @ w.T, cache,
-                                           head_size=dim, rotary_dim=dim)
+    plain, _ = neox_emb.forward_native(positions, x @ w.T, x @ w.T)
     assert not torch.allclose(plain @ plain.T, gptj @ gptj.T, rtol=1e-3)
 
 
@@ -500,6 +742,18 @@ def test_sglang_yarn_mscale_ratio_matches_transformers():
                                      dtype=torch.float32, **params)
     ms = engines.sglang_yarn(64, 4096, 10000.0, 40.0, **engines.sglang_yarn_kwargs(params))[1]
     assert ms == pytest.approx(att, rel=1e-15) and ms != pytest.approx(1 + 0.1 * math.log(40))
+
+
+@SETTINGS
+@given(dim=dims, base=bases, factor=factors, orig=origs,
+       bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
+def test_sglang_llama3_matches_transformers(dim, base, factor, orig, bands):
+    inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
+                                       low_freq_factor=bands[0], high_freq_factor=bands[1],
+                                       original_max_position_embeddings=orig,
+                                       reference="transformers", dtype=torch.float32)
+    ours = engines.sglang_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
+    assert torch.allclose(ours, inv, rtol=4 * U, atol=0) and att == 1.0
 
 
 def test_sglang_drops_an_explicit_attention_factor_and_the_laguna_fix_restores_it():
@@ -637,3 +891,125 @@ def test_sglang_longrope_at_exactly_original_plus_one_tokens():
     assert not torch.allclose(rows[-1].double(), tf[-1], atol=1e-3)
     # the other tokens: short factors where transformers uses the long ones
     assert not torch.allclose(rows[1:-1].double(), tf[1:-1], atol=1e-3)
+
+
+# ---- the inspector's engine rows ----------------------------------------------
+
+def _rows(capsys, *argv):
+    from posenc_lib import inspect
+
+    assert inspect.main(list(argv)) == 0
+    out = capsys.readouterr().out.splitlines()
+    return {r.strip()[:18].strip(): r.strip()[19:] for r in out if r.startswith("  ")}
+
+
+def test_inspector_gpt_oss_frequencies_per_engine(capsys):
+    """gpt-oss: vLLM (which reads truncate) rotates with transformers'
+    frequencies, llama.cpp differs in 9 of 32 pairs and says why; the
+    serving line, which describes transformers' schedule, says so."""
+    rows = _rows(capsys, "gpt-oss-20b", "--engine", "vllm")
+    assert rows["engine freqs"].startswith("vllm: transformers' own")
+    assert rows["serving"].startswith("transformers: ")
+    rows = _rows(capsys, "gpt-oss-20b", "--engine", "llama.cpp")
+    assert rows["engine freqs"].startswith(
+        "llama.cpp: differ from transformers' in 9 of 32 pairs, by up to 1.763x")
+    assert "truncate=false" in rows["engine freqs"]
+    assert "engine freqs" not in _rows(capsys, "gpt-oss-20b")
+
+
+def test_inspector_deepseek_softmax_and_phi3_max_model_len(capsys):
+    rows = _rows(capsys, "deepseek-v3", "--engine", "vllm")
+    assert rows["engine softmax"].startswith("vllm: scale x 1.87385")
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "vllm")
+    assert "differ from transformers' in 48 of 48 pairs" in rows["engine freqs"]
+    assert "long factors for every request (max_model_len 131,072)" in rows["engine freqs"]
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "vllm",
+                 "--max-model-len", "4096")
+    assert "transformers' own" in rows["engine freqs"]
+    rows = _rows(capsys, "phi-3-mini-128k-instruct", "--engine", "llama.cpp",
+                 "--max-model-len", "4097")
+    assert "long factors for every token" in rows["engine freqs"]
+
+
+# ---- make engines: the recorded run -----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_llama_cpp", ROOT / "scripts" / "engines" / "compare_llama_cpp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_engines_results_are_a_complete_passing_run_of_the_library_tree():
+    """results/engines.json records a run of `make engines` on llama.cpp at the
+    commit this library cites, with every case of the script, each with the
+    figures its prediction needs, inside the script's stated tolerances."""
+    import json
+
+    script = _script()
+    result = json.loads((ROOT / "results" / "engines.json").read_text())
+    assert result["ggml_commit"] == engines.LLAMA_CPP["commit"]
+    assert result["package"] == engines.LLAMA_CPP["package"]
+    assert result["head_dim"] >= 64
+    cases = {c["case"]: c for c in result["cases"]}
+    assert set(cases) == set(script.CASES)
+    for name, c in cases.items():
+        assert c["prediction"] == script.CASES[name][0], name
+        assert c["passed"], (name, c.get("problems"), c.get("error"))
+        if c["prediction"] == "agree":
+            assert c["vs_transformers"] <= result["agree"], name
+        else:
+            assert c["vs_transformers"] > 10 * result["agree"], name
+            assert c["vs_prediction"] <= result["agree"], name
+    assert cases["qwen2-vl-mrope"]["shift_vs_fresh"] == "refused"
+    assert cases["qwen2"]["shift_vs_fresh"] <= result["shift_agree"]
+    assert cases["qwen2-yarn"]["shift_vs_fresh"] > 10 * result["shift_agree"]
+
+
+@pytest.mark.parametrize("case, n_ctx", [
+    ("qwen2-yarn", None), ("qwen2-yarn-attention-factor", None),
+    ("gpt-oss-truncate-false", None), ("llama3.1-rope-freqs", None),
+    ("phi3-longrope", 256), ("phi3-longrope-short-prompt", 256), ("llama", None),
+])
+def test_make_engines_predictions_are_the_librarys(case, n_ctx):
+    """Each case's prediction in the script is what posenc_lib.engines computes
+    for that case's config: llama.cpp's frequencies or factor differ from
+    transformers' exactly where the script predicts "differ"."""
+    script = _script()
+    config = script.config_for(case, 300, 2).to_dict()
+    tf_seq = 64 if case == "phi3-longrope-short-prompt" else 256
+    tf_inv, tf_factor = scaling.rope_from_config(config, seq_len=tf_seq,
+                                                 reference="transformers",
+                                                 dtype=torch.float32)
+    cpp = engines.engine_rope(config, "llama.cpp", n_ctx=n_ctx)
+    differs = (engines.frequency_difference(cpp["inv_freq"], tf_inv.float())["pairs_differ"]
+               > 0 or not math.isclose(cpp["factor"], tf_factor, rel_tol=1e-6))
+    assert differs == (script.CASES[case][0] == "differ")
+
+
+def test_crosscheck_engine_vllm_runs_vllm_and_checks_the_report(capsys):
+    """--crosscheck --engine vllm compares vLLM's own cos/sin (vendored, run)
+    with transformers' at positions up to the report's length, with a float32
+    bound below 1, and fails when the report's frequency claim is wrong."""
+    from posenc_lib import inspect
+
+    _, config = inspect.load_config("gpt-oss-20b")
+    report = inspect.inspect_config(config, engine="vllm")
+    ok, text = inspect.crosscheck_vllm(config, report)
+    assert ok and "as reported" in text and "131071" in text
+    wrong = {**report, "engine_rope": {**report["engine_rope"],
+                                       "frequencies": {"pairs_differ": 3}}}
+    assert not inspect.crosscheck_vllm(config, wrong)[0]
+    _, phi = inspect.load_config("phi-3-mini-128k-instruct")
+    ok, text = inspect.crosscheck_vllm(phi, inspect.inspect_config(phi, engine="vllm"))
+    assert ok and "differ from transformers'" in text
+    # Llama 4's 10M positions: cut where the float32 bound would pass 1/4
+    _, l4 = inspect.load_config("llama-4-scout-17b-16e-instruct")
+    ok, text = inspect.crosscheck_vllm(l4, inspect.inspect_config(l4, engine="vllm"))
+    assert ok and "positions cut to" in text

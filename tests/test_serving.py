@@ -310,6 +310,6 @@ def test_sglang_engine_has_no_kv_cache_size(capsys):
     report = inspect.inspect_config(config, engine="sglang")
     assert "kv_cache" not in report and "not transcribed" in report["kv_cache_not_covered"]
     with pytest.raises(ValueError, match="engine"):
-        inspect.inspect_config(config, engine="llama.cpp")
+        inspect.inspect_config(config, engine="tensorrt-llm")
     with pytest.raises(ValueError, match="engine"):
         serving.kv_cache_bytes(config, length=10, engine="sglang")

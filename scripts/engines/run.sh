@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make engines: build llama-cpp-python from its source distribution (CPU only)
-# in a separate venv and compare llama.cpp with transformers on tiny models.
-# Never installs into the project's .venv. Needs network the first time.
+# in a separate venv and run llama.cpp on tiny models, case by case, against
+# transformers and the predictions of posenc_lib.engines; writes
+# results/engines.json. Never installs into the project's .venv. Needs network
+# the first time.
 set -euo pipefail
 VER=0.3.36
 PY=${PY:-.venv/bin/python}
@@ -23,11 +25,15 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
 -DGGML_OPENMP=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
   CMAKE_BUILD_PARALLEL_LEVEL=2 \
     "$VENV/bin/python" -m pip install -q --no-binary llama-cpp-python "$SDIST" numpy
-  echo "built in $(( $(date +%s) - start )) s"
+  echo $(( $(date +%s) - start )) > .cache/engines-build-seconds
+  echo "built in $(cat .cache/engines-build-seconds) s"
 fi
 test -d "$SRC/llama_cpp_python-$VER" || tar xzf "$SDIST" -C "$SRC"
 VENDOR="$SRC/llama_cpp_python-$VER/vendor/llama.cpp"
 test -f "$VENDOR/convert_hf_to_gguf.py" || { echo "the sdist has no convert_hf_to_gguf.py"; exit 1; }
 grep -m1 "update llama.cpp to" "$SRC/llama_cpp_python-$VER/CHANGELOG.md"
+BUILD=()
+test -f .cache/engines-build-seconds && BUILD=(--build-seconds "$(cat .cache/engines-build-seconds)")
 OMP_NUM_THREADS=1 PYTHONPATH=. "$PY" scripts/engines/compare_llama_cpp.py \
-  --vendor "$VENDOR" --engine-python "$VENV/bin/python"
+  --vendor "$VENDOR" --engine-python "$VENV/bin/python" "${BUILD[@]}" \
+  --out results/engines.json
