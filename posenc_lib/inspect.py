@@ -49,6 +49,7 @@ from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, 
                scaling, serving)
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
+           "softmax_scale", "logit_factors",
            "trained_and_extended", "format_report", "main"]
 
 #: Display names of transformers' rope types.
@@ -293,15 +294,21 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     model_type = (model_type or "").removesuffix("_text")
     block, _ = _config._rope_block(text)
     out = []
-    if text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
-                                                                       "gemma3"):
+    head_dim = rope.head_dim if rope is not None else \
+        serving.cache_head(config)["key_dim"]
+    if model_type == "gemma3n":
+        out.append({"name": "softmax scale", "value": 1.0,
+                    "formula": "1 (q and k are RMS-normalised)",
+                    "source": "Gemma3nTextAttention calls attention with scaling=1.0"})
+    elif text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
+                                                                         "gemma3"):
         scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
         out.append({"name": "softmax scale", "value": scalar ** -0.5,
                     "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
                     "source": "Gemma2Attention / Gemma3Attention"})
     elif model_type in ("deepseek_v3", "deepseek_v2") and \
             text.get("qk_nope_head_dim") is not None:
-        qk = text["qk_nope_head_dim"] + rope.head_dim
+        qk = text["qk_nope_head_dim"] + head_dim
         out.append({"name": "softmax scale", "value": qk ** -0.5,
                     "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
                     "source": "DeepseekV3Attention.scaling"})
@@ -309,13 +316,15 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
     else:
-        out.append({"name": "softmax scale", "value": rope.head_dim ** -0.5,
-                    "formula": f"head_dim^-1/2 = {rope.head_dim}^-1/2",
+        out.append({"name": "softmax scale", "value": head_dim ** -0.5,
+                    "formula": f"head_dim^-1/2 = {head_dim}^-1/2",
                     "source": "every other attention module"})
     out.append({"name": "cos/sin attention factor, squared",
                 "value": attention_factor ** 2,
                 "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
                 "source": "the rotary module's attention_scaling"})
+    if rope is None:
+        return out
     if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
             and rope.factor:
         m = _mscale(rope.factor, block["mscale_all_dim"])
@@ -338,6 +347,23 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
                     "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
                               "not read it)"})
     return out
+
+
+def softmax_scale(config: Mapping) -> float:
+    """The constant factor the attention applies to ``q·k`` before the
+    softmax (the ``scaling`` it is called with): the softmax scale and
+    DeepSeek's ``mscale²`` of :func:`logit_factors`; the cos/sin attention
+    factor is not in it (the rotated q and k carry it). Works for a model
+    without RoPE too (the head size from :func:`posenc_lib.serving.cache_head`).
+    """
+    rope = None
+    if _config.positional_scheme(config) == "rotary":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rope = _config.parse_rope_config(config)
+    factors = logit_factors(config, rope, 1.0)
+    return math.prod(f["value"] for f in factors if f["value"] is not None
+                     and not f["name"].startswith("cos/sin"))
 
 
 def _has_layers(config: Mapping) -> bool:
