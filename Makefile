@@ -195,3 +195,21 @@ clean:
 # compares llama.cpp's logits with transformers' (scripts/engines/run.sh).
 engines: $(INSTALLED)
 	PY=$(PY) scripts/engines/run.sh
+
+# Not part of make test. Builds a tiny model of every causal-LM type that
+# transformers registers, with the venv's 4.x and with transformers 5.x in
+# its own venv (CONFORMANCE_V5_PY; created if missing), and stores what each
+# did against what posenc_lib says (results/conformance-4.json and -5.json);
+# tests/test_conformance.py re-judges the stored files. Fails when a type the
+# library names in its tables disagrees.
+CONFORMANCE_V5_VENV ?= .cache/transformers5-venv
+CONFORMANCE_V5_PY   ?= $(CONFORMANCE_V5_VENV)/bin/python
+.PHONY: conformance
+conformance: $(INSTALLED)
+	test -x $(CONFORMANCE_V5_PY) || { $(PYTHON) -m venv $(CONFORMANCE_V5_VENV) && \
+	  $(CONFORMANCE_V5_VENV)/bin/python -m pip install -q torch==2.13.0 \
+	    transformers==5.24.0; }
+	status=0; \
+	nice -n 10 $(PY) scripts/conformance.py --out results/conformance-4.json || status=1; \
+	nice -n 10 $(CONFORMANCE_V5_PY) scripts/conformance.py --out results/conformance-5.json || status=1; \
+	exit $$status

@@ -77,36 +77,43 @@ def library_view(config: Mapping, *, position: int) -> dict:
             else:
                 out["kv_per_token"] = kv["bytes_per_token"]
                 out["state"] = kv["fixed_state"]["bytes"] if kv["fixed_state"] else 0
+                unsized = sorted({k for k, info in kv["by_layer_type"].items()
+                                  if not info["kv"] and k != "shared_kv"})
+                if unsized and not kv["fixed_state"]:
+                    out["state"], out["unsized"] = None, unsized
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"kv_cache_bytes: {e}")
     return out
 
 
 def _cos_sin_difference(cos, sin, freq, factor, position):
-    """``(layout, largest difference, tolerance)`` of one observed cos/sin row
-    against the library's, or ``None`` when no layout has the row's width."""
+    """``(layout, largest difference, its tolerance, within tolerance)`` of one
+    observed cos/sin row against the library's, or ``None`` when no layout has
+    the row's width. Each feature has its own tolerance: float32 frequencies
+    (relative error ~ 32 eps, carried to the angle), the angle's and cos/sin's
+    rounding, the product by the factor, and the 8 significant digits the
+    observation is stored with."""
     cos = torch.as_tensor(cos, dtype=torch.float64)
     sin = torch.as_tensor(sin, dtype=torch.float64)
     ang = position * freq
-    candidates = {"half": (torch.cat([ang.cos()] * 2), torch.cat([ang.sin()] * 2)),
-                  "interleaved": (ang.cos().repeat_interleave(2),
-                                  ang.sin().repeat_interleave(2)),
-                  "pairs": (ang.cos(), ang.sin())}
+
+    def layouts(x):
+        return {"half": torch.cat([x] * 2), "interleaved": x.repeat_interleave(2),
+                "pairs": x}
+
     best = None
-    for name, (c, s) in candidates.items():
+    for name, c in layouts(ang.cos()).items():
         if c.shape != cos.shape:
             continue
-        err = float(torch.maximum((c * factor - cos).abs(), (s * factor - sin).abs())
-                    .max())
-        if best is None or err < best[1]:
-            best = (name, err)
-    if best is None:
-        return None
-    # float32 frequencies (relative error ~ 32 eps carried to the angle), the
-    # angle's and cos/sin's rounding, the product by the factor, and the 8
-    # significant digits the observation is stored with
-    tol = abs(factor) * (33 * EPS32 * float(ang.abs().max()) + 4 * EPS32) + 1e-7
-    return best[0], best[1], tol
+        s = layouts(ang.sin())[name]
+        mag = layouts(ang.abs())[name]
+        err = torch.maximum((c * factor - cos).abs(), (s * factor - sin).abs())
+        tol = abs(factor) * (33 * EPS32 * mag + 4 * EPS32) + 1e-7
+        worst = int((err / tol).argmax())
+        found = (name, float(err[worst]), float(tol[worst]), bool((err <= tol).all()))
+        if best is None or (found[3], -found[1]) > (best[3], -best[1]):
+            best = found
+    return best
 
 
 def compare(observed: Mapping, config: Mapping) -> list[dict]:
@@ -144,11 +151,29 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
                 add(f"layer {i} rotary dim", len(row["cos"]), 2 * freq.numel(),
                     f"rotary dim {len(row['cos'])} vs {2 * freq.numel()}: cos/sin "
                     f"not compared")
-            elif found[1] > found[2]:
+            elif not found[3]:
                 add(f"layer {i} cos/sin", found[1], found[2],
                     f"largest |cos, sin| difference {found[1]:.3g} at position "
                     f"{observed['position']} (tolerance {found[2]:.3g}, {found[0]} "
                     f"layout)")
+    beyond = observed.get("beyond")
+    if beyond and lib["scheme"] == "rotary" and lib["rope"] is not None:
+        far = library_view(config, position=beyond["position"])["rope"] or {}
+        ropes = {}
+        for r in far.values():
+            if r is not None:
+                ropes.setdefault(tuple(r[0].tolist()), r)
+        for row in beyond["rows"]:
+            found = [_cos_sin_difference(row["cos"], row["sin"], f, a,
+                                         beyond["position"]) for f, a in ropes.values()]
+            found = [x for x in found if x is not None]
+            if not any(x[3] for x in found):
+                worst = min((x[1] for x in found), default=None)
+                add(f"{row['module']} past L", worst, None,
+                    f"at position {beyond['position']:,} (past max_position_embeddings"
+                    f") {row['module']}'s cos/sin match none of the library's layers"
+                    + (f" (closest: off by {worst:.3g})" if worst is not None else
+                       " (no layer has its width)"))
     scales = {int(k): v for k, v in observed["scales"].items() if v is not None}
     if scales and lib["softmax"] is not None:
         bad = {k: v for k, v in scales.items()
@@ -166,7 +191,12 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
             f"the filled cache grows by {theirs:,} bytes per token (float32), the "
             f"library says {lib['kv_per_token']:,}")
     fixed = observed["fixed_state"]
-    if fixed is not None and lib["state"] is not None and fixed != lib["state"]:
+    if lib.get("unsized"):
+        add("fixed state", fixed, None,
+            f"the library does not size the state of {', '.join(lib['unsized'])} "
+            f"layers (the cache holds {fixed or 0:,} bytes that do not grow): not "
+            f"compared")
+    elif fixed is not None and lib["state"] is not None and fixed != lib["state"]:
         add("fixed state", fixed, lib["state"],
             f"the cache holds {fixed:,} bytes that do not grow with the length, the "
             f"library says {lib['state']:,}")
@@ -174,4 +204,11 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
 
 
 def verdict(diffs: list[dict]) -> str:
-    return "agree" if not diffs else "disagree"
+    """``"agree"``; ``"partly compared"`` when every entry is a comparison
+    that could not be made (said as such, never as a difference of 0); else
+    ``"disagree"``."""
+    if not diffs:
+        return "agree"
+    if all(d["reason"].endswith("not compared") for d in diffs):
+        return "partly compared"
+    return "disagree"

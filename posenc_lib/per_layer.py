@@ -70,6 +70,7 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
                   "use_sliding_window": False, "max_window_layers": 28},
     "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
     "lfm2": {"num_hidden_layers": 32, "full_attn_idxs": None},
+    "gemma3n": {"num_hidden_layers": 35, "rope_local_base_freq": 10000.0},
 }
 #: Model types whose classes expand a period into sliding/full layers:
 #: layer i is full attention when (i + 1) % period == 0.
@@ -150,7 +151,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
         model_type = model_type.removesuffix("_text")
     used: list = []
-    n = _field(text, model_type, "num_hidden_layers", used)
+    n = _config.num_layers(text)  # n_layer, num_layers, n_layers: the same field
+    if n is None:
+        n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
     if n is None and given is not None:
         n = len(given)
@@ -166,6 +169,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             raise ValueError(f"layer_types has {len(given)} entries for "
                              f"num_hidden_layers={n}")
         kinds = list(given)
+    elif model_type in _config.ATTENTION_FREE:  # no attention at all
+        kinds = [_config.ATTENTION_FREE[model_type]] * n
     elif model_type == "exaone4" and window is None:
         raise ValueError("an exaone4 config with sliding_window null needs "
                          "layer_types: Exaone4Config then takes the pattern as 0 "
@@ -208,8 +213,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     for i, kind in enumerate(kinds):
         rope: str | None = "global"
         temperature = None
-        if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
-                _config._granite_nope(text, model_type):
+        if kind in ("linear_attention", "conv", "mamba", "recurrent") or \
+                not no_rope[i] or _config._granite_nope(text, model_type) or \
+                model_type in _config.NOT_ROTARY:
             rope = None
         elif model_type == "cohere2" and not (kind == "sliding_attention"
                                               and window is not None):
@@ -217,7 +223,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         elif model_type == "exaone4" and window is not None and \
                 kind != "sliding_attention":
             rope = None  # Exaone4Attention: sliding_window is None or is_sliding
-        elif kind == "sliding_attention" and model_type in ("gemma3", "olmo3"):
+        elif kind == "sliding_attention" and model_type in ("gemma3", "gemma3n",
+                                                             "olmo3"):
             rope = "local"
         if model_type == "llama4" and not no_rope[i] and \
                 _field(text, model_type, "attn_temperature_tuning", used):
@@ -282,7 +289,7 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
         if text.get("rope_parameters") is not None:
             out.pop("rope_parameters")
         out["rope_scaling"] = None
-        if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
+        if model_type in ("gemma3", "gemma3n"):  # their rotary_emb_local
             out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
     _defaults_warning(used, model_type)
     return out
