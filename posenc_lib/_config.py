@@ -131,11 +131,12 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "hunyuan_v1_dense": {"rope_theta": 10000.0},
     "hunyuan_v1_moe": {"rope_theta": 10000.0},
     "lfm2": {"rope_theta": 1000000.0}, "exaone4": {"rope_theta": 10000.0},
-    # GPT-J and CodeGen fix the base in the model (create_sinusoidal_positions:
-    # 10000 ** (arange(0, dim, 2) / dim)); their configs have no rope_theta
-    "gptj": {"rope_theta": 10000.0}, "codegen": {"rope_theta": 10000.0},
     "gemma3n": {"rope_theta": 1000000.0, "head_dim": 256},
 }
+#: Model types whose modelling code fixes the base (no config field): GPT-J and
+#: CodeGen (``create_sinusoidal_positions``: ``10000 ** (arange(0, dim, 2) / dim)``
+#: in ``modeling_gptj.py`` / ``modeling_codegen.py``, transformers 4.57.6).
+FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0}
 # Names that stand for the same field (a default is not used if any is present).
 _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
                "rotary_emb_base": ("rope_theta", "rotary_emb_base"),
@@ -570,6 +571,8 @@ def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> 
         raise ValueError(f"config is ambiguous: {values} disagree on the RoPE base")
     if values:
         return next(iter(values.values()))
+    if model_type in FIXED_BASE:
+        return FIXED_BASE[model_type]
     raise ValueError(f"config is incomplete: no rope_theta, and model_type "
                      f"{model_type!r} has no known default (known: "
                      f"{sorted(MODEL_DEFAULTS)})")

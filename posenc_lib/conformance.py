@@ -14,15 +14,18 @@ seconds.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from pathlib import Path
 from typing import Mapping
 
 import torch
 
 from . import _config, per_layer, scaling, serving
 
-__all__ = ["library_view", "compare", "verdict", "claimed", "EPS32"]
+__all__ = ["library_view", "compare", "verdict", "claimed", "load_results",
+           "rejudge", "tally", "RESULTS_DIR", "EPS32"]
 
 EPS32 = torch.finfo(torch.float32).eps
 
@@ -32,6 +35,7 @@ def claimed(model_type: str) -> bool:
     it says it reads): the sweep fails when such a type disagrees."""
     name = (model_type or "").removesuffix("_text")
     tables = (_config.MODEL_DEFAULTS, _config.NOT_ROTARY, per_layer.LAYER_DEFAULTS,
+              _config.FIXED_BASE,
               serving.STATE_DEFAULTS, getattr(_config, "NO_POSITIONS", {}))
     return any(name in t or model_type in t for t in tables)
 
@@ -135,6 +139,10 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
             add("layers with RoPE", rotating, ours,
                 f"transformers rotates layers {rotating}, the library {ours}")
         for key, row in observed["cos_sin"].items():
+            if not all(k.isdigit() for k in key.split(",")):
+                add("cos/sin", key, None, "apply_rotary* was called outside any "
+                    "decoder layer the sweep found: not compared")
+                continue
             same = [int(k) for k in key.split(",")]
             i = next((k for k in same if k in ours), None)
             if i is None:
@@ -212,3 +220,35 @@ def verdict(diffs: list[dict]) -> str:
     if all(d["reason"].endswith("not compared") for d in diffs):
         return "partly compared"
     return "disagree"
+
+
+#: The stored sweeps, one file per transformers major version.
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
+
+
+def load_results() -> list[dict]:
+    """The stored sweeps (``results/conformance-*.json``), oldest version first."""
+    return [json.loads(p.read_text())
+            for p in sorted(RESULTS_DIR.glob("conformance-*.json"))]
+
+
+def rejudge(stored: dict) -> dict:
+    """Each built type of a stored sweep judged again by the library as it is
+    now: ``{model_type: (stored verdict, verdict now)}``."""
+    out = {}
+    for name, entry in stored["types"].items():
+        if entry["verdict"] == "not built":
+            out[name] = ("not built", "not built")
+            continue
+        out[name] = (entry["verdict"],
+                     verdict(compare(entry["observed"], entry["config"])))
+    return out
+
+
+def tally(stored: dict) -> dict:
+    """``registered``, ``built`` and the count of each verdict of a sweep."""
+    counts = {"registered": stored["registered"]}
+    for entry in stored["types"].values():
+        counts[entry["verdict"]] = counts.get(entry["verdict"], 0) + 1
+    counts["built"] = counts["registered"] - counts.get("not built", 0)
+    return counts

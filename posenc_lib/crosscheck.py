@@ -45,7 +45,7 @@ EPS32 = torch.finfo(torch.float32).eps
 #: Config classes registered under another name than the config's model_type.
 CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
               "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              "qwen2_vl": "qwen2_vl_text"}
+              "qwen2_vl": "qwen2_vl_text", "gemma3n": "gemma3n_text"}
 #: Sizes that have nothing to do with positions, shrunk where the class takes them.
 SMALL = {"vocab_size": 16, "intermediate_size": 32, "intermediate_size_mlp": 32,
          "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,

@@ -49,7 +49,7 @@ from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, 
                scaling, serving)
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
-           "softmax_scale", "logit_factors",
+           "softmax_scale", "logit_factors", "compare_to_baseline", "format_baseline",
            "trained_and_extended", "format_report", "main"]
 
 #: Display names of transformers' rope types.
@@ -368,6 +368,79 @@ def softmax_scale(config: Mapping) -> float | None:
     factors = logit_factors(config, rope, 1.0)
     return math.prod(f["value"] for f in factors if f["value"] is not None
                      and not f["name"].startswith("cos/sin"))
+
+
+def compare_to_baseline(config: Mapping, baseline: Mapping, *,
+                        target_length: int | None = None) -> dict:
+    """Judge an extended config against the config the model shipped with.
+
+    ``baseline``'s frequencies at its own length ``L`` (for Llama 3.1, its
+    ``llama3`` bands; for Hunyuan, its alpha base) are what the model was
+    trained with, not plain RoPE. Against them, at ``target_length`` (default:
+    the extended length of ``config``, else its ``max_position_embeddings``):
+
+    - ``faster``: pairs whose frequency is higher than trained (an extension
+      should only slow pairs down), with the largest ratio;
+    - ``beyond``: pairs that never completed a turn within ``L`` and whose
+      angle at ``target - 1`` exceeds the largest one they reached in training
+      (at ``L - 1``): angles the model never saw;
+    - ``logit_factor_change``: the cos/sin attention factor squared, new over
+      shipped; a static method applies it to every prompt, short ones too.
+
+    Raises:
+        ValueError: for either config without RoPE, or configs whose rotary
+            dims differ (nothing to compare pair by pair).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = _config.parse_rope_config(baseline)
+        new = _config.parse_rope_config(config)
+        if old.dim != new.dim:
+            raise ValueError(f"baseline rotates {old.dim} features, config {new.dim}: "
+                             f"no pair-by-pair comparison")
+        length = old.extended_length or old.max_position_embeddings or old.train_length
+        target = target_length or new.extended_length or new.max_position_embeddings
+        if length is None or target is None:
+            raise ValueError("baseline and config need max_position_embeddings")
+        target = _validate.positive_int("target_length", target)
+        trained, factor_old = scaling.rope_from_config(baseline, seq_len=length,
+                                                       dtype=torch.float64)
+        now, factor_new = scaling.rope_from_config(config, seq_len=target,
+                                                   dtype=torch.float64)
+        short, factor_short = scaling.rope_from_config(config, seq_len=min(length,
+                                                                           target),
+                                                       dtype=torch.float64)
+    eps = 1e-12
+    faster = now > trained * (1 + eps)
+    trained_angle = trained * (length - 1)
+    beyond = (now * (target - 1) > trained_angle * (1 + eps)) & \
+        (trained_angle < 2 * math.pi)
+    return {"baseline_length": length, "target_length": target,
+            "faster_count": int(faster.sum()),
+            "faster_pairs": _ranges(torch.nonzero(faster).flatten().tolist()),
+            "largest_speed_up": float((now / trained).max()),
+            "beyond_count": int(beyond.sum()),
+            "beyond_pairs": _ranges(torch.nonzero(beyond).flatten().tolist()),
+            "short_prompt_pairs_changed": int(
+                ((short - trained).abs() > 1e-6 * trained).sum()),
+            "logit_factor_change": (factor_short / factor_old) ** 2,
+            "pairs": new.dim // 2}
+
+
+def format_baseline(result: dict) -> str:
+    """:func:`compare_to_baseline` as a few lines."""
+    n, L, T = result["pairs"], result["baseline_length"], result["target_length"]
+    lines = [f"against the shipped config (trained frequencies at L = {L:,}):",
+             f"  faster than trained {result['faster_count']} of {n} pairs "
+             f"({_fmt_ranges(result['faster_pairs'])}), up to "
+             f"{result['largest_speed_up']:.3g}x",
+             f"  angles never seen   {result['beyond_count']} pairs reach at {T - 1:,} "
+             f"more than their angle at {L - 1:,} "
+             f"({_fmt_ranges(result['beyond_pairs'])})",
+             f"  short prompts       {result['short_prompt_pairs_changed']} pairs "
+             f"differ from trained; logits x {result['logit_factor_change']:.4g} "
+             f"against the shipped config"]
+    return "\n".join(lines) + "\n"
 
 
 def _has_layers(config: Mapping) -> bool:

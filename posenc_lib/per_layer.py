@@ -70,7 +70,6 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
                   "use_sliding_window": False, "max_window_layers": 28},
     "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
     "lfm2": {"num_hidden_layers": 32, "full_attn_idxs": None},
-    "gemma3n": {"num_hidden_layers": 35, "rope_local_base_freq": 10000.0},
 }
 #: Model types whose classes expand a period into sliding/full layers:
 #: layer i is full attention when (i + 1) % period == 0.
@@ -213,10 +212,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     for i, kind in enumerate(kinds):
         rope: str | None = "global"
         temperature = None
-        if kind in ("linear_attention", "conv", "mamba", "recurrent") or \
-                not no_rope[i] or _config._granite_nope(text, model_type) or \
-                model_type in _config.NOT_ROTARY:
+        if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
+                _config._granite_nope(text, model_type):
             rope = None
+        elif kind == "recurrent" or model_type in _config.NOT_ROTARY:
+            rope = None  # attention-free, or positions that are not rotary
         elif model_type == "cohere2" and not (kind == "sliding_attention"
                                               and window is not None):
             rope = None  # Cohere2Attention: RoPE only if its window is not None
@@ -289,7 +289,11 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
         if text.get("rope_parameters") is not None:
             out.pop("rope_parameters")
         out["rope_scaling"] = None
-        if model_type in ("gemma3", "gemma3n"):  # their rotary_emb_local
+        if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
             out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
+        elif model_type == "gemma3n":  # Gemma3nTextModel.rotary_emb_local
+            # (Gemma3nTextConfig's default rope_local_base_freq: 10,000)
+            local = text.get("rope_local_base_freq")
+            out["rope_theta"] = 10_000.0 if local is None else local
     _defaults_warning(used, model_type)
     return out
