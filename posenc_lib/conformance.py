@@ -182,14 +182,16 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
                     f") {row['module']}'s cos/sin match none of the library's layers"
                     + (f" (closest: off by {worst:.3g})" if worst is not None else
                        " (no layer has its width)"))
-    scales = {int(k): v for k, v in observed["scales"].items() if v is not None}
+    scales = {(int(k) if str(k).isdigit() else str(k)): v
+              for k, v in observed["scales"].items() if v is not None}
     if scales and lib["softmax"] is not None:
         bad = {k: v for k, v in scales.items()
                if not math.isclose(v, lib["softmax"], rel_tol=1e-6)}
         if bad:
             add("softmax scale", sorted(set(bad.values())), lib["softmax"],
                 f"attention is called with scaling {sorted(set(bad.values()))} on "
-                f"layers {sorted(bad)}, the library says {lib['softmax']:.6g}")
+                f"layers {sorted(bad, key=str)}, the library says "
+                f"{lib['softmax']:.6g}")
     theirs = observed["kv_per_token"]
     if theirs is None:
         add("KV bytes/token", None, lib["kv_per_token"],

@@ -66,7 +66,11 @@ def sweep(types: list[str]) -> dict:
             results[model_type] = entry
             print(f"{model_type:28s} not built: {entry['reason'][:100]}", flush=True)
             continue
-        diffs = conformance.compare(run["observed"], run["config"])
+        try:
+            diffs = conformance.compare(run["observed"], run["config"])
+        except Exception as e:  # noqa: BLE001 -- a crash of the comparison is listed
+            diffs = [{"what": "comparison", "transformers": None, "library": None,
+                      "reason": f"the comparison raised {type(e).__name__}: {e}"}]
         entry.update(
             text_model_type=run["text_model_type"], model_class=run["class"],
             cache_class=run["cache_class"], rotary_functions=run["rotary_functions"],
