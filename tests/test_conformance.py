@@ -123,3 +123,96 @@ def test_live_subset_matches_the_stored_observations():
         assert run["observed"]["scales"] == stored["scales"], name
         assert conformance.compare(run["observed"], run["config"]) == \
             conformance.compare(stored, data["types"][name]["config"]), name
+
+
+# The issue-table rows, each against a tiny model of its own config (tens of
+# seconds each: `make slow`).
+GRANITE_H = {
+    "model_type": "granitemoehybrid", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 40,
+    "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba"
+                    for i in range(40)],
+    "position_embedding_type": "nope", "attention_multiplier": 0.0078125,
+    "max_position_embeddings": 131072, "mamba_n_heads": 128, "mamba_d_state": 128,
+    "mamba_d_head": 64, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_d_conv": 4}
+HUNYUAN_7B = {
+    "model_type": "hunyuan_v1_dense", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 32,
+    "max_position_embeddings": 262144, "rope_theta": 10000.0,
+    "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}}
+
+
+@pytest.mark.slow
+def test_granite_h_report_and_crosscheck():
+    from posenc_lib import crosscheck, inspect
+
+    report = inspect.inspect_config(GRANITE_H)
+    cache = report["kv_cache"]
+    assert cache["bytes_per_token"] == 16 * 1024
+    assert cache["fixed_state"]["layers"] == 36
+    assert round(cache["fixed_state"]["bytes"] / 2**20, 1) == 74.3
+    assert report["logit_factors"][0]["value"] == 0.0078125
+    assert "serving" in inspect.format_report(report)
+    result = crosscheck.crosscheck(GRANITE_H)
+    assert result["ok"], result["problems"]
+    assert result["scales_received"] == [0.0078125]
+
+
+@pytest.mark.slow
+def test_gemma3n_report_and_crosscheck():
+    pytest.importorskip("transformers")
+    from transformers import Gemma3nConfig
+
+    from posenc_lib import crosscheck, inspect
+
+    config = Gemma3nConfig().to_dict()  # E4B's text sizes: 35 layers, 15 sharing
+    report = inspect.inspect_config(config)
+    assert report["kv_cache"]["bytes_per_token"] == 40 * 1024
+    assert report["kv_cache"]["kv_layers"] == 20
+    assert inspect.softmax_scale(config) == 1.0
+    local = {e["rope"]["base"] for e in report["layers"]
+             if e["attention"] == "sliding_attention"}
+    assert local == {10_000.0}
+    result = crosscheck.crosscheck(config)
+    assert result["ok"], result["problems"]
+    assert result["scales_received"] == [1.0]
+
+
+@pytest.mark.slow
+def test_hunyuan_alpha_base_and_the_4_57_cliff():
+    transformers = pytest.importorskip("transformers")
+    from posenc_lib import crosscheck, inspect
+
+    report = inspect.inspect_config(HUNYUAN_7B)
+    assert round(report["effective_base"], -3) == 11_159_000
+    assert report["full_turn_pairs"] == 42
+    assert report["frequencies"]["length_dependent"]
+    result = crosscheck.crosscheck(HUNYUAN_7B)  # positions past L included
+    assert result["beyond"] == 2 * 262144 - 1
+    if transformers.__version__.startswith("4."):
+        assert result["ok"], result["problems"]
+
+
+@pytest.mark.slow
+def test_minimax_m2_rotary_dim_under_5x():
+    from pathlib import Path as P
+
+    from posenc_lib import crosscheck, inspect
+
+    config = {"model_type": "minimax_m2", "hidden_size": 3072,
+              "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+              "rotary_dim": 64, "num_hidden_layers": 62,
+              "max_position_embeddings": 196608, "rope_theta": 5000000,
+              "num_local_experts": 256, "num_experts_per_tok": 8,
+              "use_mtp": True, "num_mtp_modules": 3}
+    report = inspect.inspect_config(config)
+    assert (report["rotary_dim"], report["pairs"]) == (64, 32)
+    assert any("multi-token-prediction" in n for n in report["engine_needs"])
+    python = ROOT / ".cache" / "transformers5-venv" / "bin" / "python"
+    if not python.exists():
+        python = P("/work/venv5/bin/python")
+    if not python.exists():
+        pytest.skip("no transformers 5.x interpreter (make conformance makes one)")
+    result = crosscheck.crosscheck(config, python=str(python))
+    assert result["transformers"].startswith("5.")
+    assert result["ok"], result["problems"]
