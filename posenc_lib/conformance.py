@@ -171,7 +171,7 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
         for r in far.values():
             if r is not None:
                 ropes.setdefault(tuple(r[0].tolist()), r)
-        for row in beyond["rows"]:
+        for row in beyond["rows"] if ropes else ():  # no layer rotates: unused
             found = [_cos_sin_difference(row["cos"], row["sin"], f, a,
                                          beyond["position"]) for f, a in ropes.values()]
             found = [x for x in found if x is not None]

@@ -170,6 +170,15 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         kinds = list(given)
     elif model_type in _config.ATTENTION_FREE:  # no attention at all
         kinds = [_config.ATTENTION_FREE[model_type]] * n
+    elif model_type == "jamba":  # JambaConfig.layers_block_type
+        period = _validate.positive_int("attn_layer_period",
+                                        text.get("attn_layer_period", 8))
+        offset = text.get("attn_layer_offset", 4)
+        kinds = ["full_attention" if i % period == offset else "mamba"
+                 for i in range(n)]
+    elif model_type == "bamba":  # BambaConfig.layers_block_type
+        attending = text.get("attn_layer_indices") or ()
+        kinds = ["full_attention" if i in attending else "mamba" for i in range(n)]
     elif model_type == "exaone4" and window is None:
         raise ValueError("an exaone4 config with sliding_window null needs "
                          "layer_types: Exaone4Config then takes the pattern as 0 "
