@@ -136,7 +136,8 @@ def shrunk(model_type: str):
     if getattr(text, "num_key_value_heads", None) is not None or \
             "num_key_value_heads" in params:
         if getattr(text, "num_key_value_heads", None) not in (1,):
-            put("num_key_value_heads", KV_HEADS)
+            # MLA (DeepSeek-V2/V3, LongCat, MiniCPM3) caches one key per query head
+            put("num_key_value_heads", heads if has("kv_lora_rank") else KV_HEADS)
     hd = head_dim if explicit else HEAD_DIM
     if isinstance(getattr(text, "rotary_dim", None), int):  # GPT-J, CodeGen: partial
         hd = max(hd, 2 * text.rotary_dim)
