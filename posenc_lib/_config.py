@@ -131,7 +131,12 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "hunyuan_v1_dense": {"rope_theta": 10000.0},
     "hunyuan_v1_moe": {"rope_theta": 10000.0},
     "lfm2": {"rope_theta": 1000000.0}, "exaone4": {"rope_theta": 10000.0},
+    "gemma3n": {"rope_theta": 1000000.0, "head_dim": 256},
 }
+#: Model types whose modelling code fixes the base (no config field): GPT-J and
+#: CodeGen (``create_sinusoidal_positions``: ``10000 ** (arange(0, dim, 2) / dim)``
+#: in ``modeling_gptj.py`` / ``modeling_codegen.py``, transformers 4.57.6).
+FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0}
 # Names that stand for the same field (a default is not used if any is present).
 _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
                "rotary_emb_base": ("rope_theta", "rotary_emb_base"),
@@ -147,11 +152,50 @@ NOT_ROTARY = {
     "longt5": "T5 relative buckets", "gpt2": "learned absolute positions",
     "bert": "learned absolute positions", "roberta": "learned absolute positions",
     "opt": "learned absolute positions",
+    # transformers 4.57.6's causal-LM types without RoPE (their modelling files:
+    # a learned position table, sinusoids added to the input, or a relative
+    # scheme of their own); scripts/conformance.py builds each
+    **dict.fromkeys(("gpt-sw3", "openai-gpt", "gpt_bigcode", "gpt_neo", "biogpt",
+                     "bert-generation", "roberta-prelayernorm", "xlm-roberta",
+                     "xlm-roberta-xl", "camembert", "data2vec-text", "electra",
+                     "ernie", "megatron-bert", "rembert", "roc_bert", "xmod",
+                     "big_bird", "git", "trocr", "whisper", "plbart", "mvp", "bart",
+                     "mbart", "blenderbot", "blenderbot-small", "qdqbert", "xlm",
+                     "bigbird_pegasus"),
+                    "learned absolute positions"),
+    **dict.fromkeys(("xglm", "speech_to_text_2", "marian", "pegasus", "ctrl",
+                     "musicgen", "musicgen_melody"),
+                    "sinusoidal absolute positions"),
+    "mega": "relative position bias",
+    "transfo-xl": "relative sinusoidal positions (Transformer-XL)",
+    "xlnet": "relative sinusoidal positions (Transformer-XL)",
+    "reformer": "axial position embeddings", "prophetnet": "learned relative buckets",
+    "xlm-prophetnet": "learned relative buckets",
 }
+#: Model types without attention (transformers 4.57.6): no positions at all, no
+#: keys or values; each layer keeps a fixed recurrent state.
+ATTENTION_FREE = {"mamba": "mamba", "mamba2": "mamba", "falcon_mamba": "mamba",
+                  "rwkv": "recurrent", "xlstm": "recurrent"}
+NOT_ROTARY.update({name: "no positions (attention-free: a recurrent state)"
+                   for name in ATTENTION_FREE})
+#: Hybrids whose attention layers apply no RoPE (JambaAttention builds no
+#: rotary embedding; transformers 4.57.6).
+NOT_ROTARY["jamba"] = "no positional encoding (NoPE)"
+
+#: Names config classes give the layer count (their ``attribute_map`` maps them
+#: onto ``num_hidden_layers``: GPT-2 ``n_layer``, MPT/DBRX ``n_layers``, ...).
+LAYER_ALIASES = ("num_hidden_layers", "n_layer", "num_layers", "n_layers",
+                 "decoder_layers")
+
+
+def num_layers(text: Mapping):
+    """The config's layer count under any of :data:`LAYER_ALIASES`, or ``None``."""
+    return _one_of_aliases(text, LAYER_ALIASES)[1]
 
 # Aliases some config classes map onto the canonical names (attribute_map).
-_HIDDEN_ALIASES = ("hidden_size", "n_embd", "n_embed", "d_model")
-_HEADS_ALIASES = ("num_attention_heads", "n_head", "num_heads")
+_HIDDEN_ALIASES = ("hidden_size", "n_embd", "n_embed", "d_model", "emb_dim")
+_HEADS_ALIASES = ("num_attention_heads", "n_head", "num_heads", "n_heads",
+                  "attention_heads", "decoder_attention_heads")
 
 
 @dataclass(frozen=True)
@@ -347,6 +391,18 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     model_type = config.get("model_type")
     model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
+    if text is None and model_type == "modernbert-decoder" and \
+            config.get("rope_theta") is None and config.get("global_rope_theta"):
+        # ModernBertDecoderConfig maps rope_theta onto global_rope_theta, and
+        # 4.57.6 builds both rotary modules (global_rotary_emb, local_rotary_emb)
+        # from that one config: local_rope_theta is not read
+        return {**config, "rope_theta": config["global_rope_theta"]}, model_type
+    if text is None and model_type == "dbrx" and isinstance(config.get("attn_config"),
+                                                            Mapping):
+        # DbrxAttention: rope_theta and kv_n_heads live in attn_config
+        attn = config["attn_config"]
+        return {**config, "rope_theta": attn.get("rope_theta", 10000.0),
+                "num_key_value_heads": attn.get("kv_n_heads", 1)}, model_type
     if text is None:
         if model_type == "lfm2" and config.get("theta") is not None:
             # Lfm2Config: rope_theta = kwargs.get("theta", rope_theta), the key
@@ -518,6 +574,8 @@ def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> 
         raise ValueError(f"config is ambiguous: {values} disagree on the RoPE base")
     if values:
         return next(iter(values.values()))
+    if model_type in FIXED_BASE:
+        return FIXED_BASE[model_type]
     raise ValueError(f"config is incomplete: no rope_theta, and model_type "
                      f"{model_type!r} has no known default (known: "
                      f"{sorted(MODEL_DEFAULTS)})")
@@ -648,6 +706,20 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
     if alpha is not None and text.get("head_dim") is None:
         problems.messages.append(f"model_type {model_type!r} with an NTK alpha needs "
                                  f"head_dim (its rotary module reads config.head_dim)")
+    rotary_dim = text.get("rotary_dim")  # GPT-J, CodeGen (4.x); MiniMax-M2
+    if rotary_dim is not None and head_dim is not None and partial is not None:
+        # GPTJAttention rotates the first rotary_dim features; MiniMaxM2Config
+        # (5.x) turns it into partial_rotary_factor = rotary_dim / head_dim
+        rotary_dim = problems.check(_validate.positive_int, "rotary_dim", rotary_dim)
+        if rotary_dim is not None and rotary_dim > head_dim:
+            problems.messages.append(f"rotary_dim {rotary_dim} exceeds head_dim "
+                                     f"{head_dim}")
+        elif rotary_dim is not None:
+            if partial != 1.0 and partial != rotary_dim / head_dim:
+                problems.messages.append(
+                    f"config is ambiguous: rotary_dim {rotary_dim} of head_dim "
+                    f"{head_dim} but partial_rotary_factor {partial}")
+            partial = rotary_dim / head_dim
     if head_dim is not None and partial is not None:
         dim = int(head_dim * partial)
         if dim < 2 or dim % 2:

@@ -37,7 +37,7 @@ from typing import Mapping
 
 import torch
 
-from . import _config, inspect, per_layer, scaling, serving
+from . import _config, inspect, scaling, serving
 
 __all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
 
@@ -45,7 +45,7 @@ EPS32 = torch.finfo(torch.float32).eps
 #: Config classes registered under another name than the config's model_type.
 CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
               "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              "qwen2_vl": "qwen2_vl_text"}
+              "qwen2_vl": "qwen2_vl_text", "gemma3n": "gemma3n_text"}
 #: Sizes that have nothing to do with positions, shrunk where the class takes them.
 SMALL = {"vocab_size": 16, "intermediate_size": 32, "intermediate_size_mlp": 32,
          "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,
@@ -56,7 +56,8 @@ SMALL = {"vocab_size": 16, "intermediate_size": 32, "intermediate_size_mlp": 32,
          "linear_num_value_heads": 2, "linear_key_head_dim": 16,
          "linear_value_head_dim": 16, "mamba_n_heads": 2, "mamba_d_state": 8,
          "mamba_n_groups": 1, "shared_intermediate_size": 32,
-         "first_k_dense_replace": 1, "pad_token_id": 0}
+         "first_k_dense_replace": 1, "pad_token_id": 0,
+         "vocab_size_per_layer_input": 16, "hidden_size_per_layer_input": 8}
 
 
 def _transformers():
@@ -78,18 +79,22 @@ def shrink(config: Mapping) -> dict:
     transformers, mapping = _transformers()
     text, model_type = _config._text_config(config)
     text = copy.deepcopy(text)
-    if "text_config" in config:
-        model_type = text.pop("model_type", None) or model_type
+    inner = config.get("text_config")
+    candidates = []
+    if isinstance(inner, Mapping):  # a multimodal config: its text model
+        candidates.append(text.pop("model_type", None))
+        candidates.append(f"{config.get('model_type')}_text")
     model_type = (model_type or "").removesuffix("_text")
-    class_type = CLASS_TYPE.get(model_type, model_type)
-    if class_type not in mapping:
+    candidates += [CLASS_TYPE.get(model_type, model_type), f"{model_type}_text"]
+    class_type = next((c for c in candidates if c and c in mapping), None)
+    if class_type is None:
         raise ValueError(f"transformers {transformers.__version__} does not know "
                          f"model_type {model_type!r}: nothing to build and compare")
-    if _config.positional_scheme(config) != "rotary":
-        raise ValueError("--crosscheck compares rotary embeddings, and this config "
-                         f"uses {_config.positional_scheme(config)}")
-    rope = _config.parse_rope_config(config)
-    head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
+    if _config.positional_scheme(config) == "rotary":
+        rope = _config.parse_rope_config(config)
+        head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
+    else:  # NoPE, ALiBi, learned positions, hybrids: the cache and scale still
+        head_dim = serving.cache_head(config)["key_dim"]
     params = std_inspect.signature(mapping[class_type].__init__).parameters
     small = {k: v for k, v in SMALL.items() if k in params or k in text}
     for alias in (*_config._HEADS_ALIASES, *_config._HIDDEN_ALIASES, "num_kv_heads"):
@@ -102,7 +107,9 @@ def shrink(config: Mapping) -> dict:
             out["head_dim"] = head_dim
     else:  # MLA: the rotary part stays, the rest shrinks
         out["hidden_size"] = 64
-    if text.get("num_hidden_layers") is None and text.get("layer_types") is None:
+    if "mamba_d_head" in out and "mamba_n_heads" in small:
+        out["mamba_d_head"] = "auto"  # follows the shrunk hidden size and heads
+    if _config.num_layers(text) is None and text.get("layer_types") is None:
         out["num_hidden_layers"] = 2  # the config states no layers: two show it
     return out
 
@@ -150,24 +157,39 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     return size(cache.key_cache) + size(cache.value_cache), state
 
 
-def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
+def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) -> dict:
     """Compare the report on ``config`` with a tiny model of its class.
+
+    Args:
+        config: a parsed ``config.json`` (a multimodal one is checked through
+            its text model).
+        tokens: the length of the forward pass whose cache is measured.
+        python: another Python interpreter (a transformers 5.x venv, say) to
+            build and run the tiny model with; it imports this ``posenc_lib``
+            and needs torch and transformers. The comparison is this
+            library's.
 
     Returns:
         dict with ``model_type``, ``class`` (the model class built),
         ``layers`` (per layer: ``index``, ``rope`` (bool), ``cos_sin_error``,
-        ``tolerance``, ``ok``), ``scaling`` (rotary and softmax: ours and
-        theirs), ``cache`` (``kv``, ``state``: measured and predicted bytes at
-        ``tokens`` tokens), ``problems`` (a list of sentences) and ``ok``.
+        ``tolerance``, ``ok``), ``softmax_scaling`` (the report's) and
+        ``scales_received`` (what each attention call received),
+        ``cache`` (``kv``, ``state``: measured and predicted bytes at
+        ``tokens`` tokens), ``beyond`` (positions past ``L`` checked, or
+        ``None``), ``not_compared`` (comparisons that could not be made),
+        ``problems`` (a list of sentences) and ``ok``.
 
     Raises:
         ImportError: without transformers.
-        ValueError: for a model type the installed transformers does not know,
-            or a config without rotary positions.
+        ValueError: for a model type the installed transformers does not know.
     """
+    if python is not None:
+        return _in_other_python(config, tokens, python)
     transformers, mapping = _transformers()
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
+
+    from . import conformance, tiny_model
 
     small = shrink(config)
     fields = {k: v for k, v in small.items() if k != "model_type"}
@@ -175,29 +197,29 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
     hf_logging.set_verbosity_error()
     try:
         built = mapping[small["model_type"]](**fields)
+        built._attn_implementation = "eager"
         torch.manual_seed(0)
         model = AutoModel.from_config(built, dtype=torch.bfloat16).eval()
     finally:
         hf_logging.set_verbosity(verbosity)
     base = getattr(model, "language_model", model)
     problems: list[str] = []
+    rotary = _config.positional_scheme(small) == "rotary"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = inspect.inspect_config(small, target_length=None)
-        layout = per_layer.layer_layout(small)
-    train = report["train_length"]
+        expected_softmax = inspect.softmax_scale(small)
+        train = (inspect.trained_and_extended(small)["train_length"] if rotary
+                 else tokens)
     positions = torch.cat([torch.arange(min(tokens, train)),
                            torch.arange(max(train - 4, tokens), train)])
     layers_out = []
-    softmax = [f["value"] for f in report["logit_factors"]
-               if f["value"] is not None and not f["name"].startswith("cos/sin")]
-    expected_softmax = math.prod(softmax)
-    for i, layer in enumerate(base.layers):
-        module, attn = _rotary_for(base, layer)
+    stack = getattr(base, "layers", None) or tiny_model._decoder_layers(base)
+    for i, layer in enumerate(stack):
+        module, attn = _rotary_for(base, layer) if rotary else (None, None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ours = scaling.rope_from_config(small, layer=i, seq_len=train,
-                                            dtype=torch.float64)
+            ours = (scaling.rope_from_config(small, layer=i, seq_len=train,
+                                             dtype=torch.float64) if rotary else None)
         entry = {"index": i, "rope": module is not None, "cos_sin_error": None,
                  "tolerance": None, "ok": True}
         if (ours is None) != (module is None):
@@ -211,7 +233,10 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
             if theirs.shape != freq.shape or not torch.allclose(
                     freq, theirs, rtol=32 * EPS32, atol=0):
                 entry["ok"] = False
-                problems.append(f"layer {i}: inv_freq differs from the report's")
+                problems.append(f"layer {i}: inv_freq differs from the report's"
+                                + (f" (rotary dim {2 * theirs.numel()} vs "
+                                   f"{2 * freq.numel()})"
+                                   if theirs.shape != freq.shape else ""))
             if not math.isclose(float(module.attention_scaling), factor,
                                 rel_tol=8 * torch.finfo(torch.float64).eps):
                 entry["ok"] = False
@@ -230,7 +255,9 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
             ref_cos = torch.cat([angles.cos()] * 2, -1) * factor
             ref_sin = torch.cat([angles.sin()] * 2, -1) * factor
             cos, sin = cos[0].double(), sin[0].double()
-            if cos.shape != ref_cos.shape:  # interleaved layouts repeat each pair
+            if cos.shape[-1] == angles.shape[-1]:  # one value per pair (gpt-oss)
+                ref_cos, ref_sin = angles.cos() * factor, angles.sin() * factor
+            elif cos.shape != ref_cos.shape:  # interleaved layouts repeat each pair
                 ref_cos = angles.cos().repeat_interleave(2, -1) * factor
                 ref_sin = angles.sin().repeat_interleave(2, -1) * factor
             if cos.shape == ref_cos.shape:
@@ -244,12 +271,10 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
                                     f"{float(err.max()):.3g}")
                 entry["cos_sin_error"] = float(err.max())
                 entry["tolerance"] = float(tol.max())
-        if attn is not None and hasattr(attn, "scaling") and \
-                layout[i].attention not in serving.NO_KV:
-            if not math.isclose(float(attn.scaling), expected_softmax, rel_tol=1e-12):
+            else:  # never a difference of 0: the comparison is impossible
                 entry["ok"] = False
-                problems.append(f"layer {i}: softmax scaling {float(attn.scaling):.9g}, "
-                                f"the report {expected_softmax:.9g}")
+                problems.append(f"layer {i}: rotary dim {cos.shape[-1]} vs "
+                                f"{ref_cos.shape[-1]}: cos/sin not compared")
         layers_out.append(entry)
     kv, state = filled_cache_bytes(model, built, tokens)
     predicted = serving.kv_cache_bytes(small, length=tokens)
@@ -258,28 +283,79 @@ def crosscheck(config: Mapping, *, tokens: int = 10) -> dict:
         problems.append(f"cache after {tokens} tokens: transformers holds {kv:,} bytes "
                         f"of keys and values and {state:,} of other state, the report "
                         f"{predicted['bytes_at_length']:,} and {fixed:,}")
+    # What the attention calls receive (scaling), and each rotary module at a
+    # position past L (called with float32 input): the conformance sweep's
+    # observation; its cos/sin rows and cache bytes (bfloat16 here) are not used
+    model32 = model
+    hf_logging.set_verbosity_error()
+    try:
+        observed = tiny_model.observe(model32, built, small["model_type"])["observed"]
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    scales = sorted({v for v in observed["scales"].values() if v is not None})
+    not_compared = []
+    for d in conformance.compare({**observed, "cos_sin": {}, "kv_per_token": 0,
+                                  "fixed_state": None}, small):
+        if d["what"] == "softmax scale" or d["what"].endswith("past L"):
+            problems.append(d["reason"])
     return {"model_type": small["model_type"], "class": type(model).__name__,
             "transformers": transformers.__version__, "tokens": tokens,
             "layers": layers_out, "softmax_scaling": expected_softmax,
+            "scales_received": scales, "beyond": observed.get("beyond") and
+            observed["beyond"]["position"], "not_compared": not_compared,
             "cache": {"kv": kv, "kv_predicted": predicted["bytes_at_length"],
                       "state": state, "state_predicted": fixed},
             "problems": problems, "ok": not problems}
 
 
+def _in_other_python(config: Mapping, tokens: int, python: str) -> dict:
+    """Run :func:`crosscheck` with the interpreter ``python`` (JSON both ways)."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+    try:
+        done = subprocess.run([python, "-m", "posenc_lib.crosscheck", "--stdin-json",
+                               "--tokens", str(tokens)],
+                              input=json.dumps(dict(config)), capture_output=True,
+                              text=True, env=env, cwd=root, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ValueError(f"python {python!r} could not run the cross-check: "
+                         f"{error}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ValueError(f"python {python!r} could not run the cross-check: {last}")
+    return json.loads(done.stdout)
+
+
 def format_result(result: dict) -> str:
     """The crosscheck as a few lines, ending with its verdict."""
     rotary = sum(e["rope"] for e in result["layers"])
-    worst = max((e["cos_sin_error"] or 0.0 for e in result["layers"]), default=0.0)
+    errors = [e["cos_sin_error"] for e in result["layers"]
+              if e["cos_sin_error"] is not None]
+    worst = (f"largest cos/sin difference {max(errors):.3g}" if errors else
+             "no cos/sin compared")
     cache = result["cache"]
     lines = [f"crosscheck against transformers {result['transformers']} "
              f"({result['class']}, tiny sizes, random weights):",
              f"  layers             {len(result['layers'])} compared, {rotary} with "
-             f"RoPE; largest cos/sin difference {worst:.3g}",
-             f"  softmax scaling    {result['softmax_scaling']:.6g} on every attention "
-             f"layer",
+             f"RoPE; {worst}",
+             f"  softmax scaling    report {result['softmax_scaling']:.6g}; attention "
+             f"called with {', '.join(f'{v:.6g}' for v in result['scales_received'])}"
+             if result["softmax_scaling"] is not None else
+             "  softmax scaling    none (no attention)",
              f"  cache              {cache['kv']:,} bytes of keys and values after "
              f"{result['tokens']} tokens (report: {cache['kv_predicted']:,}); fixed "
              f"state {cache['state']:,} (report: {cache['state_predicted']:,})"]
+    if result.get("beyond"):
+        lines.append(f"  past L             each rotary module's cos/sin at position "
+                     f"{result['beyond']:,} compared")
+    for item in result.get("not_compared", []):
+        lines.append(f"  NOT COMPARED       {item}")
     for problem in result["problems"]:
         lines.append(f"  MISMATCH           {problem}")
     lines.append("  verdict            " + (
@@ -287,3 +363,41 @@ def format_result(result: dict) -> str:
         f"{len(result['problems'])} mismatch(es): do not trust the report for "
         f"this config"))
     return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    """``python -m posenc_lib.crosscheck CONFIG|MODEL [--python PATH]
+    [--tokens N]``: the inspector's report, then the cross-check (with
+    ``--python``, the tiny model runs in that interpreter). Returns 0 when
+    they agree, 1 on a mismatch, 2 when the check cannot run."""
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m posenc_lib.crosscheck",
+                                     description=main.__doc__.splitlines()[0])
+    parser.add_argument("source", nargs="?", help="a config.json, a model directory "
+                        "or a model name (python -m posenc_lib.inspect --list)")
+    parser.add_argument("--python", default=None, help="the interpreter that builds "
+                        "and runs the tiny model (e.g. a transformers 5.x venv)")
+    parser.add_argument("--tokens", type=int, default=10)
+    parser.add_argument("--stdin-json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.stdin_json:  # the child side of --python: config in, result out
+        print(json.dumps(crosscheck(json.load(sys.stdin), tokens=args.tokens)))
+        return 0
+    if args.source is None:
+        parser.error("give a config.json or a model name")
+    try:
+        name, config = inspect.load_config(args.source)
+        print(inspect.format_report(inspect.inspect_config(config, name=name)), end="")
+        result = crosscheck(config, tokens=args.tokens, python=args.python)
+    except (ValueError, ImportError) as error:
+        print(f"crosscheck error: {error}", file=sys.stderr)
+        return 2
+    print(format_result(result), end="")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

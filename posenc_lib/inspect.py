@@ -49,6 +49,7 @@ from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, 
                scaling, serving)
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
+           "softmax_scale", "logit_factors", "compare_to_baseline", "format_baseline",
            "trained_and_extended", "format_report", "main"]
 
 #: Display names of transformers' rope types.
@@ -183,7 +184,8 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
     if target_length is None:
         target_length = rope.extended_length or 2 * train
     target = _validate.positive_int("target_length", target_length)
-    if rope.rope_type == "longrope":
+    if rope.rope_type == "longrope" or rope.ntk_alpha is not None:
+        # LongRoPE's short list and Hunyuan's alpha base run up to L: what was trained
         trained, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
     else:
         trained, _ = scaling.rope_parameters("default", rope.dim, rope.base,
@@ -294,15 +296,21 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     model_type = (model_type or "").removesuffix("_text")
     block, _ = _config._rope_block(text)
     out = []
-    if text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
-                                                                       "gemma3"):
+    head_dim = rope.head_dim if rope is not None else \
+        serving.cache_head(config)["key_dim"]
+    if model_type == "gemma3n":
+        out.append({"name": "softmax scale", "value": 1.0,
+                    "formula": "1 (q and k are RMS-normalised)",
+                    "source": "Gemma3nTextAttention calls attention with scaling=1.0"})
+    elif text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
+                                                                         "gemma3"):
         scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
         out.append({"name": "softmax scale", "value": scalar ** -0.5,
                     "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
                     "source": "Gemma2Attention / Gemma3Attention"})
     elif model_type in ("deepseek_v3", "deepseek_v2") and \
             text.get("qk_nope_head_dim") is not None:
-        qk = text["qk_nope_head_dim"] + rope.head_dim
+        qk = text["qk_nope_head_dim"] + head_dim
         out.append({"name": "softmax scale", "value": qk ** -0.5,
                     "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
                     "source": "DeepseekV3Attention.scaling"})
@@ -310,13 +318,15 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
     else:
-        out.append({"name": "softmax scale", "value": rope.head_dim ** -0.5,
-                    "formula": f"head_dim^-1/2 = {rope.head_dim}^-1/2",
+        out.append({"name": "softmax scale", "value": head_dim ** -0.5,
+                    "formula": f"head_dim^-1/2 = {head_dim}^-1/2",
                     "source": "every other attention module"})
     out.append({"name": "cos/sin attention factor, squared",
                 "value": attention_factor ** 2,
                 "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
                 "source": "the rotary module's attention_scaling"})
+    if rope is None:
+        return out
     if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
             and rope.factor:
         m = _mscale(rope.factor, block["mscale_all_dim"])
@@ -339,6 +349,99 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
                     "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
                               "not read it)"})
     return out
+
+
+def softmax_scale(config: Mapping) -> float | None:
+    """The constant factor the attention applies to ``q·k`` before the
+    softmax (the ``scaling`` it is called with): the softmax scale and
+    DeepSeek's ``mscale²`` of :func:`logit_factors`; the cos/sin attention
+    factor is not in it (the rotated q and k carry it). Works for a model
+    without RoPE too (the head size from :func:`posenc_lib.serving.cache_head`).
+    """
+    rope = None
+    _, model_type = _config._text_config(config)
+    if model_type in _config.ATTENTION_FREE:
+        return None  # no attention, no softmax
+    if _config.positional_scheme(config) == "rotary":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rope = _config.parse_rope_config(config)
+    factors = logit_factors(config, rope, 1.0)
+    return math.prod(f["value"] for f in factors if f["value"] is not None
+                     and not f["name"].startswith("cos/sin"))
+
+
+def compare_to_baseline(config: Mapping, baseline: Mapping, *,
+                        target_length: int | None = None) -> dict:
+    """Judge an extended config against the config the model shipped with.
+
+    ``baseline``'s frequencies at its own length ``L`` (for Llama 3.1, its
+    ``llama3`` bands; for Hunyuan, its alpha base) are what the model was
+    trained with, not plain RoPE. Against them, at ``target_length`` (default:
+    the extended length of ``config``, else its ``max_position_embeddings``):
+
+    - ``faster``: pairs whose frequency is higher than trained (an extension
+      should only slow pairs down), with the largest ratio;
+    - ``beyond``: pairs that never completed a turn within ``L`` and whose
+      angle at ``target - 1`` exceeds the largest one they reached in training
+      (at ``L - 1``): angles the model never saw;
+    - ``logit_factor_change``: the cos/sin attention factor squared, new over
+      shipped; a static method applies it to every prompt, short ones too.
+
+    Raises:
+        ValueError: for either config without RoPE, or configs whose rotary
+            dims differ (nothing to compare pair by pair).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = _config.parse_rope_config(baseline)
+        new = _config.parse_rope_config(config)
+        if old.dim != new.dim:
+            raise ValueError(f"baseline rotates {old.dim} features, config {new.dim}: "
+                             f"no pair-by-pair comparison")
+        length = old.extended_length or old.max_position_embeddings or old.train_length
+        target = target_length or new.extended_length or new.max_position_embeddings
+        if length is None or target is None:
+            raise ValueError("baseline and config need max_position_embeddings")
+        target = _validate.positive_int("target_length", target)
+        trained, factor_old = scaling.rope_from_config(baseline, seq_len=length,
+                                                       dtype=torch.float64)
+        now, factor_new = scaling.rope_from_config(config, seq_len=target,
+                                                   dtype=torch.float64)
+        short, factor_short = scaling.rope_from_config(config, seq_len=min(length,
+                                                                           target),
+                                                       dtype=torch.float64)
+    eps = 1e-12
+    faster = now > trained * (1 + eps)
+    trained_angle = trained * (length - 1)
+    beyond = (now * (target - 1) > trained_angle * (1 + eps)) & \
+        (trained_angle < 2 * math.pi)
+    return {"baseline_length": length, "target_length": target,
+            "faster_count": int(faster.sum()),
+            "faster_pairs": _ranges(torch.nonzero(faster).flatten().tolist()),
+            "largest_speed_up": float((now / trained).max()),
+            "beyond_count": int(beyond.sum()),
+            "beyond_pairs": _ranges(torch.nonzero(beyond).flatten().tolist()),
+            "short_prompt_pairs_changed": int(
+                ((short - trained).abs() > 1e-6 * trained).sum()),
+            "logit_factor_change": (factor_short / factor_old) ** 2,
+            "pairs": new.dim // 2}
+
+
+def format_baseline(result: dict) -> str:
+    """:func:`compare_to_baseline` as a few lines."""
+    n, L, T = result["pairs"], result["baseline_length"], result["target_length"]
+    lines = [f"against the shipped config (trained frequencies at L = {L:,}):",
+             f"  faster than trained {result['faster_count']} of {n} pairs "
+             f"({_fmt_ranges(result['faster_pairs'])}), up to "
+             f"{result['largest_speed_up']:.3g}x",
+             f"  angles never seen   {result['beyond_count']} pairs reach at {T - 1:,} "
+             f"more than their angle at {L - 1:,} "
+             f"({_fmt_ranges(result['beyond_pairs'])})",
+             f"  short prompts       {result['short_prompt_pairs_changed']} pairs "
+             f"differ from trained; logits x {result['logit_factor_change']:.4g} "
+             f"against the shipped config"]
+    return "\n".join(lines) + "\n"
 
 
 def _has_layers(config: Mapping) -> bool:
@@ -457,6 +560,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                                     dtype=torch.float64)
         report.update(heads=int(heads), slope_min=float(slopes.min()),
                       slope_max=float(slopes.max()))
+        report.update(_without_rope(config, scheme, target_length, engine))
         return report
     if scheme == "T5 relative buckets":
         buckets = _validate.positive_int(
@@ -469,6 +573,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                       max_distance=distance, **_t5_buckets(buckets, distance))
         return report
     if scheme != "rotary":
+        report.update(_without_rope(config, scheme, target_length, engine))
         return report
     listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
               scaling.RopeConfigWarning, _config.V5LayoutWarning)
@@ -499,6 +604,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         head_dim=rope.head_dim, rotary_dim=rope.dim, pairs=rope.dim // 2,
         pair_layout=_pair_layout(config),
         partial_rotary_factor=rope.partial_rotary_factor, base=rope.base,
+        effective_base=(rope.base * rope.ntk_alpha ** (rope.dim / (rope.dim - 2))
+                        if rope.ntk_alpha is not None else None),
         attention_factor=parts["attention_factor"], factor=rope.factor,
         train_length=train, extended_length=rope.extended_length,
         train_length_from=("original_max_position_embeddings"
@@ -516,7 +623,10 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         # Liu et al.'s closed form for plain RoPE; LongRoPE's short list moves the
         # wavelengths, so there it is twice the pairs counted above.
         critical_dimension=(2 * int(full_turn.sum()) if rope.rope_type == "longrope"
-                            else bounds.critical_dimension(rope.dim, rope.base, train)),
+                            else bounds.critical_dimension(
+                                rope.dim, rope.base * rope.ntk_alpha ** (
+                                    rope.dim / (rope.dim - 2))
+                                if rope.ntk_alpha is not None else rope.base, train)),
         out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
         out_of_range_count=int(out.sum()),
         mrope=(_mrope(rope.mrope_section, rope.dim, _mrope_interleaved(config))
@@ -552,6 +662,73 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     return report
 
 
+#: Where a config without RoPE states the longest position it has.
+_POSITION_LIMITS = ("max_position_embeddings", "n_positions", "n_ctx",
+                    "max_sequence_length", "max_seq_len")
+
+
+def _without_rope(config: Mapping, scheme: str, target_length: int | None,
+                  engine: str) -> dict:
+    """The report's layer, softmax and serving keys for a config without RoPE
+    (learned or sinusoidal positions, ALiBi, NoPE, attention-free and hybrid
+    models): what it has instead, each layer's type, the scale attention is
+    called with, the KV cache per layer type and the fixed state."""
+    text, model_type = _config._text_config(config)
+    out: dict = {"warnings": []}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            layers = per_layer.layer_layout(config)
+        except ValueError as error:
+            layers, out["layers_error"] = None, str(error)
+        try:
+            out["logit_factors"] = ([] if model_type in _config.ATTENTION_FREE
+                                    else logit_factors(config, None, 1.0)[:1])
+        except ValueError as error:
+            out["logit_factors"] = []
+            out["warnings"].append(f"softmax scale not known: {error}")
+        limit = next((text[k] for k in _POSITION_LIMITS
+                      if isinstance(text.get(k), int)), None)
+        length = target_length or limit
+        if engine not in serving.ENGINES:
+            out["kv_cache_not_covered"] = (f"{engine}'s KV-cache sizing is not "
+                                           f"transcribed here")
+        elif length is not None and layers is not None:
+            try:
+                out["kv_cache"] = serving.kv_cache_bytes(config, length=length,
+                                                         engine=engine)
+            except ValueError as error:
+                out["warnings"].append(f"KV cache not sized: {error}")
+    out["warnings"] += list(dict.fromkeys(str(w.message) for w in caught))
+    if layers is not None:
+        entries = [{"index": x.index, "attention": x.attention, "window": x.window,
+                    "rope": None, "temperature": x.temperature} for x in layers]
+        out["layers"] = entries
+        out["layer_summary"] = layer_summary(entries).replace(
+            "no RoPE (NoPE)", "no RoPE" if scheme != "no positional encoding (NoPE)"
+            else "no RoPE (NoPE)")
+    out["position_limit"] = limit
+    cache = out.get("kv_cache")
+    if "learned" in scheme and limit:
+        verdict = (f"{scheme}: the table has {limit:,} rows, so no position at or "
+                   f"beyond {limit:,} exists; longer inputs need another model")
+    elif scheme.startswith("no positions"):
+        verdict = ("no positions and no keys or values: memory per sequence is the "
+                   "fixed state, whatever the length")
+    elif limit:
+        verdict = (f"{scheme}: nothing in the positions stops at a length; the "
+                   f"config allows {limit:,} tokens (max_position_embeddings), check "
+                   f"the model still works beyond what it was trained on")
+    else:
+        verdict = f"{scheme}: the config states no length limit"
+    if cache and cache.get("length"):
+        verdict += (f". KV cache {cache['bytes_at_length'] / 2**30:,.4g} GiB per "
+                    f"sequence at {cache['length']:,} tokens ({cache['engine']})")
+    out["serving_verdict"] = verdict
+    out["engine_needs"] = _engine_needs(config, out)
+    return out
+
+
 def _serving(config: Mapping, rope, train: int, target: int, extended,
              kv_length: int, engine: str) -> dict:
     """The report's serving keys (see :mod:`posenc_lib.serving`)."""
@@ -567,8 +744,23 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             extended, _ = scaling.rope_from_config(config, seq_len=kv_length,
                                                    dtype=torch.float64)
     configured = extended.shape == (rope.dim // 2,)  # proportional: only some turn
+    schedule = serving.frequency_schedule(rope.rope_type, plain, short)
+    if rope.dynamic_params is not None:  # Hunyuan's alpha, 4.x layout
+        cliff = rope.max_position_embeddings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            past, _ = scaling.rope_from_config(config, seq_len=2 * cliff,
+                                               dtype=torch.float64)
+        ratio = float(past[1] / past[0])
+        jumped = ratio ** (-rope.dim / 2)
+        schedule = {**schedule, "length_dependent": True, "cache": (
+            f"transformers 4.57: static up to max_position_embeddings {cliff:,}; past "
+            f"it dynamic_rope_update switches to plain dynamic NTK from rope_theta "
+            f"(base {jumped:,.4g} at {2 * cliff:,} tokens instead of the alpha base): "
+            f"every cached key's rotation is then wrong, keep prompts within "
+            f"{cliff:,} tokens. transformers 5.x (rope_parameters) stays static")}
     return {"transformers_warnings": serving.transformers_warnings(config),
-            "frequencies": serving.frequency_schedule(rope.rope_type, plain, short),
+            "frequencies": schedule,
             "angle_error": serving.angle_errors(
                 rope.dim, rope.base, kv_length,
                 frequencies=extended if configured else None),
@@ -629,6 +821,11 @@ def _engine_needs(config: Mapping, report: dict) -> list[str]:
         out.append("learned attention sinks: one learned logit per head joins each "
                    "softmax's denominator (GptOssAttention.sinks), not StreamingLLM's "
                    "kept first tokens; an engine without them computes other weights")
+    if text.get("use_mtp") or text.get("num_mtp_modules"):
+        out.append(f"{text.get('num_mtp_modules') or 'its'} multi-token-prediction "
+                   f"module(s) (use_mtp, num_mtp_modules): transformers builds none; "
+                   f"an engine that runs them for speculative decoding caches their "
+                   f"keys and values too")
     mtp = text.get("num_nextn_predict_layers") or 0
     cache = report.get("kv_cache")
     if mtp:
@@ -644,7 +841,8 @@ def _engine_needs(config: Mapping, report: dict) -> list[str]:
         out.append(f"keep the fixed state of layers without KV, "
                    f"{_size(state['bytes'])} per sequence at any length, and update "
                    f"it per request: {state['what']}")
-    elif cache and any(not info["kv"] for info in cache["by_layer_type"].values()):
+    elif cache and any(not info["kv"] for kind, info in cache["by_layer_type"].items()
+                       if kind != "shared_kv"):
         out.append("layers without KV (linear attention, convolution or Mamba) keep a "
                    "fixed state per request, not sized here for this engine")
     return out
@@ -676,7 +874,8 @@ def format_report(report: dict) -> str:
     if report["scheme"] == "ALiBi":
         return (f"{title}\n  positions          ALiBi, no rotary embedding\n"
                 f"  heads              {report['heads']} (slopes "
-                f"{report['slope_min']:.3g} .. {report['slope_max']:.3g})\n")
+                f"{report['slope_min']:.3g} .. {report['slope_max']:.3g})\n"
+                + _without_rope_rows(report))
     if report["scheme"] == "T5 relative buckets":
         enc, dec = report["encoder"], report["decoder"]
         return (f"{title}\n  positions          T5 relative buckets, no rotary embedding\n"
@@ -690,7 +889,8 @@ def format_report(report: dict) -> str:
                 f"{dec['exact_past']} exact, one for every distance >= "
                 f"{dec['last_from']}; future keys share bucket 0\n")
     if report["scheme"] != "rotary":
-        return f"{title}\n  positions          {report['scheme']}, no rotary embedding\n"
+        return (f"{title}\n  positions          {report['scheme']}, no rotary "
+                f"embedding\n" + _without_rope_rows(report))
     lines = [f"{title}, config layout: {report['layout']}"]
 
     def row(label: str, text: str) -> None:
@@ -699,8 +899,12 @@ def format_report(report: dict) -> str:
     factor = f", factor {report['factor']:g}" if report["factor"] else ""
     row("method", f"{report['rope_type']} ({report['method']}{factor}), attention "
                   f"factor {report['attention_factor']:.6g}")
+    base = f"base {report['base']:,.10g}"
+    if report.get("effective_base"):
+        base = (f"effective base {report['effective_base']:,.6g} (rope_theta "
+                f"{report['base']:,.10g} x alpha^(d/(d-2)))")
     row("rotary dim", f"{report['rotary_dim']} of head_dim {report['head_dim']} "
-                      f"({report['pairs']} pairs), base {report['base']:,.10g}")
+                      f"({report['pairs']} pairs), {base}")
     row("pairs", "features 2i and 2i + 1 (interleaved)"
         if report["pair_layout"] == "interleaved"
         else "features i and i + d/2 (half split, rotate_half)")
@@ -760,6 +964,23 @@ def format_report(report: dict) -> str:
             f"{axis} {info['pairs']} pairs ({fmt(info['ranges'])})"
             for axis, info in report["mrope"].items()))
     return "\n".join(lines) + "\n"
+
+
+def _without_rope_rows(report: dict) -> str:
+    """The layer, softmax and serving rows of a report without RoPE."""
+    lines: list[str] = []
+
+    def row(label: str, text: str) -> None:
+        lines.append(f"  {label:<19}{text}")
+
+    if report.get("layer_summary"):
+        row("layers", report["layer_summary"])
+    for f in report.get("logit_factors", []):
+        row("softmax scale", f"{f['value']:.6g} = {f['formula']} ({f['source']})")
+    for message in report.get("warnings", []):
+        row("warning", message)
+    _serving_rows(report, row)
+    return "".join(line + "\n" for line in lines)
 
 
 def _serving_rows(report: dict, row) -> None:

@@ -150,7 +150,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
         model_type = model_type.removesuffix("_text")
     used: list = []
-    n = _field(text, model_type, "num_hidden_layers", used)
+    n = _config.num_layers(text)  # n_layer, num_layers, n_layers: the same field
+    if n is None:
+        n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
     if n is None and given is not None:
         n = len(given)
@@ -166,6 +168,17 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             raise ValueError(f"layer_types has {len(given)} entries for "
                              f"num_hidden_layers={n}")
         kinds = list(given)
+    elif model_type in _config.ATTENTION_FREE:  # no attention at all
+        kinds = [_config.ATTENTION_FREE[model_type]] * n
+    elif model_type == "jamba":  # JambaConfig.layers_block_type
+        period = _validate.positive_int("attn_layer_period",
+                                        text.get("attn_layer_period", 8))
+        offset = text.get("attn_layer_offset", 4)
+        kinds = ["full_attention" if i % period == offset else "mamba"
+                 for i in range(n)]
+    elif model_type == "bamba":  # BambaConfig.layers_block_type
+        attending = text.get("attn_layer_indices") or ()
+        kinds = ["full_attention" if i in attending else "mamba" for i in range(n)]
     elif model_type == "exaone4" and window is None:
         raise ValueError("an exaone4 config with sliding_window null needs "
                          "layer_types: Exaone4Config then takes the pattern as 0 "
@@ -211,13 +224,16 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
                 _config._granite_nope(text, model_type):
             rope = None
+        elif kind == "recurrent" or model_type in _config.NOT_ROTARY:
+            rope = None  # attention-free, or positions that are not rotary
         elif model_type == "cohere2" and not (kind == "sliding_attention"
                                               and window is not None):
             rope = None  # Cohere2Attention: RoPE only if its window is not None
         elif model_type == "exaone4" and window is not None and \
                 kind != "sliding_attention":
             rope = None  # Exaone4Attention: sliding_window is None or is_sliding
-        elif kind == "sliding_attention" and model_type in ("gemma3", "olmo3"):
+        elif kind == "sliding_attention" and model_type in ("gemma3", "gemma3n",
+                                                             "olmo3"):
             rope = "local"
         if model_type == "llama4" and not no_rope[i] and \
                 _field(text, model_type, "attn_temperature_tuning", used):
@@ -284,5 +300,9 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
         out["rope_scaling"] = None
         if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
             out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
+        elif model_type == "gemma3n":  # Gemma3nTextModel.rotary_emb_local
+            # (Gemma3nTextConfig's default rope_local_base_freq: 10,000)
+            local = text.get("rope_local_base_freq")
+            out["rope_theta"] = 10_000.0 if local is None else local
     _defaults_warning(used, model_type)
     return out

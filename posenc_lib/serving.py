@@ -517,7 +517,10 @@ def angle_errors(dim: int, base: float, target_length: int, *,
 ENGINES = ("transformers", "vllm")
 #: Layer types that hold no keys and values, and the state they keep instead.
 NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
-         "conv": "short-convolution state", "mamba": "Mamba state (conv + SSM)"}
+         "conv": "short-convolution state", "mamba": "Mamba state (conv + SSM)",
+         "recurrent": "recurrent state (RWKV, xLSTM)",
+         "shared_kv": "no cache of its own: it reads an earlier layer's keys and "
+                      "values (Gemma 3n's num_kv_shared_layers)"}
 #: Config classes of transformers 4.57.6 that carry ``layer_types``: a
 #: ``DynamicCache`` reads its layer types from them. On any other class it makes
 #: every layer a sliding one when the config has a ``sliding_window`` (or an
@@ -529,6 +532,7 @@ LAYER_TYPED = frozenset({
     "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
 #: Models whose own cache class follows their layer types (transformers 4.57.6).
 HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
+                 "minimax": "MiniMaxCache",
                  "granitemoehybrid": "HybridMambaAttentionDynamicCache"}
 #: ``DeepseekV3Config``'s defaults for the MLA sizes (transformers 4.57.6).
 MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
@@ -539,6 +543,7 @@ STATE_DEFAULTS = {
     "qwen3_next": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
                    "linear_value_head_dim": 128, "linear_num_key_heads": 16,
                    "linear_num_value_heads": 32},
+    "minimax": {},
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
@@ -586,6 +591,10 @@ def cache_head(config: Mapping) -> dict:
     _, heads = _config._one_of_aliases(text, _config._HEADS_ALIASES)
     heads = _validate.positive_int("num_attention_heads", heads)
     kv_heads = text.get("num_key_value_heads")
+    if model_type == "falcon":  # FalconAttention.num_kv_heads
+        kv_heads = (text.get("num_kv_heads") or heads) if (
+            text.get("new_decoder_architecture") or not text.get("multi_query", True)) \
+            else 1
     if kv_heads is None and model_type in ("deepseek_v3", "deepseek_v2"):
         kv_heads = heads  # DeepseekV3Config: num_key_value_heads defaults to heads
     kv_heads = _validate.positive_int("num_key_value_heads",
@@ -669,6 +678,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 f"attention layers too)")
         return {"bytes": layers * per, "layers": layers, "what": what}
     kinds = [x.attention for x in layout]
+    if model_type == "minimax":  # MiniMaxCache: one (heads, d, d) state per linear layer
+        layers = kinds.count("linear_attention")
+        heads = text.get("num_attention_heads")
+        d = cache_head(config)["key_dim"]
+        what = (f"per linear-attention layer a lightning-attention state of {heads} "
+                f"x {d} x {d} values")
+        return {"bytes": layers * heads * d * d * b, "layers": layers, "what": what}
     if model_type == "qwen3_next":
         layers = kinds.count("linear_attention")
         kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
@@ -678,7 +694,9 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         what = (f"per linear-attention layer a convolution state of {conv:,} values "
                 f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
         return {"bytes": layers * per, "layers": layers, "what": what}
-    layers = kinds.count("mamba")
+    # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
+    # "linear_attention" in layer_types (4.57: "mamba")
+    layers = kinds.count("mamba") + kinds.count("linear_attention")
     inner = get("mamba_expand") * hidden
     d_head = get("mamba_d_head")
     d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
@@ -707,7 +725,7 @@ def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
                 f"and a recurrent state of {vh} x {kd} x {vd} values (vLLM's "
                 f"gated_delta_net state, in the model's dtype)")
     else:
-        layers = kinds.count("mamba")
+        layers = kinds.count("mamba") + kinds.count("linear_attention")
         inner = get("mamba_expand") * hidden
         d_head = get("mamba_d_head")
         d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
@@ -736,6 +754,16 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
     if engine == "vllm":
         return ([(x.attention, x.window) for x in layout],
                 "the model's layer layout (posenc_lib.per_layer)")
+    if model_type in _config.ATTENTION_FREE:  # their caches hold no keys or values
+        return ([(x.attention, None) for x in layout],
+                "the model has no attention layers")
+    if model_type not in HYBRID_CACHES and any(x.attention in NO_KV for x in layout):
+        # a hybrid the tables do not name (5.x: Qwen3.5, OLMo hybrid): its layers
+        # without attention hold no keys or values, whatever the cache class
+        return ([(x.attention, x.window if x.attention in ("sliding_attention",
+                                                            "chunked_attention")
+                  else None) for x in layout],
+                "layer_types: the layers without attention hold no keys or values")
     if model_type in HYBRID_CACHES:
         return ([(x.attention, None) for x in layout],
                 f"the layer types, as {HYBRID_CACHES[model_type]} reads them")
@@ -840,10 +868,18 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     block_size = _validate.positive_int("block_size", block_size)
     scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
     text, _ = _config._text_config(config)
-    if text.get("num_hidden_layers") is None and text.get("layer_types") is None:
+    if _config.num_layers(text) is None and text.get("layer_types") is None:
         return None
-    head = cache_head(config)
     kinds, source = _cache_kinds(config, engine)
+    shared = text.get("num_kv_shared_layers") or 0
+    if shared:  # Gemma 3n: the last layers read an earlier layer's cache
+        shared = _validate.positive_int("num_kv_shared_layers", shared)
+        kinds = kinds[:len(kinds) - shared] + [("shared_kv", None)] * min(
+            shared, len(kinds))
+    if all(kind in NO_KV for kind, _ in kinds):  # attention-free: no heads to read
+        head = {"kv_heads": 0, "key_dim": 0, "value_dim": 0}
+    else:
+        head = cache_head(config)
     mla = head.get("mla")
     if engine == "vllm" and mla is not None:
         kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])

@@ -1,0 +1,478 @@
+"""Build a tiny transformers model and record what it does with positions.
+
+Used by ``scripts/conformance.py`` (every registered causal-LM type) and by
+:func:`posenc_lib.crosscheck.crosscheck` (one config). :func:`run_model` builds
+a model type's class-default config shrunk (a few layers, small hidden and
+feed-forward sizes, four heads of 32 features where the class sets no
+``head_dim``; every positional field and the layer types kept);
+:func:`observe` runs a built model on ``TOKENS`` tokens with ``use_cache=True``
+(and once more on ``TOKENS + 1``) and records:
+
+- every call of the model file's own ``apply_rotary*`` functions, with its cos
+  and sin (or ``freqs_cis``), attributed to the decoder layer whose forward
+  pass is running (pre-hooks on the model's stack of layers);
+- the ``scaling`` each call of its ``eager_attention_forward`` receives
+  (``None`` means ``head_dim^-1/2`` of the query, as that function computes
+  it; OPT and Whisper multiply the queries themselves and pass 1.0);
+- the bytes of floating-point tensors the returned cache holds (keys and
+  values apart from convolution, SSM and recurrent states), whose growth per
+  token and fixed part come from the two lengths;
+- each rotary module's cos/sin at position ``2L - 1`` (``L`` the config's
+  ``max_position_embeddings``), where dynamic methods change their
+  frequencies.
+
+The observation is plain JSON; :func:`posenc_lib.conformance.compare` judges
+it. Needs torch and transformers (imported when called).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect as std_inspect
+import json
+import sys
+import warnings
+
+import torch
+
+__all__ = ["TOKENS", "run_model", "build", "observe", "cache_bytes"]
+
+TOKENS = 12
+LAYERS = 6
+EPS32 = torch.finfo(torch.float32).eps
+#: Sizes with nothing to do with positions, shrunk where the class has them.
+SMALL = {"vocab_size": 128, "intermediate_size": 64, "ffn_hidden_size": 64,
+         "n_inner": 64, "d_ff": 64, "moe_intermediate_size": 32,
+         "shared_expert_intermediate_size": 32, "intermediate_size_mlp": 64,
+         "num_local_experts": 2, "num_experts": 2, "n_routed_experts": 2,
+         "moe_num_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1,
+         "moe_topk": 1, "n_group": 1, "topk_group": 1,
+         "q_lora_rank": 16, "kv_lora_rank": 16, "linear_num_key_heads": 2,
+         "linear_num_value_heads": 2, "linear_key_head_dim": 16,
+         "linear_value_head_dim": 16, "mamba_n_heads": 4, "mamba_d_state": 8,
+         "mamba_n_groups": 1, "state_size": 8,
+         "shared_intermediate_size": 64, "first_k_dense_replace": 1,
+         "vocab_size_per_layer_input": 128, "hidden_size_per_layer_input": 16,
+         "max_position_embeddings_per_layer": None, "pad_token_id": 0,
+         "bos_token_id": 1, "eos_token_id": 2, "expert_dim": 32,
+         "num_key_value_groups": None}
+#: Per-type sizes the generic shrink gets wrong (the class default would not
+#: build once shrunk, or would hide what the sweep looks for).
+SPECIAL = {
+    "gemma3n_text": {"num_kv_shared_layers": 4, "laurel_rank": 8},
+    "jamba": {"use_mamba_kernels": False},
+    "mllama_text_model": {"cross_attention_layers": [1]},
+    "recurrent_gemma": {"block_types": ["recurrent", "recurrent", "attention"],
+                        "lru_width": None},
+    "zamba": {"attn_layer_period": 3, "attn_layer_offset": 2},
+    "zamba2": {"hybrid_layer_ids": [2, 5]},
+    "deepseek_v2": {"n_routed_experts": 2, "num_experts_per_tok": 1,
+                    "topk_method": "greedy"},
+    "dots1": {"n_routed_experts": 2, "num_experts_per_tok": 1},
+    "nemotron": {"num_key_value_heads": 2},
+    "dbrx": {"attn_config": {"clip_qkv": 8, "kv_n_heads": 2, "rope_theta": 10000.0},
+             "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 2,
+                            "moe_top_k": 1}},
+    "granitemoehybrid": {"layer_types": ["mamba", "attention", "mamba",
+                                         "mamba", "attention", "mamba"]},
+    "xlstm": {"qk_dim_factor": 0.5, "v_dim_factor": 1.0},
+}
+HEADS, KV_HEADS, HEAD_DIM = 4, 2, 32
+#: Encoder classes that serve as causal LMs only with is_decoder=True (their
+#: *ForCausalLM / *LMHeadModel warn and build an encoder otherwise).
+NEEDS_DECODER = {"bert", "bert-generation", "big_bird", "camembert", "data2vec-text",
+                 "electra", "ernie", "megatron-bert", "rembert", "roberta",
+                 "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
+                 "xlm-roberta-xl", "xmod", "qdqbert", "mega", "reformer"}
+#: Layers kept where the default six would hide the pattern.
+LAYERS_OF = {"gemma3n_text": 10}
+
+
+def _text_config(cfg):
+    """The config of the language model (a composite config's text part)."""
+    for name in ("text_config", "text_model_config", "language_config"):
+        sub = getattr(cfg, name, None)
+        if sub is not None and hasattr(sub, "model_type"):
+            return sub
+    return cfg
+
+
+def _params(cls) -> set:
+    params = set(std_inspect.signature(cls.__init__).parameters)
+    return params | set(getattr(cls, "attribute_map", {}))
+
+
+def shrunk(model_type: str):
+    """``(config class, kwargs)`` of a tiny config of ``model_type``'s text model."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cfg = CONFIG_MAPPING[model_type]()
+    text = _text_config(cfg)
+    cls = type(text)
+    params = _params(cls)
+
+    def has(name):
+        return name in params or hasattr(text, name)
+
+    amap = getattr(cls, "attribute_map", {})
+    kw = {}
+
+    def put(name, value):
+        if has(name):
+            kw[amap.get(name, name)] = value
+
+    for name, value in SMALL.items():
+        if has(name) and value is not None and getattr(text, name, None) is not None:
+            put(name, value)
+    head_dim = getattr(text, "head_dim", None)
+    explicit = "head_dim" in params and isinstance(head_dim, int) and head_dim > 0 \
+        and "head_dim" not in amap
+    heads = HEADS
+    put("num_attention_heads", heads)
+    if hasattr(text, "is_decoder") and "ForCausalLM" not in "" and \
+            text.model_type in NEEDS_DECODER:
+        kw["is_decoder"] = True  # BertLMHeadModel & co. cache only as decoders
+    if getattr(text, "num_key_value_heads", None) is not None or \
+            "num_key_value_heads" in params:
+        if getattr(text, "num_key_value_heads", None) not in (1,):
+            # MLA (DeepSeek-V2/V3, LongCat, MiniCPM3) caches one key per query head
+            put("num_key_value_heads", heads if has("kv_lora_rank") else KV_HEADS)
+    hd = head_dim if explicit else HEAD_DIM
+    if isinstance(getattr(text, "rotary_dim", None), int):  # GPT-J, CodeGen: partial
+        hd = max(hd, 2 * text.rotary_dim)
+    if "head_dim" in params and head_dim is None and "head_dim" not in amap:
+        explicit = True  # Hunyuan, Ministral: a null head_dim does not build
+    put("hidden_size", heads * hd)
+    if explicit:
+        kw["head_dim"] = hd
+    n = getattr(text, "num_hidden_layers", None)
+    if isinstance(n, int) and n > 0:
+        keep = min(n, LAYERS_OF.get(text.model_type, LAYERS))
+        put("num_hidden_layers", keep)
+        types = getattr(text, "layer_types", None)
+        if isinstance(types, list) and len(types) == n:
+            kw["layer_types"] = types[:keep]
+    kw.update({k: v for k, v in SPECIAL.get(text.model_type, {}).items()
+               if v is not None})
+    for k, v in SPECIAL.get(text.model_type, {}).items():
+        if v is None:
+            kw.pop(k, None)
+    if text.model_type == "gemma3n_text":
+        kw["activation_sparsity_pattern"] = [0.0] * kw["num_hidden_layers"]
+    return cls, kw
+
+
+@contextlib.contextmanager
+def _patched(modules, name_test, wrapper_factory):
+    saved = []
+    for mod in modules:
+        for name, fn in list(vars(mod).items()):
+            if callable(fn) and name_test(name) and not isinstance(fn, type):
+                saved.append((mod, name, fn))
+                setattr(mod, name, wrapper_factory(name, fn))
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def _squeeze2(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().double()
+    while t.dim() > 2:
+        t = t.squeeze(0) if t.shape[0] == 1 else t[0]
+    if t.dim() == 1:
+        t = t[None]
+    return t
+
+
+#: Types listed but not built, with the reason.
+NOT_SHRUNK = {"blt": "BltConfig holds four sub-configs (patcher, encoder, global "
+                     "transformer, decoder) that this sweep does not shrink; at "
+                     "their default sizes the build takes minutes and over 10 GB"}
+
+
+def run_model(model_type: str) -> dict:
+    """Build ``model_type``'s tiny model, run it, and record what it does."""
+    if model_type in NOT_SHRUNK:
+        raise NotImplementedError(NOT_SHRUNK[model_type])
+    cls, kw = shrunk(model_type)
+    built, model = build(cls, kw)
+    return observe(model, built, model_type)
+
+
+def build(cls, kw: dict):
+    """``(config object, model)``: a causal LM of the config class ``cls``
+    built from ``kw`` with random weights (eager attention)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = cls(**kw)
+    built._attn_implementation = "eager"
+    text_type = built.model_type
+    model_cls_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(text_type)
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if model_cls_name is not None:
+            model = AutoModelForCausalLM.from_config(built)
+        else:
+            from transformers import AutoModel
+            model = AutoModel.from_config(built)
+    return built, model.eval()
+
+
+def observe(model, built, model_type: str | None = None) -> dict:
+    """Run ``model`` (``built``: its config object) and record what it does
+    (see the module docstring)."""
+    text_type = built.model_type
+    modules = {sys.modules[type(m).__module__] for m in model.modules()
+               if type(m).__module__.startswith("transformers.models.")}
+    current = {"layer": None}
+    rotary: dict = {}
+    scales: dict = {}
+
+    def rotary_wrapper(name, fn):
+        sig = std_inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            try:
+                bound = sig.bind(*args, **kwargs).arguments
+            except TypeError:
+                bound = {}
+            layer = current["layer"]
+            entry = {"function": name}
+            if "cos" in bound and "sin" in bound:
+                entry["cos"], entry["sin"] = _squeeze2(bound["cos"]), _squeeze2(bound["sin"])
+            elif "freqs_cis" in bound:
+                f = bound["freqs_cis"]
+                entry["cos"], entry["sin"] = _squeeze2(f.real), _squeeze2(f.imag)
+                entry["complex"] = True
+            elif "sincos" in bound or "sin_cos" in bound:
+                pass
+            rotary.setdefault(layer, entry)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    def attention_wrapper(name, fn):
+        sig = std_inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs).arguments
+            module = bound.get("module")
+            layer = current["layer"]
+            scale = bound.get("scaling")
+            query = bound.get("query")
+            if scale is None and query is not None:
+                scale = query.shape[-1] ** -0.5
+            if scale == 1.0 and isinstance(getattr(module, "scaling", None), float) \
+                    and type(module).__name__ in PRESCALED:
+                scale = module.scaling  # the queries were multiplied by it before
+            scales.setdefault(layer, float(scale) if scale is not None else None)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    def pre_hook(module, args, kwargs=None):
+        current["layer"] = module.layer_idx
+
+    hooks = []
+    blocks = _decoder_layers(model)
+    for index, m in enumerate(blocks):
+        hooks.append(m.register_forward_pre_hook(
+            functools.partial(_set_layer, current, index)))
+    if not blocks:
+        for m in model.modules():
+            if isinstance(getattr(m, "layer_idx", None), int):
+                hooks.append(m.register_forward_pre_hook(pre_hook))
+
+    def forward(tokens):
+        vocab = getattr(built, "vocab_size", None) or 128
+        ids = (torch.arange(tokens)[None] % max(vocab - 3, 1)) + min(3, vocab - 1)
+        kwargs = {}
+        with torch.no_grad():
+            out = model(input_ids=ids, use_cache=True, **kwargs)
+        cache = getattr(out, "past_key_values", None)
+        if cache is None:  # Mamba, RWKV, xLSTM: their state
+            cache = getattr(out, "cache_params", None) or getattr(out, "state", None)
+        if cache is None and hasattr(model, "prepare_inputs_for_generation"):
+            try:
+                prep = model.prepare_inputs_for_generation(ids, use_cache=True)
+                if prep.get("past_key_values") is not None:
+                    with torch.no_grad():
+                        out = model(input_ids=ids, use_cache=True,
+                                    past_key_values=prep["past_key_values"])
+                    cache = out.past_key_values
+            except Exception:  # noqa: BLE001 -- recorded as "no cache" below
+                cache = None
+        return cache
+
+    with _patched(modules, lambda n: n.startswith("apply_rotary"), rotary_wrapper), \
+            _patched(modules, lambda n: n == "eager_attention_forward",
+                     attention_wrapper):
+        cache1 = forward(TOKENS)
+    for h in hooks:
+        h.remove()
+    kv1, st1, how = cache_bytes(cache1, model)
+    cache2 = forward(TOKENS + 1)
+    kv2, st2, _ = cache_bytes(cache2, model)
+    beyond = _beyond(model, built)
+    rope_layers = sorted(k for k in rotary if k is not None)
+    if None in rotary and not rope_layers:
+        rope_layers = ["unattributed"]
+    cos_sin = {}
+    for k in rope_layers:
+        e = rotary[None if k == "unattributed" else k]
+        if "cos" not in e:
+            continue
+        row = {"cos": [float(f"{x:.8g}") for x in e["cos"][TOKENS - 1].tolist()],
+               "sin": [float(f"{x:.8g}") for x in e["sin"][TOKENS - 1].tolist()]}
+        if row not in cos_sin.values() or True:
+            cos_sin[str(k)] = row
+    per_token = None if kv1 is None else kv2 - kv1
+    observed = {"position": TOKENS - 1, "rope_layers": rope_layers,
+                "cos_sin": _dedupe(cos_sin),
+                "scales": {str(k): v for k, v in scales.items()},
+                "kv_per_token": per_token,
+                "fixed_state": None if kv1 is None else
+                kv1 - TOKENS * per_token + st1, "beyond": beyond}
+    return {"config": _jsonable(built.to_dict()), "class": type(model).__name__,
+            "text_model_type": text_type, "cache_class": how,
+            "rotary_functions": sorted({e["function"] for e in rotary.values()}),
+            "observed": observed}
+
+
+def _beyond(model, built) -> dict | None:
+    """Each rotary module's cos/sin at position ``2L - 1`` (``L`` the config's
+    max_position_embeddings): dynamic methods change their frequencies there."""
+    length = getattr(built, "max_position_embeddings", None)
+    if not isinstance(length, int) or length < 1:
+        return None
+    position = 2 * length - 1
+    rows = []
+    for name, m in model.named_modules():
+        if not type(m).__name__.endswith("RotaryEmbedding") or \
+                not hasattr(m, "inv_freq"):
+            continue
+        try:
+            with torch.no_grad():
+                cos, sin = m(torch.zeros(1, 1, 4), torch.tensor([[position]]))
+        except Exception:  # noqa: BLE001 -- M-RoPE and other signatures
+            continue
+        cos, sin = _squeeze2(cos)[-1], _squeeze2(sin)[-1]
+        rows.append({"module": name,
+                     "cos": [float(f"{x:.8g}") for x in cos.tolist()],
+                     "sin": [float(f"{x:.8g}") for x in sin.tolist()]})
+    return {"position": position, "rows": rows} if rows else None
+
+
+def _dedupe(rows: dict) -> dict:
+    """One row per distinct cos/sin (the layers that share it listed in its key)."""
+    out: dict = {}
+    for k, row in rows.items():
+        for key, kept in out.items():
+            if kept == row:
+                out[f"{key},{k}"] = out.pop(key)
+                break
+        else:
+            out[k] = row
+    return out
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=str))
+
+
+#: Attention modules that multiply the queries by ``self.scaling`` themselves
+#: and call the attention function with ``scaling=1.0`` (OPTAttention.forward,
+#: WhisperAttention.forward in transformers 4.57.6).
+PRESCALED = {"OPTAttention", "WhisperAttention"}
+
+
+def _set_layer(current, index, module, args, kwargs=None):
+    current["layer"] = index
+
+
+def _decoder_layers(model):
+    """The model's stack of decoder layers (the longest ModuleList of blocks)."""
+    best = []
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.ModuleList) and name.split(".")[-1] in (
+                "layers", "h", "blocks", "layer", "decoder_layers") and \
+                len(m) > len(best) and "vision" not in name and "audio" not in name:
+            best = list(m)
+    return best
+
+
+def _layer_count(built) -> int | None:
+    for name in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        v = getattr(built, name, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+KV_NAMES = ("key", "value", "keys", "values", "key_cache", "value_cache",
+            "key_states", "value_states", "k", "v")
+
+
+def cache_bytes(cache, model) -> tuple[int | None, int, str]:
+    """``(bytes of keys and values, bytes of other state, cache class)``."""
+    if cache is None:
+        # RecurrentGemma keeps its cache inside its modules
+        kv = st = 0
+        found = False
+        for m in model.modules():
+            for name in ("key_states", "value_states"):
+                t = getattr(m, name, None)
+                if isinstance(t, torch.Tensor):
+                    kv += t.numel() * t.element_size()
+                    found = True
+            for name in ("recurrent_states", "conv1d_state", "rg_lru_state"):
+                t = getattr(m, name, None)
+                if isinstance(t, torch.Tensor):
+                    st += t.numel() * t.element_size()
+                    found = True
+        return (kv, st, "module buffers") if found else (None, 0, "none")
+    seen: set = set()
+    totals = {"kv": 0, "state": 0}
+
+    def walk(obj, kind, depth=0):
+        if depth > 6 or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            if obj.is_floating_point():  # not the integer bookkeeping (lengths)
+                totals[kind] += obj.numel() * obj.element_size()
+        elif isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x, kind, depth + 1)
+        elif isinstance(obj, dict):
+            for k, x in obj.items():
+                walk(x, kind, depth + 1)
+        elif hasattr(obj, "__dict__") and type(obj).__module__.startswith("transformers"):
+            for name, x in vars(obj).items():
+                sub = "kv" if name in KV_NAMES or kind == "kv" and name not in (
+                    "conv_states", "ssm_states", "recurrent_states") else "state"
+                if name in ("config",):
+                    continue
+                walk(x, sub if kind != "state" else "state", depth + 1)
+
+    if isinstance(cache, (tuple, list)):
+        walk(cache, "kv")
+    else:
+        for name, x in vars(cache).items():
+            if name in ("conv_states", "ssm_states", "recurrent_states", "conv_cache",
+                        "ssm_state", "conv_state", "rg_lru_state", "state"):
+                walk(x, "state")
+            elif name not in ("config", "shared_layers"):
+                walk(x, "kv")  # Gemma 3n's shared_layers: references, not a cache
+    return totals["kv"], totals["state"], type(cache).__name__
+
+

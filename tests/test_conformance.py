@@ -1,0 +1,218 @@
+"""The conformance sweep's stored results against the current library.
+
+``make conformance`` (scripts/conformance.py) builds a tiny model of every
+causal-LM type transformers registers and stores what each did in
+``results/conformance*.json``. Here, fast: the stored observations are judged
+again by the current library (a fix or a regression changes a verdict, and the
+stored file must be regenerated), the file covers every registered type, and a
+few types are built live to show the stored observations are still what
+transformers does.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from posenc_lib import conformance
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = sorted((ROOT / "results").glob("conformance*.json"))
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module", params=RESULTS, ids=[p.name for p in RESULTS])
+def stored(request):
+    return _load(request.param)
+
+
+def test_results_exist():
+    assert RESULTS, "results/conformance*.json missing: run make conformance"
+
+
+def test_every_registered_type_listed_with_a_verdict(stored):
+    types = stored["types"]
+    assert len(types) == stored["registered"]
+    for name, entry in types.items():
+        assert entry["verdict"] in ("agree", "disagree", "partly compared",
+                                    "not built"), name
+        if entry["verdict"] == "not built":
+            assert entry["reason"], name
+        if entry["verdict"] in ("disagree", "partly compared"):
+            assert all(d["reason"] for d in entry["differences"]), name
+    counts = {}
+    for entry in types.values():
+        counts[entry["verdict"]] = counts.get(entry["verdict"], 0) + 1
+    assert counts == stored["counts"]
+
+
+def test_stored_verdicts_are_the_current_library_s(stored):
+    """Each stored observation, judged by the library as it is now, gives the
+    stored differences (the file is regenerated whenever a fix changes one)."""
+    changed = {}
+    for name, entry in stored["types"].items():
+        if entry["verdict"] == "not built":
+            continue
+        diffs = conformance.compare(entry["observed"], entry["config"])
+        now = sorted(d["what"] for d in diffs)
+        then = sorted(d["what"] for d in entry["differences"])
+        if now != then:
+            changed[name] = {"stored": then, "now": now}
+    assert not changed, f"re-run make conformance: {changed}"
+
+
+def _agreeing(stored, name):
+    entry = stored["types"].get(name)
+    if entry is None or entry["verdict"] != "agree":
+        pytest.skip(f"{name} does not agree in {stored['transformers']}")
+    return entry
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3_text", "granitemoehybrid"])
+def test_planted_differences_are_caught(stored, name):
+    """The comparison can fail: a cos/sin row off by a tiny angle, a scale
+    off by 1 %, one layer's RoPE dropped, a byte more per token."""
+    entry = _agreeing(stored, name)
+    obs = entry["observed"]
+    if obs["cos_sin"]:
+        bad = copy.deepcopy(obs)
+        key = next(iter(bad["cos_sin"]))
+        bad["cos_sin"][key]["cos"][1] += 1e-4
+        assert any("cos/sin" in d["what"] for d in
+                   conformance.compare(bad, entry["config"]))
+        bad = copy.deepcopy(obs)
+        bad["rope_layers"] = bad["rope_layers"][1:]
+        assert any(d["what"] == "layers with RoPE" for d in
+                   conformance.compare(bad, entry["config"]))
+    bad = copy.deepcopy(obs)
+    bad["scales"] = {k: v * 1.01 for k, v in bad["scales"].items()}
+    if bad["scales"]:
+        assert any(d["what"] == "softmax scale" for d in
+                   conformance.compare(bad, entry["config"]))
+    bad = copy.deepcopy(obs)
+    bad["kv_per_token"] += 4
+    assert any(d["what"] == "KV bytes/token" for d in
+               conformance.compare(bad, entry["config"]))
+
+
+def test_live_subset_matches_the_stored_observations():
+    """Two types built now with the installed transformers (a plain one and a
+    hybrid with a fixed state): what they do is what the stored file says they
+    did, so the file describes this version (a few seconds)."""
+    transformers = pytest.importorskip("transformers")
+    path = ROOT / "results" / f"conformance-{transformers.__version__.split('.')[0]}.json"
+    if not path.exists():
+        pytest.skip(f"no stored results for transformers {transformers.__version__}")
+    data = _load(path)
+    if data["transformers"] != transformers.__version__:
+        pytest.skip(f"stored for {data['transformers']}")
+    from posenc_lib import tiny_model
+
+    for name in ("llama", "qwen3_next"):
+        run = tiny_model.run_model(name)
+        stored = data["types"][name]["observed"]
+        assert run["observed"]["rope_layers"] == stored["rope_layers"], name
+        assert run["observed"]["kv_per_token"] == stored["kv_per_token"], name
+        assert run["observed"]["fixed_state"] == stored["fixed_state"], name
+        assert run["observed"]["scales"] == stored["scales"], name
+        assert conformance.compare(run["observed"], run["config"]) == \
+            conformance.compare(stored, data["types"][name]["config"]), name
+
+
+# The issue-table rows, each against a tiny model of its own config (tens of
+# seconds each: `make slow`).
+GRANITE_H = {
+    "model_type": "granitemoehybrid", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 40,
+    "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba"
+                    for i in range(40)],
+    "position_embedding_type": "nope", "attention_multiplier": 0.0078125,
+    "max_position_embeddings": 131072, "mamba_n_heads": 128, "mamba_d_state": 128,
+    "mamba_d_head": 64, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_d_conv": 4}
+HUNYUAN_7B = {
+    "model_type": "hunyuan_v1_dense", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 32,
+    "max_position_embeddings": 262144, "rope_theta": 10000.0,
+    "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}}
+
+
+@pytest.mark.slow
+def test_granite_h_report_and_crosscheck():
+    from posenc_lib import crosscheck, inspect
+
+    report = inspect.inspect_config(GRANITE_H)
+    cache = report["kv_cache"]
+    assert cache["bytes_per_token"] == 16 * 1024
+    assert cache["fixed_state"]["layers"] == 36
+    assert round(cache["fixed_state"]["bytes"] / 2**20, 1) == 74.3
+    assert report["logit_factors"][0]["value"] == 0.0078125
+    assert "serving" in inspect.format_report(report)
+    result = crosscheck.crosscheck(GRANITE_H)
+    assert result["ok"], result["problems"]
+    assert result["scales_received"] == [0.0078125]
+
+
+@pytest.mark.slow
+def test_gemma3n_report_and_crosscheck():
+    pytest.importorskip("transformers")
+    from transformers import Gemma3nConfig
+
+    from posenc_lib import crosscheck, inspect
+
+    config = Gemma3nConfig().to_dict()  # E4B's text sizes: 35 layers, 15 sharing
+    report = inspect.inspect_config(config)
+    assert report["kv_cache"]["bytes_per_token"] == 40 * 1024
+    assert report["kv_cache"]["kv_layers"] == 20
+    assert inspect.softmax_scale(config) == 1.0
+    local = {e["rope"]["base"] for e in report["layers"]
+             if e["attention"] == "sliding_attention"}
+    assert local == {10_000.0}
+    result = crosscheck.crosscheck(config)
+    assert result["ok"], result["problems"]
+    assert result["scales_received"] == [1.0]
+
+
+@pytest.mark.slow
+def test_hunyuan_alpha_base_and_the_4_57_cliff():
+    transformers = pytest.importorskip("transformers")
+    from posenc_lib import crosscheck, inspect
+
+    report = inspect.inspect_config(HUNYUAN_7B)
+    assert round(report["effective_base"], -3) == 11_159_000
+    assert report["full_turn_pairs"] == 42
+    assert report["frequencies"]["length_dependent"]
+    result = crosscheck.crosscheck(HUNYUAN_7B)  # positions past L included
+    assert result["beyond"] == 2 * 262144 - 1
+    if transformers.__version__.startswith("4."):
+        assert result["ok"], result["problems"]
+
+
+@pytest.mark.slow
+def test_minimax_m2_rotary_dim_under_5x():
+    from pathlib import Path as P
+
+    from posenc_lib import crosscheck, inspect
+
+    config = {"model_type": "minimax_m2", "hidden_size": 3072,
+              "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+              "rotary_dim": 64, "num_hidden_layers": 62,
+              "max_position_embeddings": 196608, "rope_theta": 5000000,
+              "num_local_experts": 256, "num_experts_per_tok": 8,
+              "use_mtp": True, "num_mtp_modules": 3}
+    report = inspect.inspect_config(config)
+    assert (report["rotary_dim"], report["pairs"]) == (64, 32)
+    assert any("multi-token-prediction" in n for n in report["engine_needs"])
+    python = ROOT / ".cache" / "transformers5-venv" / "bin" / "python"
+    if not python.exists():
+        python = P("/work/venv5/bin/python")
+    if not python.exists():
+        pytest.skip("no transformers 5.x interpreter (make conformance makes one)")
+    result = crosscheck.crosscheck(config, python=str(python))
+    assert result["transformers"].startswith("5.")
+    assert result["ok"], result["problems"]
