@@ -646,7 +646,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                    source=VLLM_SOURCE)
     if length is not None:
-        length = _validate.positive_int("length", length)
+        length = _validate.length("length", length)
         out["length"] = length
         total = 0
         for kind, info in by_type.items():
