@@ -89,6 +89,20 @@ HIDDEN_DIVISIBLE_5X = frozenset({
 MAX_COUNT = 2**16
 
 
+#: ``num_key_value_heads`` as a config class fills it in when the config omits
+#: it and its default is not "the same as num_attention_heads" (transformers
+#: 4.57.6, the ``__init__`` defaults; ``tests/test_bad_input.py`` checks each).
+#: A default that does not divide the config's heads fails the attention's
+#: forward. (DeepSeek-V3's attention expands its keys per query head and is
+#: left out.)
+KV_HEADS_DEFAULTS = {
+    "exaone4": 32, "gemma": 16, "gemma2": 4, "gemma3": 4, "gemma3_text": 4,
+    "glm4_moe": 8, "gpt_oss": 8, "lfm2": 8, "llama4": 8, "llama4_text": 8,
+    "mistral": 8, "mixtral": 8, "qwen2": 32, "qwen2_5_vl": 8, "qwen2_moe": 16,
+    "qwen2_vl": 8, "qwen3": 32, "qwen3_moe": 4, "seed_oss": 8, "smollm3": 4,
+    "stablelm": 32}
+
+
 def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:
     """The ``layer_types`` entries a config of ``model_type`` may hold."""
     return MODEL_LAYER_TYPES.get(model_type or "", ALLOWED_LAYER_TYPES_4_57)
@@ -173,6 +187,13 @@ def _heads(text: Mapping, model_type: str | None, problems: list) -> None:
         heads = _check(problems, _validate.positive_int, "num_attention_heads", heads)
     if kv is not None:
         kv = _check(problems, _validate.positive_int, "num_key_value_heads", kv)
+    if heads and "num_key_value_heads" not in text and \
+            KV_HEADS_DEFAULTS.get(model_type, 1) and heads % KV_HEADS_DEFAULTS.get(
+                model_type, 1):
+        problems.append(f"num_key_value_heads is missing, and model_type "
+                        f"{model_type!r}'s config class then uses "
+                        f"{KV_HEADS_DEFAULTS[model_type]}, which does not divide "
+                        f"num_attention_heads ({heads}): give num_key_value_heads")
     if heads and kv and heads % kv:
         problems.append(f"num_key_value_heads ({kv}) must divide num_attention_heads "
                         f"({heads}): each key/value head serves heads // kv_heads "
@@ -274,6 +295,12 @@ def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
     _layer_types(text.get("layer_types"), model_type, problems)
     _heads(text, model_type, problems)
     _counts(text, problems)
+    for name in ("rope_theta", "rope_local_base_freq"):
+        if name in text and text[name] is None:  # an explicit null is kept
+            problems.append(f"{name} is null: transformers keeps the null (it fills "
+                            f"in its default only for a missing key) and fails "
+                            f"computing the frequencies; give a number, or leave "
+                            f"the key out for the class default")
     local = text.get("rope_local_base_freq")
     if local is not None:
         _check(problems, _validate.finite_float, "rope_local_base_freq", local,
