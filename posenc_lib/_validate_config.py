@@ -187,13 +187,6 @@ def _heads(text: Mapping, model_type: str | None, problems: list) -> None:
         heads = _check(problems, _validate.positive_int, "num_attention_heads", heads)
     if kv is not None:
         kv = _check(problems, _validate.positive_int, "num_key_value_heads", kv)
-    if heads and "num_key_value_heads" not in text and \
-            KV_HEADS_DEFAULTS.get(model_type, 1) and heads % KV_HEADS_DEFAULTS.get(
-                model_type, 1):
-        problems.append(f"num_key_value_heads is missing, and model_type "
-                        f"{model_type!r}'s config class then uses "
-                        f"{KV_HEADS_DEFAULTS[model_type]}, which does not divide "
-                        f"num_attention_heads ({heads}): give num_key_value_heads")
     if heads and kv and heads % kv:
         problems.append(f"num_key_value_heads ({kv}) must divide num_attention_heads "
                         f"({heads}): each key/value head serves heads // kv_heads "
@@ -295,8 +288,14 @@ def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
     _layer_types(text.get("layer_types"), model_type, problems)
     _heads(text, model_type, problems)
     _counts(text, problems)
+    from ._config import MODEL_DEFAULTS  # _config imports this module
+    from .per_layer import LAYER_DEFAULTS
+
     for name in ("rope_theta", "rope_local_base_freq"):
-        if name in text and text[name] is None:  # an explicit null is kept
+        defaults = {**MODEL_DEFAULTS.get(model_type, {}),
+                    **LAYER_DEFAULTS.get(model_type, {})}
+        if name in text and text[name] is None and name in defaults:
+            # the class's default is not used for an explicit null: it is kept
             problems.append(f"{name} is null: transformers keeps the null (it fills "
                             f"in its default only for a missing key) and fails "
                             f"computing the frequencies; give a number, or leave "

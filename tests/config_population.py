@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from posenc_lib import _config, scaling  # noqa: E402
+from posenc_lib import _config, _validate_config, scaling  # noqa: E402
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
@@ -216,6 +216,15 @@ DELIBERATE = [
      lambda c, t, p: t[0] == "raise" and p[0] != "raise"
      and c.get("partial_rotary_factor") not in (None, 1.0, 1)
      and "must match the size of tensor" in str(t[1])),
+    ("num_key_value_heads omitted where the class default does not divide the heads",
+     "Qwen2Config defaults num_key_value_heads to 32 and MistralConfig to 8 "
+     "(posenc_lib._validate_config.KV_HEADS_DEFAULTS), so a config that omits it "
+     "with fewer heads fails transformers' forward; rope_from_config needs no key "
+     "heads and reads such a config. Open: serving.cache_head takes an omitted "
+     "num_key_value_heads as num_attention_heads, not the class default",
+     lambda c, t, p: t[0] == "raise" and "num_key_value_heads" not in c
+     and c["num_attention_heads"] % _validate_config.KV_HEADS_DEFAULTS.get(
+         c["model_type"], 1) != 0),
     ("posenc_lib warns where transformers is silent",
      "posenc_lib warns about ignored rope keys and values transformers computes "
      "anyway even for a class that runs no validation (Mistral), and where "
