@@ -54,7 +54,8 @@ from typing import Mapping
 
 from . import _validate
 
-__all__ = ["validate_config", "warn_yarn_lengths", "YARN_LENGTH_MESSAGES", "allowed_layer_types", "ALLOWED_LAYER_TYPES_4_57",
+__all__ = ["validate_config", "warn_yarn_lengths", "YARN_LENGTH_MESSAGES",
+           "allowed_layer_types", "ALLOWED_LAYER_TYPES_4_57", "KV_HEADS_DEFAULTS",
            "MODEL_LAYER_TYPES", "HIDDEN_DIVISIBLE_5X"]
 
 #: ``ALLOWED_LAYER_TYPES`` of transformers 4.57.6 (``configuration_utils.py``),
@@ -154,13 +155,19 @@ def _check(problems: list, fn, *args, **kwargs):
         return None
 
 
-def _layer_types(value, model_type: str | None, problems: list) -> None:
+def _layer_types(value, model_type: str | None, problems: list,
+                 layers=None) -> None:
     if value is None:
         return
     if not isinstance(value, (list, tuple)):
         problems.append(f"layer_types must be a list of strings, one per layer, got "
                         f"{value!r}")
         return
+    if isinstance(layers, int) and not isinstance(layers, bool) and \
+            layers != len(value):  # layer_type_validation (4.57.6 and 5.x)
+        problems.append(f"layer_types has {len(value)} entries for "
+                        f"num_hidden_layers={layers}: give one entry per layer "
+                        f"(transformers raises)")
     allowed = allowed_layer_types(model_type)
     for i, entry in enumerate(value):
         if not isinstance(entry, str):
@@ -217,8 +224,8 @@ def _counts(text: Mapping, problems: list) -> None:
     if text.get("head_dim") is None and all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
             for v in (hidden, heads)) and hidden // heads > MAX_COUNT:
-        problems.append(f"hidden_size // num_attention_heads (the head size) must be at "
-                        f"most {MAX_COUNT:,}, got {hidden} // {heads} = "
+        problems.append(f"hidden_size // num_attention_heads (the head size) must be "
+                        f"at most {MAX_COUNT:,}, got {hidden} // {heads} = "
                         f"{hidden // heads:,}")
 
 
@@ -285,7 +292,8 @@ def _cap(name: str, value) -> None:
 def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
     _window("sliding_window", text.get("sliding_window"), problems)
     _window("attention_chunk_size", text.get("attention_chunk_size"), problems)
-    _layer_types(text.get("layer_types"), model_type, problems)
+    _layer_types(text.get("layer_types"), model_type, problems,
+                 text.get("num_hidden_layers"))
     _heads(text, model_type, problems)
     _counts(text, problems)
     from ._config import MODEL_DEFAULTS  # _config imports this module

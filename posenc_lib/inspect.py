@@ -229,7 +229,7 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
         target_length = rope.extended_length or 2 * train
         if target_length > _validate.MAX_LENGTH:  # name where the default comes from
             raise ValueError(
-                f"target_length defaults to " + ("the extended length" if
+                "target_length defaults to " + ("the extended length" if
                 rope.extended_length else "2 x L") + f" = {target_length:,}, above "
                 f"{_validate.MAX_LENGTH:,} (2**53, the largest integer float64 holds "
                 f"exactly): give a smaller target_length (--target-length)")

@@ -129,6 +129,15 @@ class _Records(logging.Handler):
 def transformers_outcome(config: dict) -> tuple[str, object]:
     """``("raise", error)``, ``("warn", messages)`` or ``("accept", None)``,
     plus the rotary ``(inv_freq, attention_scaling)`` where it accepts."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: threads only contend
+    try:
+        return _transformers_outcome(config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _transformers_outcome(config: dict):
     import transformers
     from transformers import AutoConfig
 
