@@ -94,8 +94,10 @@ MAX_COUNT = 2**16
 #: it and its default is not "the same as num_attention_heads" (transformers
 #: 4.57.6, the ``__init__`` defaults; ``tests/test_bad_input.py`` checks each).
 #: A default that does not divide the config's heads fails the attention's
-#: forward. (DeepSeek-V3's attention expands its keys per query head and is
-#: left out.)
+#: forward. Not enforced here (reading the rotary set-up needs no key heads);
+#: ``tests/config_population.py`` uses it to recognise that difference, and
+#: ``serving.cache_head`` takes an omitted value as ``num_attention_heads``.
+#: (DeepSeek-V3's attention expands its keys per query head and is left out.)
 KV_HEADS_DEFAULTS = {
     "exaone4": 32, "gemma": 16, "gemma2": 4, "gemma3": 4, "gemma3_text": 4,
     "glm4_moe": 8, "gpt_oss": 8, "lfm2": 8, "llama4": 8, "llama4_text": 8,
