@@ -107,7 +107,8 @@ def configs(draw):
                                   rope_block(head_dim)),
     }
     for key, values in optional.items():
-        if draw(st.booleans()):
+        # num_key_value_heads is rarely omitted (published configs give it)
+        if draw(st.integers(0, 9)) < (8 if key == "num_key_value_heads" else 5):
             config[key] = draw(values)
     if model_type == "qwen2" and draw(st.booleans()):
         config["use_sliding_window"] = True
@@ -207,7 +208,8 @@ DELIBERATE = [
      "transformers 5.x refuses it for llama; 4.57 floors the head size: the two "
      "versions build different models, so posenc_lib refuses it",
      lambda c, t, p: c["model_type"] == "llama"
-     and c["hidden_size"] % c["num_attention_heads"] != 0 and p[0] == "raise"),
+     and c["hidden_size"] % c["num_attention_heads"] != 0 and p[0] == "raise"
+     and "hidden_size (" in str(p[1])),
     ("window or length that is not a positive integer",
      "transformers stores sliding_window / max_position_embeddings as given and "
      "uses them only in some code paths (a mask, a dynamic length); posenc_lib "
@@ -237,6 +239,19 @@ DELIBERATE = [
      and c["num_attention_heads"] % _validate_config.KV_HEADS_DEFAULTS.get(
          c["model_type"], 1) != 0
      and re.search("must divide|size of tensor", str(t[1])) is not None),
+    ("a length the config leaves out",
+     "transformers fills in its class default (LlamaConfig: "
+     "max_position_embeddings 2048), which is rarely the model's length; "
+     "posenc_lib reports a missing length instead of guessing it "
+     "(_config.MODEL_DEFAULTS leaves lengths out on purpose)",
+     lambda c, t, p: p[0] == "raise" and "config is incomplete" in str(p[1])
+     and "max_position_embeddings" in str(p[1])
+     and "max_position_embeddings" not in c),
+    ("a boolean where a number is expected",
+     "Python's True is the integer 1, so transformers computes with a base, "
+     "factor or length of 1 (or 0); posenc_lib refuses a boolean by name",
+     lambda c, t, p: p[0] == "raise" and re.search(r"got (a boolean, )?(True|False)",
+                                                    str(p[1])) is not None),
     ("posenc_lib warns where transformers is silent",
      "posenc_lib warns about ignored rope keys and values transformers computes "
      "anyway even for a class that runs no validation (Mistral), and where "
@@ -308,8 +323,13 @@ def main(argv=None) -> int:
     print(f"{total} configs: same outcome {agree / total:.1%}; same or a listed "
           f"deliberate difference {explained / total:.1%}; largest relative "
           f"frequency difference where both compute: {worst[0]:.2e}")
-    for config, result in shown.get("DISAGREE", []):
-        print("DISAGREE", config, result["transformers"], result["posenc_lib"])
+    for relation, examples in shown.items():
+        if relation == "agree":
+            continue
+        for config, result in examples:
+            print(f"[{relation}]", config, "| transformers:",
+                  str(result["transformers"])[:300], "| posenc_lib:",
+                  str(result["posenc_lib"])[:300])
     return 0
 
 
