@@ -16,7 +16,9 @@ stated):
 * ``sliding_window`` and ``attention_chunk_size`` are positive integers or
   null (``true``/``false`` and strings are refused: the window is a number of
   tokens).
-* ``layer_types`` is a list of strings that transformers allows
+* ``layer_types`` has one entry per layer where ``num_hidden_layers`` is
+  given (transformers' ``layer_type_validation``), each a string that
+  transformers allows
   (``ALLOWED_LAYER_TYPES`` of ``configuration_utils``, read from the installed
   transformers when an entry is not in 4.57.6's set; both 4.57.6 and 5.x raise
   for any other entry), plus the types of the two classes that keep their own
@@ -31,7 +33,10 @@ stated):
   accepts it and floors ``hidden_size // heads``, so the two versions differ and
   the config is refused, as every other config they read differently is.
 * ``rope_local_base_freq`` (Gemma 3's sliding layers) is a finite number
-  above 1, under its own name.
+  above 1, under its own name; an explicit null ``rope_theta`` or
+  ``rope_local_base_freq`` is refused where the class has a default (the
+  class keeps the null, and only a missing key gets the default).
+* layers, heads and the head size are at most :data:`MAX_COUNT`.
 * every length (``max_position_embeddings``, ``original_max_position_embeddings``
   at the top and in the rope block, the windows) is at most
   :data:`posenc_lib._validate.MAX_LENGTH` = 2**53, the largest integer float64
