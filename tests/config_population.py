@@ -247,6 +247,21 @@ DELIBERATE = [
      lambda c, t, p: p[0] == "raise" and "config is incomplete" in str(p[1])
      and "max_position_embeddings" in str(p[1])
      and "max_position_embeddings" not in c),
+    ("a rope value out of range that transformers only logs",
+     "transformers 4.57's validator logs a factor or band factor <= 0 and "
+     "computes with it (negative or infinite frequencies); posenc_lib refuses it "
+     "by name",
+     lambda c, t, p: p[0] == "raise" and t[0] == "warn"
+     and re.search(r"(factor|beta_fast|beta_slow) must be (>|>=) ", str(p[1]))
+     is not None),
+    ("Mistral's dynamic NTK without head_dim",
+     "MistralConfig stores head_dim = None, and 4.57's "
+     "_compute_dynamic_ntk_parameters reads getattr(config, 'head_dim', ...) "
+     "(None, not the fallback): int(None * p) raises. posenc_lib computes "
+     "hidden_size // heads as the other methods do. Open: refuse it per model",
+     lambda c, t, p: c["model_type"] == "mistral" and "head_dim" not in c
+     and t[0] == "raise" and "NoneType" in str(t[1])
+     and "dynamic" in str(c.get("rope_scaling"))),
     ("a boolean where a number is expected",
      "Python's True is the integer 1, so transformers computes with a base, "
      "factor or length of 1 (or 0); posenc_lib refuses a boolean by name",
