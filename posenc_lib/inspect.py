@@ -176,7 +176,9 @@ def _checked_path(source) -> Path:
             raise ValueError(f"{path} is a symbolic link loop (a link that leads back "
                              f"to itself): point it at the config.json") from None
         if error.errno not in (errno.ENOENT, errno.ENOTDIR):
-            raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+            shown = (text if len(text) <= 200 else
+                     f"{text[:100]}...({len(text):,} characters)")
+            raise ValueError(f"cannot read {shown}: {error.strerror or error}") from None
     return path
 
 
