@@ -178,7 +178,8 @@ def _checked_path(source) -> Path:
         if error.errno not in (errno.ENOENT, errno.ENOTDIR):
             shown = (text if len(text) <= 200 else
                      f"{text[:100]}...({len(text):,} characters)")
-            raise ValueError(f"cannot read {shown}: {error.strerror or error}") from None
+            raise ValueError(f"cannot read {shown}: "
+                             f"{error.strerror or error}") from None
     return path
 
 
