@@ -247,13 +247,14 @@ DELIBERATE = [
      lambda c, t, p: p[0] == "raise" and "config is incomplete" in str(p[1])
      and "max_position_embeddings" in str(p[1])
      and "max_position_embeddings" not in c),
-    ("a rope value out of range that transformers only logs",
-     "transformers 4.57's validator logs a factor or band factor <= 0 and "
-     "computes with it (negative or infinite frequencies); posenc_lib refuses it "
-     "by name",
+    ("a rope value out of range or wrongly typed that transformers only logs",
+     "transformers 4.57's validator logs a factor or band factor <= 0, or a "
+     "beta that is not a float, and computes anyway (negative or infinite "
+     "frequencies; a falsy beta such as {} silently becomes its default, "
+     "`beta_fast or 32`); posenc_lib refuses the value by name",
      lambda c, t, p: p[0] == "raise" and t[0] == "warn"
-     and re.search(r"(factor|beta_fast|beta_slow) must be (>|>=) ", str(p[1]))
-     is not None),
+     and re.search(r"(factor|beta_fast|beta_slow) must be (>|>=|a real number)",
+                   str(p[1])) is not None),
     ("Mistral's dynamic NTK without head_dim",
      "MistralConfig stores head_dim = None, and 4.57's "
      "_compute_dynamic_ntk_parameters reads getattr(config, 'head_dim', ...) "
@@ -271,7 +272,8 @@ DELIBERATE = [
      "posenc_lib warns about ignored rope keys and values transformers computes "
      "anyway even for a class that runs no validation (Mistral), and where "
      "transformers' check is skipped",
-     lambda c, t, p: p[0] == "warn" and t[0] == "accept"),
+     lambda c, t, p: p[0] == "warn" and t[0] == "accept"
+     and c["model_type"] == "mistral"),
     ("transformers warns where posenc_lib is silent",
      "a log of transformers' that posenc_lib does not repeat (it reports the "
      "validator's messages in the inspector's 'transformers warns' lines)",
