@@ -344,3 +344,13 @@ def test_generated_configs_agree_with_transformers_457():
 
     check()
     assert relations.count("agree") >= len(relations) // 2
+
+
+def test_serving_inputs_are_named():
+    with pytest.raises(ValueError, match="target_length must be at most"):
+        serving.angle_errors(64, 1e4, 10**30)
+    with pytest.raises(ValueError, match=r"extended has shape \(4,\), trained \(3,\)"):
+        serving.frequency_schedule("yarn", torch.ones(3, dtype=torch.float64),
+                                   torch.ones(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="length must be an integer, got True"):
+        serving.kv_cache_bytes(BASE, length=True)
