@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import _validate
+from . import _validate, _validate_config
 
 #: Keys of the rope block each method accepts (transformers 4.57.6's validators:
 #: required keys first, then optional ones); ``rope_type``/``type`` aside.
@@ -371,6 +371,7 @@ def type_name(model_type: str) -> str:
 def _text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type
     (a 5.x per-layer-type ``rope_parameters`` completed as 5.x completes it)."""
+    _validate_config.validate_config(config)  # layout fields, each named
     text, model_type = _raw_text_config(config)
     return _v5_nested(text, model_type), model_type
 

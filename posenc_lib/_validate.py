@@ -23,6 +23,22 @@ def positive_int(name: str, value, *, minimum: int = 1) -> int:
     return int(value)
 
 
+#: The largest length (tokens, positions) the package accepts: 2**53, the
+#: largest integer float64 holds exactly (positions and angles are computed in
+#: float64; ``torch.arange`` holds int64, which is larger).
+MAX_LENGTH = 2**53
+
+
+def length(name: str, value) -> int:
+    """Return ``value`` as an int, or raise unless ``1 <= value <= MAX_LENGTH``."""
+    value = positive_int(name, value)
+    if value > MAX_LENGTH:
+        raise ValueError(f"{name} must be at most {MAX_LENGTH:,} (2**53, the largest "
+                         f"integer float64 holds exactly; positions are float64), "
+                         f"got {value}")
+    return value
+
+
 def even_int(name: str, value, *, minimum: int = 2) -> int:
     """Return ``value`` as an int, or raise if it is not an even integer >= ``minimum``."""
     value = positive_int(name, value, minimum=minimum)

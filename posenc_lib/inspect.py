@@ -33,9 +33,11 @@ if not __package__:  # run as a file, or found as a top-level ``inspect``
 
 import argparse
 import copy
+import errno
 import functools
 import json
 import math
+import os
 import re
 import sys
 import warnings
@@ -132,21 +134,19 @@ def load_config(source) -> tuple[str, dict]:
     if not isinstance(source, (str, Path)):
         raise ValueError(f"source must be a path, a model name or a mapping, got "
                          f"{type(source).__name__}")
-    path = Path(source)
+    path = _checked_path(source)
     if path.is_dir():
         if not (path / "config.json").is_file():
+            _checked_path(path / "config.json")  # a loop or a dangling link: say so
             raise ValueError(f"the directory {path} holds no config.json")
         name, config = load_config(path / "config.json")
         return path.resolve().name, config
     if path.is_file():
-        try:
-            config = json.loads(path.read_text("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path} is not a JSON file: {error}") from None
-        if not isinstance(config, dict):
-            raise ValueError(f"{path} must hold a JSON object, got "
-                             f"{type(config).__name__}")
+        config = _read_json(path)
         return path.name, config
+    if path.exists():
+        raise ValueError(f"{path} is neither a regular file nor a directory (a pipe "
+                         f"or a device?): give the config.json itself")
     if str(source).lower() in _table():
         entry = model_entry(str(source))
         return entry["title"], entry["config"]
@@ -157,6 +157,55 @@ def load_config(source) -> tuple[str, dict]:
             f"config.json --local-dir DIR`) and pass the file or the directory")
     raise ValueError(f"{str(source)!r} is neither a file nor a model of the table; "
                      f"known models: {', '.join(_table())}")
+
+
+def _checked_path(source) -> Path:
+    """``Path(source)``, or a ``ValueError`` naming it where the file system
+    cannot even say what it is (a symlink loop, a dangling link, a name too
+    long, a NUL byte, a directory without permission)."""
+    text = str(source)
+    if "\0" in text:
+        raise ValueError(f"{text!r} is not a usable path: it holds a NUL byte")
+    path = Path(text)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link to {os.readlink(path)!r}, "
+                             f"which does not exist") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link loop (a link that leads back "
+                             f"to itself): point it at the config.json") from None
+        if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+            shown = (text if len(text) <= 200 else
+                     f"{text[:100]}...({len(text):,} characters)")
+            raise ValueError(f"cannot read {shown}: "
+                             f"{error.strerror or error}") from None
+    return path
+
+
+def _read_json(path: Path) -> dict:
+    """The JSON object in the file ``path``, or a ``ValueError`` naming the file."""
+    try:
+        text = path.read_text("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a JSON file: {error}") from None
+    except OSError as error:  # permission, a directory race, an I/O error
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not a JSON file: {error}") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests its JSON too deeply to read (more levels "
+                         f"than Python's recursion limit, "
+                         f"{sys.getrecursionlimit():,}); a config.json nests a "
+                         f"few levels") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got "
+                         f"{type(config).__name__}")
+    return config
 
 
 def trained_and_extended(config: Mapping, target_length: int | None = None) -> dict:
@@ -183,7 +232,13 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
                          "max_position_embeddings (or original_max_position_embeddings)")
     if target_length is None:
         target_length = rope.extended_length or 2 * train
-    target = _validate.positive_int("target_length", target_length)
+        if target_length > _validate.MAX_LENGTH:  # name where the default comes from
+            raise ValueError(
+                "target_length defaults to " + ("the extended length" if
+                rope.extended_length else "2 x L") + f" = {target_length:,}, above "
+                f"{_validate.MAX_LENGTH:,} (2**53, the largest integer float64 holds "
+                f"exactly): give a smaller target_length (--target-length)")
+    target = _validate.length("target_length", target_length)
     if rope.rope_type == "longrope" or rope.ntk_alpha is not None:
         # LongRoPE's short list and Hunyuan's alpha base run up to L: what was trained
         trained, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
@@ -645,6 +700,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         else:
             warnings.warn_explicit(item.message, item.category, item.filename,
                                    item.lineno)
+    shown = set(report.get("transformers_warnings", []))  # listed there already
+    report["warnings"] = [w for w in report["warnings"] if w not in shown]
     report["supported_length"] = supported
     report["serving_verdict"] = _verdict(report)
     report["engine_needs"] = _engine_needs(config, report)
@@ -1122,6 +1179,51 @@ def crosscheck_vllm(config: Mapping, report: Mapping, *,
                 f"{'as reported' if ok else 'CONTRADICTS THE REPORT'}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one ``error: ...`` line (exit 2), as
+    every other failure of the command line is."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def _length_arg(text: str) -> int:
+    """``--target-length``: an integer (``131072``, ``131_072`` or ``1.31072e5``)
+    from 1 to :data:`posenc_lib._validate.MAX_LENGTH`."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not (math.isfinite(number) and number.is_integer()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        value = int(number)
+    try:
+        return _validate.length("--target-length", value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _front_door(error: BaseException, source) -> str:
+    """The one line the command line prints for ``error``. A ``ValueError``
+    names the field or file already; anything else (a ``TypeError`` or
+    ``OverflowError`` from a value no check foresaw, an ``OSError``, a
+    ``RecursionError``, a ``MemoryError``) is named with its type and the
+    config it came from, so that it can be reported."""
+    if isinstance(error, ValueError):
+        return str(error)
+    if isinstance(error, OSError):
+        where = error.filename if error.filename is not None else source
+        return f"cannot read {where}: {error.strerror or error}"
+    if isinstance(error, RecursionError):
+        return (f"{source} nests its fields too deeply to read (more levels than "
+                f"Python's recursion limit, {sys.getrecursionlimit():,})")
+    return (f"{source}: a value of this config could not be used "
+            f"({type(error).__name__}: {error}); check its fields' types and ranges")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
     [--target-length N] [--engine transformers|vllm|sglang|llama.cpp]
@@ -1129,15 +1231,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
     when ``--crosscheck`` finds a mismatch."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m posenc_lib.inspect",
         description="Report what a model's positional set-up does, from its config.json.")
     parser.add_argument("source", nargs="?",
                         help="path to a config.json or a model directory, or a "
                              "model name (see --list)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--target-length", type=int, default=None,
-                        help="length at which to count pairs out of range")
+    parser.add_argument("--target-length", type=_length_arg, default=None,
+                        help="length at which to count pairs out of range (an "
+                             f"integer, 1 to 2**53 = {_validate.MAX_LENGTH:,})")
     parser.add_argument("--engine", choices=ENGINES, default="transformers",
                         help="whose KV cache and RoPE conventions to report (vllm: "
                              "vLLM 0.33.0's own rotary code, vendored; sglang, "
@@ -1164,13 +1267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, config = load_config(args.source)
         report = inspect_config(config, target_length=args.target_length, name=name,
                                 engine=args.engine, max_model_len=args.max_model_len)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
+        text = json.dumps(report, indent=1) + "\n" if args.json else \
+            format_report(report)
+    except Exception as error:  # the front door: one line, exit 2, never a traceback
+        print(f"error: {_front_door(error, args.source)}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print(format_report(report), end="")
+    print(text, end="")
     if args.crosscheck:
         from . import crosscheck
 
@@ -1178,6 +1280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = crosscheck.crosscheck(config)
         except (ValueError, ImportError) as error:
             print(f"crosscheck error: {error}", file=sys.stderr)
+            return 2
+        except Exception as error:  # as above: one line, exit 2
+            print(f"crosscheck error: {_front_door(error, args.source)}",
+                  file=sys.stderr)
             return 2
         print(crosscheck.format_result(result), end="")
         ok = result["ok"]

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _validate
+from . import _validate, _validate_config
 from ._config import parse_rope_config
 from .per_layer import layer_config, llama4_no_rope_layers  # noqa: F401 (kept importable here)
 
@@ -946,12 +946,18 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
     Warns:
         UnknownRopeKeyWarning: for a key of the rope block that transformers
             ignores (a misspelt ``original_max_position_embeddings``, say).
+        RopeConfigWarning: for YaRN, transformers' warning that ``factor``
+            differs from the ratio of the lengths or that
+            ``original_max_position_embeddings`` is unset, where its config
+            class logs it (the inspector's "transformers warns" line).
     """
     if layer is not None:
         config = layer_config(config, layer)
         if config is None:
             return None
     rope = parse_rope_config(config)
+    if rope.rope_type == "yarn":  # the inspector's "transformers warns" line
+        _validate_config.warn_yarn_lengths(config, stacklevel=2)
     if (rope.dynamic_params is not None and seq_len is not None
             and _length("seq_len", seq_len) > rope.max_position_embeddings):
         # Hunyuan's module is decorated with dynamic_rope_update: beyond

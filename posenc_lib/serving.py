@@ -463,6 +463,9 @@ def frequency_schedule(rope_type: str, trained: torch.Tensor,
     """
     _validate.tensor("trained", trained, min_dim=1, floating=True)
     _validate.tensor("extended", extended, min_dim=1, floating=True)
+    if extended.shape != trained.shape:
+        raise ValueError(f"extended has shape {tuple(extended.shape)}, trained "
+                         f"{tuple(trained.shape)}: give one frequency per pair in both")
     changed = int(((extended - trained).abs() > 1e-6 * trained.abs()).sum())
     if rope_type in LENGTH_DEPENDENT:
         cache = (f"frequencies depend on the sequence length: {LENGTH_DEPENDENT[rope_type]}."
@@ -489,7 +492,7 @@ def angle_errors(dim: int, base: float, target_length: int, *,
     where a position exceeds the dtype's largest finite value (float16 beyond
     65,504).
     """
-    target = _validate.positive_int("target_length", target_length)
+    target = _validate.length("target_length", target_length)
     window = _validate.positive_int("window", window)
     positions = torch.arange(max(target - window, 0), target)
     if frequencies is not None:
@@ -922,7 +925,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                    source=VLLM_SOURCE)
     if length is not None:
-        length = _validate.positive_int("length", length)
+        length = _validate.length("length", length)
         out["length"] = length
         total = 0
         for kind, info in by_type.items():

@@ -1,0 +1,373 @@
+"""The fields of a ``config.json`` that fix the model's layout, checked in one place.
+
+:func:`validate_config` runs before anything reads a config (it is called by
+``posenc_lib._config._text_config``, which every reader goes through:
+:func:`posenc_lib.scaling.rope_from_config`, :mod:`posenc_lib.per_layer`,
+:mod:`posenc_lib.serving` and the inspector). Each problem is reported as a
+``ValueError`` whose message starts with the field's name and says what to
+write instead, so that a wrongly typed or out-of-range field never reaches the
+arithmetic (where it would raise a ``TypeError`` or ``OverflowError`` from deep
+inside, or give a silently wrong answer).
+
+What is checked, and whose behaviour it follows (transformers 4.57.6 unless
+stated):
+
+* ``model_type`` (also ``text_config.model_type``) is a string.
+* ``sliding_window`` and ``attention_chunk_size`` are positive integers or
+  null (``true``/``false`` and strings are refused: the window is a number of
+  tokens).
+* ``layer_types`` has one entry per layer where ``num_hidden_layers`` is
+  given (transformers' ``layer_type_validation``), each a string that
+  transformers allows
+  (``ALLOWED_LAYER_TYPES`` of ``configuration_utils``, read from the installed
+  transformers when an entry is not in 4.57.6's set; both 4.57.6 and 5.x raise
+  for any other entry), plus the types of the two classes that keep their own
+  (LFM2's ``conv``; Granite 4.0's ``mamba`` and ``attention``, which its class
+  requires).
+* ``num_attention_heads`` and ``num_key_value_heads`` are positive integers,
+  and the key/value heads divide the query heads (``repeat_kv`` gives each key
+  head ``heads // kv_heads`` query heads; otherwise the attention's forward
+  fails on mismatched shapes).
+* ``hidden_size`` is a multiple of ``num_attention_heads`` for the model types
+  whose 5.x config class requires it (:data:`HIDDEN_DIVISIBLE_5X`); 4.57.6
+  accepts it and floors ``hidden_size // heads``, so the two versions differ and
+  the config is refused, as every other config they read differently is.
+* ``rope_local_base_freq`` (Gemma 3's sliding layers) is a finite number
+  above 1, under its own name; an explicit null ``rope_theta`` or
+  ``rope_local_base_freq`` is refused where the class has a default (the
+  class keeps the null, and only a missing key gets the default).
+* layers, heads and the head size are at most :data:`MAX_COUNT`.
+* every length (``max_position_embeddings``, ``original_max_position_embeddings``
+  at the top and in the rope block, the windows) is at most
+  :data:`posenc_lib._validate.MAX_LENGTH` = 2**53, the largest integer float64
+  holds exactly (``torch.arange`` and the angle arithmetic take positions as
+  float64).
+* a 4.x ``rope_scaling`` names its method: ``rope_type`` (or the older ``type``)
+  present and not null. transformers 4.57.6 raises for one without it (the
+  validator's ``KeyError``: missing required key ``rope_type``; where the class
+  runs no validator, the rotary module's ``ROPE_INIT_FUNCTIONS[None]``), so a
+  misspelt ``rope_tpye`` or an empty ``{}`` is an error, not plain RoPE.
+  (5.x's ``standardize_rope_params`` defaults a missing one to ``"default"``:
+  a 5.x ``rope_parameters`` without ``rope_type`` is read that way.)
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Mapping
+
+from . import _validate
+
+__all__ = ["validate_config", "warn_yarn_lengths", "YARN_LENGTH_MESSAGES",
+           "allowed_layer_types", "ALLOWED_LAYER_TYPES_4_57", "KV_HEADS_DEFAULTS",
+           "MODEL_LAYER_TYPES", "HIDDEN_DIVISIBLE_5X"]
+
+#: ``ALLOWED_LAYER_TYPES`` of transformers 4.57.6 (``configuration_utils.py``),
+#: used where transformers is not installed.
+ALLOWED_LAYER_TYPES_4_57 = ("full_attention", "sliding_attention", "chunked_attention",
+                            "linear_attention")
+#: Classes whose layer types are their own (transformers 4.57.6):
+#: ``Lfm2Config`` fills in ``conv`` (it runs no ``layer_type_validation``);
+#: ``GraniteMoeHybridConfig`` raises unless every entry is ``mamba`` or
+#: ``attention``.
+MODEL_LAYER_TYPES = {"lfm2": ("full_attention", "conv"),
+                     "granitemoehybrid": ("mamba", "attention")}
+#: The layer types posenc_lib knows how to treat (:mod:`posenc_lib.per_layer`).
+KNOWN_LAYER_TYPES = ALLOWED_LAYER_TYPES_4_57 + ("conv", "mamba", "attention")
+#: Model types whose transformers 5.x (5.24.0) config class raises unless
+#: ``hidden_size % num_attention_heads == 0`` (``validate_architecture`` in
+#: ``models/*/configuration_*.py``; the decoder models among them).
+#: ``tests/test_bad_input.py`` rebuilds the set from 5.24's source where that
+#: environment exists.
+HIDDEN_DIVISIBLE_5X = frozenset({
+    "arcee", "aria_text", "cwm", "deepseek_v2", "exaone", "gemma2", "gemma3",
+    "gemma3_text", "gemma3n", "gemma3n_text", "gpt_neox", "hyperclovax", "internlm3",
+    "jais2", "llama", "minicpm3", "vaultgemma"})
+
+
+#: The most layers, heads and features per head a config may state: 65,536,
+#: 500 times the deepest published decoder (Llama 3.1 405B, 126 layers) and
+#: 128 times the widest head (512). The report lists every layer and computes
+#: one frequency per pair; far beyond this, a mistyped number (10**9 layers, a
+#: head of 2**40 features) would run for hours or exhaust memory instead of
+#: failing.
+MAX_COUNT = 2**16
+
+
+#: ``num_key_value_heads`` as a config class fills it in when the config omits
+#: it and its default is not "the same as num_attention_heads" (transformers
+#: 4.57.6, the ``__init__`` defaults; ``tests/test_bad_input.py`` checks each).
+#: A default that does not divide the config's heads fails the attention's
+#: forward. Not enforced here (reading the rotary set-up needs no key heads);
+#: ``tests/config_population.py`` uses it to recognise that difference, and
+#: ``serving.cache_head`` takes an omitted value as ``num_attention_heads``.
+#: (DeepSeek-V3's attention expands its keys per query head and is left out.)
+KV_HEADS_DEFAULTS = {
+    "exaone4": 32, "gemma": 16, "gemma2": 4, "gemma3": 4, "gemma3_text": 4,
+    "glm4_moe": 8, "gpt_oss": 8, "lfm2": 8, "llama4": 8, "llama4_text": 8,
+    "mistral": 8, "mixtral": 8, "qwen2": 32, "qwen2_5_vl": 8, "qwen2_moe": 16,
+    "qwen2_vl": 8, "qwen3": 32, "qwen3_moe": 4, "seed_oss": 8, "smollm3": 4,
+    "stablelm": 32}
+
+
+def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:
+    """The ``layer_types`` entries a config of ``model_type`` may hold."""
+    return MODEL_LAYER_TYPES.get(model_type or "", ALLOWED_LAYER_TYPES_4_57)
+
+
+def _installed_allows(entry: str) -> bool:
+    """Whether the installed transformers allows ``entry`` (False without it)."""
+    try:
+        from transformers import configuration_utils
+    except Exception:  # not installed, or broken: 4.57.6's set decides
+        return False
+    return entry in getattr(configuration_utils, "ALLOWED_LAYER_TYPES", ())
+
+
+def _model_type(name: str, value) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} must be a string naming the model's class (e.g. "
+                         f"\"llama\"), got {value!r}")
+
+
+def _window(name: str, value, problems: list) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or isinstance(value, str):
+        what = "a string" if isinstance(value, str) else "a boolean"
+        problems.append(f"{name} must be a positive integer (a number of tokens) or "
+                        f"null for none, got {what}, {value!r}"
+                        + (": write it without quotes" if isinstance(value, str)
+                           and value.strip().isdigit() else ""))
+        return
+    try:
+        _length(name, value)
+    except ValueError as error:
+        problems.append(f"{error} ({name} is a number of tokens >= 1, or null for "
+                        f"no window)")
+
+
+def _length(name: str, value) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _validate.length(name, value)
+
+
+def _check(problems: list, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as error:
+        problems.append(str(error))
+        return None
+
+
+def _layer_types(value, model_type: str | None, problems: list,
+                 layers=None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)):
+        problems.append(f"layer_types must be a list of strings, one per layer, got "
+                        f"{value!r}")
+        return
+    if isinstance(layers, int) and not isinstance(layers, bool) and \
+            layers != len(value):  # layer_type_validation (4.57.6 and 5.x)
+        problems.append(f"layer_types has {len(value)} entries for "
+                        f"num_hidden_layers={layers}: give one entry per layer "
+                        f"(transformers raises)")
+    allowed = allowed_layer_types(model_type)
+    for i, entry in enumerate(value):
+        if not isinstance(entry, str):
+            problems.append(f"layer_types[{i}] must be a string, got {entry!r}")
+            return
+        if entry in allowed:
+            continue
+        if model_type not in MODEL_LAYER_TYPES and entry not in KNOWN_LAYER_TYPES \
+                and _installed_allows(entry):
+            problems.append(f"layer_types[{i}] is {entry!r}, which the installed "
+                            f"transformers allows but posenc_lib does not model (it "
+                            f"knows {list(allowed)})")
+        else:
+            problems.append(f"layer_types[{i}] is {entry!r}, which transformers "
+                            f"refuses for model_type {model_type!r}: the entries must "
+                            f"be in {list(allowed)}")
+        return
+
+
+def _heads(text: Mapping, model_type: str | None, problems: list) -> None:
+    heads = text.get("num_attention_heads")
+    kv = text.get("num_key_value_heads")
+    if heads is not None:
+        heads = _check(problems, _validate.positive_int, "num_attention_heads", heads)
+    if kv is not None:
+        kv = _check(problems, _validate.positive_int, "num_key_value_heads", kv)
+    if heads and kv and heads % kv:
+        problems.append(f"num_key_value_heads ({kv}) must divide num_attention_heads "
+                        f"({heads}): each key/value head serves heads // kv_heads "
+                        f"query heads (repeat_kv), and transformers' attention fails "
+                        f"on the shapes otherwise")
+    hidden = text.get("hidden_size")
+    if heads and model_type in HIDDEN_DIVISIBLE_5X and hidden is not None:
+        hidden = _check(problems, _validate.positive_int, "hidden_size", hidden)
+        if hidden and hidden % heads:
+            problems.append(
+                f"hidden_size ({hidden}) must be a multiple of num_attention_heads "
+                f"({heads}) for model_type {model_type!r}: transformers 5.x refuses "
+                f"it, while 4.57 floors the head size to {hidden // heads}; the two "
+                f"versions would build different models")
+
+
+def _counts(text: Mapping, problems: list) -> None:
+    """Layers, heads and head sizes within :data:`MAX_COUNT`."""
+    names = ("num_hidden_layers", "num_attention_heads", "n_head", "num_heads",
+             "num_key_value_heads", "head_dim", "qk_rope_head_dim")
+    for name in names:
+        value = text.get(name)
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
+                value > MAX_COUNT:
+            problems.append(f"{name} must be at most {MAX_COUNT:,} (see posenc_lib."
+                            f"_validate_config.MAX_COUNT), got {value:,}")
+    hidden, heads = text.get("hidden_size"), text.get("num_attention_heads")
+    if text.get("head_dim") is None and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+            for v in (hidden, heads)) and hidden // heads > MAX_COUNT:
+        problems.append(f"hidden_size // num_attention_heads (the head size) must be "
+                        f"at most {MAX_COUNT:,}, got {hidden} // {heads} = "
+                        f"{hidden // heads:,}")
+
+
+def _rope_blocks(text: Mapping):
+    """``(name, block)`` for every rope dictionary of the config."""
+    scaling, params = text.get("rope_scaling"), text.get("rope_parameters")
+    if isinstance(scaling, Mapping):
+        yield "rope_scaling", scaling
+    if isinstance(params, Mapping):
+        nested = bool(params) and all(isinstance(v, Mapping) for v in params.values())
+        if nested:
+            for kind, entry in params.items():
+                yield f"rope_parameters[{kind!r}]", entry
+        else:
+            yield "rope_parameters", params
+
+
+def _rope(text: Mapping, problems: list) -> None:
+    for name, block in _rope_blocks(text):
+        for key in ("rope_type", "type"):
+            value = block.get(key)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{name}.{key} must be a string naming the method "
+                                f"(e.g. \"yarn\"), got {value!r}")
+        original = block.get("original_max_position_embeddings")
+        if isinstance(original, numbers.Real) and not isinstance(original, bool):
+            _check(problems, _cap, f"{name}.original_max_position_embeddings",
+                   original)
+    scaling = text.get("rope_scaling")
+    if isinstance(scaling, Mapping) and text.get("rope_parameters") is None and \
+            scaling.get("rope_type") is None and scaling.get("type") is None:
+        given = ("is null" if "rope_type" in scaling or "type" in scaling
+                 else "is missing")
+        near = [k for k in scaling if k not in ("rope_type", "type") and
+                _close(k, "rope_type")]
+        problems.append(
+            f"rope_scaling.rope_type {given}" + (f" (the block has {near[0]!r}: "
+                                                  f"misspelt?)" if near else "")
+            + f": transformers 4.57 raises for a rope_scaling that does not name "
+            f"its method (KeyError: missing required key 'rope_type'). Write "
+            f"\"rope_type\": \"default\" (plain RoPE), \"linear\", \"dynamic\", "
+            f"\"yarn\", \"llama3\" or \"longrope\", or drop rope_scaling for plain "
+            f"RoPE; got {dict(scaling)!r}")
+
+
+def _close(a: str, b: str) -> bool:
+    """Whether ``a`` looks like a misspelling of ``b`` (same letters, or one edit)."""
+    if sorted(a) == sorted(b):
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    diffs = sum(x != y for x, y in zip(a, b))
+    return diffs + abs(len(a) - len(b)) <= 1
+
+
+def _cap(name: str, value) -> None:
+    """Only the cap of a length (its type is checked where it is read)."""
+    if value > _validate.MAX_LENGTH:
+        raise ValueError(f"{name} must be at most {_validate.MAX_LENGTH:,} (2**53, the "
+                         f"largest integer float64 holds exactly; positions are "
+                         f"float64), got {value!r}")
+
+
+def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
+    _window("sliding_window", text.get("sliding_window"), problems)
+    _window("attention_chunk_size", text.get("attention_chunk_size"), problems)
+    _layer_types(text.get("layer_types"), model_type, problems,
+                 text.get("num_hidden_layers"))
+    _heads(text, model_type, problems)
+    _counts(text, problems)
+    from ._config import MODEL_DEFAULTS  # _config imports this module
+    from .per_layer import LAYER_DEFAULTS
+
+    for name in ("rope_theta", "rope_local_base_freq"):
+        defaults = {**MODEL_DEFAULTS.get(model_type, {}),
+                    **LAYER_DEFAULTS.get(model_type, {})}
+        if name in text and text[name] is None and name in defaults:
+            # the class's default is not used for an explicit null: it is kept
+            problems.append(f"{name} is null: transformers keeps the null (it fills "
+                            f"in its default only for a missing key) and fails "
+                            f"computing the frequencies; give a number, or leave "
+                            f"the key out for the class default")
+    local = text.get("rope_local_base_freq")
+    if local is not None:
+        _check(problems, _validate.finite_float, "rope_local_base_freq", local,
+               greater_than=1.0)
+    for name in ("max_position_embeddings", "original_max_position_embeddings"):
+        value = text.get(name)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            _check(problems, _cap, name, value)
+    _rope(text, problems)
+
+
+def validate_config(config: Mapping) -> None:
+    """Raise a ``ValueError`` naming each layout field of ``config`` that is
+    wrongly typed or out of range (see the module docstring); one problem is
+    reported as it is, several are listed in one message."""
+    if not isinstance(config, Mapping):
+        return  # _config reports it
+    _model_type("model_type", config.get("model_type"))
+    text = config.get("text_config")
+    model_type = config.get("model_type")
+    if isinstance(text, Mapping):
+        _model_type("text_config.model_type", text.get("model_type"))
+        model_type = text.get("model_type") or model_type
+    else:
+        text = config
+    if isinstance(model_type, str):
+        model_type = model_type.removesuffix("_text") if model_type.removesuffix(
+            "_text") in MODEL_LAYER_TYPES else model_type
+    problems: list[str] = []
+    _text_fields(text, model_type, problems)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        listed = "; ".join(f"({i}) {m}" for i, m in enumerate(problems, 1))
+        raise ValueError(f"config has {len(problems)} problems: {listed}")
+
+
+#: How transformers 4.57.6's YaRN validator (``_validate_yarn_parameters``)
+#: begins its two warnings about the lengths: a ``factor`` that differs from
+#: ``max_position_embeddings / original_max_position_embeddings``, and an
+#: unset ``original_max_position_embeddings``.
+YARN_LENGTH_MESSAGES = ("The explicitly set RoPE scaling factor",
+                        "config.rope_scaling['original_max_position_embeddings']")
+
+
+def warn_yarn_lengths(config: Mapping, *, stacklevel: int = 2) -> None:
+    """Warn (``RopeConfigWarning``) with transformers' YaRN factor/length
+    warning, where its config class logs it
+    (:func:`posenc_lib.serving.transformers_warnings`, the text the inspector
+    shows under "transformers warns"); ``stacklevel`` counts from the caller."""
+    from . import scaling, serving  # they import this module's users
+
+    for message in serving.transformers_warnings(config):
+        if message.startswith(YARN_LENGTH_MESSAGES):
+            warnings.warn(message, scaling.RopeConfigWarning,
+                          stacklevel=stacklevel + 1)
