@@ -73,6 +73,22 @@ ALLOWED_LAYER_TYPES_4_57 = ("full_attention", "sliding_attention", "chunked_atte
 #: ``attention``.
 MODEL_LAYER_TYPES = {"lfm2": ("full_attention", "conv"),
                      "granitemoehybrid": ("mamba", "attention")}
+#: ``ALLOWED_LAYER_TYPES`` of transformers 5.24.0 (``configuration_utils.py``):
+#: a 5.x config.json may hold these, and 5.24 builds such models (for example
+#: ``indexed_attention`` in DeepSeek-V3.2, ``conv`` in LFM 3; see
+#: ``results/conformance-5.json``). They are accepted, as 5.24 accepts them;
+#: the layers are read as attention layers, and what the library does not
+#: model about them (an indexer's keys, compressed caches) is listed per model
+#: type in the stored conformance sweep.
+ALLOWED_LAYER_TYPES_5_24 = (
+    "full_attention", "sliding_attention", "chunked_attention", "window_attention",
+    "indexed_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+    "minimax_m3_sparse", "conv", "moe", "hybrid", "hybrid_sliding",
+    "reference_sliding_attention", "linear_attention", "sparse", "dense")
+#: Classes whose 5.24 layer types differ from their 4.57.6 ones
+#: (``GraniteMoeHybridConfig`` in 5.24 fills in ``linear_attention`` for its
+#: Mamba layers).
+MODEL_LAYER_TYPES_5_24 = {"granitemoehybrid": ("linear_attention", "full_attention")}
 #: The layer types posenc_lib knows how to treat (:mod:`posenc_lib.per_layer`).
 KNOWN_LAYER_TYPES = ALLOWED_LAYER_TYPES_4_57 + ("conv", "mamba", "attention")
 #: Model types whose transformers 5.x (5.24.0) config class raises unless
@@ -112,8 +128,16 @@ KV_HEADS_DEFAULTS = {
 
 
 def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:
-    """The ``layer_types`` entries a config of ``model_type`` may hold."""
-    return MODEL_LAYER_TYPES.get(model_type or "", ALLOWED_LAYER_TYPES_4_57)
+    """The ``layer_types`` entries a config of ``model_type`` may hold: those
+    transformers 4.57.6 allows, and those 5.24.0 allows (a config written for
+    either is read)."""
+    name = model_type or ""
+    if name in MODEL_LAYER_TYPES:
+        return MODEL_LAYER_TYPES[name] + tuple(
+            t for t in MODEL_LAYER_TYPES_5_24.get(name, ())
+            if t not in MODEL_LAYER_TYPES[name])
+    return ALLOWED_LAYER_TYPES_4_57 + tuple(
+        t for t in ALLOWED_LAYER_TYPES_5_24 if t not in ALLOWED_LAYER_TYPES_4_57)
 
 
 def _installed_allows(entry: str) -> bool:
@@ -297,7 +321,8 @@ def _cap(name: str, value) -> None:
 
 
 def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
-    _window("sliding_window", text.get("sliding_window"), problems)
+    if text.get("use_sliding_window") is not False:  # else transformers ignores it
+        _window("sliding_window", text.get("sliding_window"), problems)  # (Qwen2 0)
     _window("attention_chunk_size", text.get("attention_chunk_size"), problems)
     _layer_types(text.get("layer_types"), model_type, problems,
                  text.get("num_hidden_layers"))
