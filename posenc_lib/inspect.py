@@ -1227,7 +1227,7 @@ def _front_door(error: BaseException, source) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
     [--target-length N] [--engine transformers|vllm|sglang|llama.cpp]
-    [--max-model-len N] [--crosscheck]``.
+    [--max-model-len N] [--baseline SHIPPED] [--crosscheck [--python PATH]]``.
 
     Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
     when ``--crosscheck`` finds a mismatch."""
@@ -1255,8 +1255,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "installed transformers and compare every layer's "
                              "cos/sin, the attention scaling and the cache bytes "
                              "with this report")
+    parser.add_argument("--python", default=None, metavar="PATH",
+                        help="with --crosscheck: run the tiny model with this "
+                             "interpreter (a venv with transformers 5.x, say)")
+    parser.add_argument("--baseline", default=None, metavar="SHIPPED",
+                        help="the config the model shipped with (a config.json or a "
+                             "model name): compare this config's frequencies and "
+                             "logit factor with the ones it was trained with")
     parser.add_argument("--list", action="store_true", help="list the known models")
     args = parser.parse_args(argv)
+    if args.python is not None and not args.crosscheck:
+        parser.error("--python runs the cross-check in another interpreter: give "
+                     "--crosscheck too")
     if args.list:
         print("\n".join(model_names()))
         return 0
@@ -1272,12 +1282,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # the front door: one line, exit 2, never a traceback
         print(f"error: {_front_door(error, args.source)}", file=sys.stderr)
         return 2
+    if args.baseline is not None:
+        try:
+            _, shipped = load_config(args.baseline)
+            against = compare_to_baseline(config, shipped,
+                                          target_length=args.target_length)
+        except Exception as error:  # as above, naming the baseline
+            print(f"error: --baseline: {_front_door(error, args.baseline)}",
+                  file=sys.stderr)
+            return 2
+        if args.json:
+            report = {**report, "baseline": against}
+            text = json.dumps(report, indent=1) + "\n"
+        else:
+            text += format_baseline(against)
     print(text, end="")
     if args.crosscheck:
         from . import crosscheck
 
         try:
-            result = crosscheck.crosscheck(config)
+            result = crosscheck.crosscheck(config, python=args.python)
         except (ValueError, ImportError) as error:
             print(f"crosscheck error: {error}", file=sys.stderr)
             return 2
