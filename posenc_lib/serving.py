@@ -156,6 +156,14 @@ def _missing_keys(rope_type: str, block: Mapping, required: set[str],
             f"'rope_type'='{rope_type}': {listed}"]
 
 
+#: Config classes that read a RoPE block of type ``mrope`` as ``default``
+#: before validating it (transformers 4.57.6: ``Qwen2VLConfig`` and
+#: ``Qwen2_5_VLConfig`` and their text configs, when the block has ``type``;
+#: 5.24.0: the same classes, from ``rope_type`` or ``type``).
+_MROPE_AS_DEFAULT = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
+                               "qwen2_5_vl_text"})
+
+
 def transformers_warnings(config: Mapping, version: str | None = None) -> list[str]:
     """The warnings transformers logs for the config's RoPE block.
 
@@ -218,7 +226,11 @@ def _transformers_5_warnings(config: Mapping) -> list[str]:
     for entry in entries:
         if not isinstance(entry, Mapping):
             continue
-        for message in _validate_5(dict(entry), text, model_type, max_len, config):
+        entry = dict(entry)
+        if model_type in _MROPE_AS_DEFAULT and \
+                entry.get("rope_type", entry.get("type")) == "mrope":
+            entry["rope_type"] = "default"  # Qwen2VLConfig / Qwen2_5_VLConfig (5.24.0)
+        for message in _validate_5(entry, text, model_type, max_len, config):
             if message not in out or not message.startswith(_WARN_ONCE_5):
                 out.append(message)
             if message.startswith("KeyError"):
@@ -348,6 +360,8 @@ def _transformers_4_warnings(config: Mapping) -> list[str]:
     if not isinstance(block, Mapping) or not validates_rope(config):
         return []
     block = dict(block)
+    if model_type in _MROPE_AS_DEFAULT and block.get("type") == "mrope":
+        block["type"] = "default"  # Qwen2VLConfig / Qwen2_5_VLConfig (4.57.6) do this
     if "type" in block and not ({model_type, f"{model_type}_text"} & KEEPS_TYPE_KEY):
         block["rope_type"] = block["type"]
     if model_type == "deepseek_v3":

@@ -304,3 +304,19 @@ def test_classes_that_keep_the_type_key_are_read_from_4_57():
         if logged and "{'rope_type'}" in logged[-1]:
             found.add(model_type)
     assert found == set(serving.KEEPS_TYPE_KEY)
+
+
+@pytest.mark.parametrize("block", [{"type": "mrope", "mrope_section": [16, 24, 24]},
+                                   {"rope_type": "mrope", "mrope_section": [16, 24, 24]},
+                                   {"type": "default", "mrope_section": [16, 24, 24]}])
+def test_qwen_vl_mrope_blocks_warn_as_each_version_logs(block):
+    """Qwen2-VL's and Qwen2.5-VL's classes read a ``type: mrope`` block as
+    default RoPE before validating it (4.57.6 only from ``type``; 5.24.0 from
+    either key), so the published block logs nothing; a ``rope_type: mrope``
+    block does log in 4.57.6."""
+    config = with_block(model_inspect.model_config("qwen2.5-vl-7b-instruct"), block)
+    assert serving.transformers_warnings(config, "4.57.6") == transformers_log(config)
+    if PYTHON5.exists():
+        live = capture.run_worker(str(PYTHON5), [config])["logs"][0]
+        assert canonical(serving.transformers_warnings(config, "5.24.0")) == \
+            canonical(live)
