@@ -26,7 +26,7 @@ from typing import Mapping
 
 import torch
 
-from . import _config, _validate, per_layer, rope
+from . import _config, _validate, _validate_config, per_layer, rope
 
 __all__ = ["transformers_warnings", "mimicked_transformers_version",
            "MIMICKED_VERSIONS", "KEEPS_TYPE_KEY", "validates_rope", "VALIDATING_MODEL_TYPES",
@@ -613,7 +613,15 @@ def cache_head(config: Mapping) -> dict:
             text.get("new_decoder_architecture") or not text.get("multi_query", True)) \
             else 1
     if kv_heads is None and model_type in ("deepseek_v3", "deepseek_v2"):
-        kv_heads = heads  # DeepseekV3Config: num_key_value_heads defaults to heads
+        kv_heads = heads  # DeepseekV3Attention expands its keys per query head
+    elif kv_heads is None and model_type in _validate_config.KV_HEADS_DEFAULTS:
+        # the config class fills in its own default, not the query heads
+        kv_heads = _validate_config.KV_HEADS_DEFAULTS[model_type]
+        if heads % kv_heads:
+            raise ValueError(
+                f"num_key_value_heads is missing: transformers' {model_type} config "
+                f"fills in {kv_heads}, which does not divide num_attention_heads="
+                f"{heads}, so its attention fails; give num_key_value_heads")
     kv_heads = _validate.positive_int("num_key_value_heads",
                                       heads if kv_heads is None else kv_heads)
     mla = _mla(text, model_type)

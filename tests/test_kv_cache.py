@@ -383,3 +383,22 @@ def test_vllm_fixed_state():
     assert cache["fixed_state"]["bytes"] == 4 * (conv + ssm) * 2
     with pytest.raises(ValueError, match="engine must be one of"):
         serving.fixed_state_bytes(granite, engine="tgi")
+
+
+@pytest.mark.parametrize("model_type", ["mistral", "qwen2", "gemma2", "qwen3"])
+def test_omitted_kv_heads_take_the_class_default(model_type):
+    """A config without ``num_key_value_heads``: its class fills in its own
+    default (Mistral 8, Qwen2 32, ...), not the query heads; the filled cache
+    of the tiny model says which."""
+    from posenc_lib import _validate_config
+
+    default = _validate_config.KV_HEADS_DEFAULTS[model_type]
+    config = {"model_type": model_type, "hidden_size": 32 * default,
+              "num_attention_heads": 2 * default, "head_dim": 16,
+              "num_hidden_layers": 2, "intermediate_size": 32, "vocab_size": 64,
+              "rope_theta": 1e4, "max_position_embeddings": 64}
+    assert serving.cache_head(config)["kv_heads"] == default
+    assert ours(config, 5) == filled(config, 5)
+    with pytest.raises(ValueError, match="num_key_value_heads is missing.*fills in"):
+        serving.cache_head({**config, "num_attention_heads": default + 1,
+                            "hidden_size": 32 * (default + 1)})
