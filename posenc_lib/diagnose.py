@@ -508,7 +508,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
         cfg = _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings)
     expected, attention = _expected(cfg, rotary, base, seq_len)
     if max_position is None:
-        max_position = _context(cfg, max_position_embeddings) - 1
+        max_position = max(_context(cfg, max_position_embeddings), seq_len or 0) - 1
     max_position = _validate.positive_int("max_position", max_position, minimum=64)
     if max_position > _MAX_CONTEXT:
         raise ValueError(f"max_position must be <= {_MAX_CONTEXT} (positions that float32 "
@@ -522,8 +522,8 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
     m = _call(fn, basis.contiguous(), positions, timeout).permute(1, 2, 0)  # M[s, out, in]
     x = torch.randn(2, n_pos, dim, generator=gen, dtype=torch.float32)
     y = _call(fn, x, positions, timeout)
-    intended = dict(dim=dim, base=base, layout=layout, rotary=rotary, expected=expected,
-                    attention=attention, config=cfg, timeout=timeout,
+    intended = dict(dim=dim, base=base, seq_len=seq_len, layout=layout, rotary=rotary,
+                    expected=expected, attention=attention, config=cfg, timeout=timeout,
                     start=dim - rotary if rotary_position == "last" else 0,
                     rotary_position=rotary_position, limit=max_position,
                     scaled=cfg is not None and _rope_type(cfg) != "default")
@@ -825,7 +825,7 @@ def _explain_schedule(free, intended):
     factor = _scaling_factor(intended)
     line = (f"Scaling: fn's frequencies are not those of the rope_scaling you give "
             f"({kind!r}). ")
-    if factor and factor > 1:
+    if factor and factor > 1 and kind in ("llama3", "yarn"):
         k_fn, d_fn = _fit.bands(ratio, factor)
         k_ex, d_ex = _fit.bands(theta / plain, factor)
         line += (f"Fitted pair by pair: fn keeps pairs 0..{k_fn} and divides pairs "
@@ -887,6 +887,10 @@ def _scaling_parameter_fit(free, intended):
         bf, bs = params.get("beta_fast") or 32.0, params.get("beta_slow") or 1.0
         candidates.append(("beta_fast and beta_slow swapped",
                            dict(params, beta_fast=bs, beta_slow=bf)))
+    if kind == "dynamic" and len(free) > 1:
+        found = _dynamic_fit(free, intended, params)
+        if found:
+            return found
     tried = []
     for text, p in candidates:
         try:
@@ -912,6 +916,33 @@ def _scaling_parameter_fit(free, intended):
         if inv.shape == free.shape and bool(((inv - free).abs() <= 2e-4 * inv).all()):
             return text
     return None
+
+
+def _dynamic_fit(free, intended, params):
+    """Dynamic NTK: the sequence length (and exponent) whose base reproduces a
+    geometric ladder ``free``; a sentence or ``None``."""
+    rotary, base = intended["rotary"], intended["base"]
+    fitted_base = float(free[1]) ** (-rotary / 2)
+    if not bool(((rope.inv_freq(rotary, fitted_base, dtype=torch.float64) - free).abs()
+                 <= 2e-4 * free).all()):
+        return None
+    factor = params.get("factor")
+    longest = params.get("max_position_embeddings")
+    if not factor or not longest:
+        return None
+    seq_len = intended.get("seq_len")
+    grown = fitted_base / base
+    right = grown ** ((rotary - 2) / rotary)
+    at_right = (right + factor - 1) * longest / factor
+    at_dropped = (grown + factor - 1) * longest / factor
+    if seq_len is not None and abs(at_dropped - seq_len) <= 1e-3 * seq_len:
+        return (f"dynamic NTK's base without the exponent d/(d-2) = "
+                f"{rotary}/{rotary - 2}: fn's ladder has base {fitted_base:.6g}, which "
+                f"is base·(factor·L/max_position_embeddings - factor + 1) at L = "
+                f"{seq_len}, not raised to d/(d-2)")
+    return (f"dynamic NTK at sequence length about {at_right:.0f} (fn's ladder has base "
+            f"{fitted_base:.6g})" + (f", not at the seq_len {seq_len} you give"
+                                    if seq_len is not None else ""))
 
 
 def _llama3_variant(plain, factor, low, high, original, turn, inverted, keep_first):
@@ -1349,7 +1380,7 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         fit.fitted.update(base=low_base, exponent=text, position_bits=name,
                           low_precision=mode, spacing=spacing)
         codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
-                                         n_block)
+                                         n_block, dim)
         codes.append("positions-precision")
         what = {"all": "the positions, inv_freq and their product (the angles)",
                 "inv_freq": "the positions and inv_freq",
@@ -1679,8 +1710,23 @@ def _rank(value: float, base: float, right: bool) -> int:
     return 2 * level + (0 if right else 1)
 
 
+def _denominator_hint(text: str, rotary: int, dim) -> str:
+    """Why a ladder ``2i/D`` has the denominator ``D`` it has."""
+    if not text.startswith("2i/"):
+        return ""
+    denominator = int(text.split("/")[1])
+    if dim is not None and denominator == dim and rotary < dim:
+        return (f"; {denominator} in the denominator is the whole head (head_dim), "
+                f"but only rotary_dim = {rotary} features rotate: space the "
+                f"frequencies over the rotated features")
+    if denominator > (dim or rotary):
+        return (f"; {denominator} in the denominator is larger than the head: "
+                f"hidden_size (n_heads × head_dim) used instead of head_dim?")
+    return ""
+
+
 def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base: float,
-                      rotary: int, n: int) -> tuple[list, list]:
+                      rotary: int, n: int, dim: int | None = None) -> tuple[list, list]:
     codes, lines = [], []
     if abs(math.log(fitted_base / base)) >= 1e-3:
         codes.append("base")
@@ -1697,10 +1743,7 @@ def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base
                      f"so the slowest pair turns {fitted_base ** (-e * (n - 1)):.3g} "
                      f"rad per position instead of "
                      f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}"
-                     + (f"; {text.split('/')[1]} in the denominator is larger than the "
-                        f"head: hidden_size (n_heads × head_dim) used instead of "
-                        f"head_dim?" if text.startswith("2i/")
-                        and int(text.split("/")[1]) > rotary else "")
+                     + _denominator_hint(text, rotary, dim)
                      + f". Fix: inv_freq = 1 / "
                      f"base ** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d "
                      f"for pair i (rope.inv_freq({rotary}, base)).")
@@ -1738,7 +1781,7 @@ def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: 
     if abs(math.log(fitted_base / base)) < 1e-3:
         fitted_base = base
     fitted.update(base=fitted_base, exponent=text, spacing=spacing)
-    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n)
+    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n, dim)
     idx = torch.arange(n, dtype=torch.float64)
     return codes, lines, torch.pow(fitted_base, -e * idx)
 

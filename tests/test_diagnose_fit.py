@@ -185,6 +185,32 @@ ROWS = [
     ("last 32 of 96 rotated, first intended", lambda: partial(96, 32, 1e4, last_slice),
      dict(dim=96, rotary_dim=32), ["partial-rotary"], ["rotary_position='last'"]),
 ]
+
+def dynamic_dropped(dim=64, base=1e4, factor=2.0, longest=4096, length=10240):
+    alpha = factor * length / longest - (factor - 1)
+    return kernel(ladder(dim, base * alpha))     # the exponent d/(d-2) dropped
+
+
+def exponent_over_head(dim=128, rotary=32, base=1e4):
+    inv = (1.0 / base ** (torch.arange(0, rotary, 2, dtype=torch.float64) / dim)).float()
+
+    def fn(x, positions):
+        f = positions.float()[:, None] * inv
+        emb = torch.cat((f, f), -1)
+        xr, xp = x[..., :rotary], x[..., rotary:]
+        return torch.cat((xr * emb.cos() + rotate_half(xr) * emb.sin(), xp), -1)
+    return fn
+
+
+ROWS += [
+    ("dynamic NTK with the exponent dropped", dynamic_dropped,
+     dict(dim=64, rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+          max_position_embeddings=4096, seq_len=10240), ["scaling"],
+     ["without the exponent d/(d-2)", "L = 10240"]),
+    ("partial 32 of 128, exponent over head_dim", exponent_over_head,
+     dict(dim=128, rotary_dim=32), ["frequency-exponent"],
+     ["is the whole head (head_dim)"]),
+]
 SLOW_ROWS = [
     ("Llama 3.1 with a cache of 8192 rows that wraps",
      lambda: cache(llama3(128, 5e5), 8192, "wrap"),
