@@ -552,7 +552,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
             if noise:
                 fit.fitted["output_rounding"] = rounding
             result = _diagnose_normalised(m, positions, intended, fit)
-            if result.findings == ["not-rope"]:
+            mixing, _ = _structure(m, threshold=1e-4 + 4 * noise)
+            if result.findings == ["not-rope"] and "rounds its cos and sin tables" \
+                    not in result.explanation and (mixing is None or mixing):
                 theta = intended["expected"].to(torch.float64)
                 ipairs = _pairs_of(layout, intended["start"], rotary // 2)
                 rescued = _entries(m, positions, theta, ipairs, attention, intended,
@@ -626,6 +628,8 @@ def _fit_general(fn, m, positions, intended, fit):
     eye = torch.eye(dim, dtype=torch.float64)
     entry_tol = 1e-4 + 4 * noise
     pairs, _ = _structure(m, threshold=entry_tol)
+    if pairs is not None and not pairs:
+        return None     # nothing rotates: the older fit says so
     rest_ok = (not rest or float((m[:, rest][:, :, rest] - eye[rest][:, rest]).abs().max())
                <= entry_tol)
     coupled_rest = bool(rest) and float(m[:, rest][:, :, rotated].abs().max()
@@ -633,13 +637,13 @@ def _fit_general(fn, m, positions, intended, fit):
     if pairs is not None and set(pairs) == set(ipairs) and rest_ok and not coupled_rest:
         g = _column_scale(m, rotated, 1e-4 + 4 * noise)
         if g is None:
-            return _entries(m, positions, theta, ipairs, att, intended, fit)
+            return None     # no scaled rotations: the older fit, then the entries
         mm = m.clone()
         mm[:, :, rotated] /= g
         angles, misfit = _block_angles(mm, ipairs)
         tol = _fit.pair_tolerance(positions, theta, noise)
         if bool((misfit > tol).any()):
-            return _entries(m, positions, theta, ipairs, att, intended, fit)
+            return None     # no rotations: the older fit (mixed tables), then the entries
         attention = _attention_report(g, att, intended["scaled"], 1e-4 + 4 * noise)
         fit.fitted.update(layout=intended["layout"], rotated_features=len(rotated),
                           attention_factor=g)
@@ -713,11 +717,12 @@ def _clean(fit, intended, positions, g):
         f"fn is RoPE as intended: fitted {intended['layout']} layout "
         f"({_pair_text(_pairs_of(intended['layout'], intended['start'], intended['rotary'] // 2))}"
         f" rotate together), {intended['rotary']} rotated features "
-        f"({intended['rotary_position']} of {intended['dim']}), every pair's frequency as "
-        + (f"rope_type {_rope_type(intended['config'])!r} computes it"
-           if intended["scaled"] else f"base {intended['base']:g} with exponent "
+        f"({intended['rotary_position']} of {intended['dim']}), "
+        + (f"the frequencies of rope_type {_rope_type(intended['config'])!r} as "
+           f"scaling.rope_from_config computes them"
+           if intended["scaled"] else f"fitted base {intended['base']:g} with exponent "
                                       f"2i/{intended['rotary']}")
-        + f" (pair 0 {float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad per "
+        + f" (fitted pair 0 {float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad per "
           f"position), attention factor {g:.6g}, and every probed position p rotated as "
           f"p itself (0 to {int(positions.max())}: no wrap, clamp, offset or scale).")
     fit.fitted.update(base=intended["base"], exponent=f"2i/{intended['rotary']}",
@@ -891,12 +896,21 @@ def _scaling_parameter_fit(free, intended):
         found = _dynamic_fit(free, intended, params)
         if found:
             return found
+    import warnings
     tried = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the variants are odd on purpose
+        known = _inv_freq_candidates(cfg, intended["config"])
+    for code, inv in known.items():
+        if code != "frequency-exponent":
+            tried.append((f"{INV_FREQ_CODES[code]} ({code})", inv))
     for text, p in candidates:
         try:
-            inv = scaling.rope_parameters(kind, rotary, base, dtype=torch.float64,
-                                          **{k: v for k, v in p.items()
-                                             if k not in ("rope_type", "type")})[0]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                inv = scaling.rope_parameters(kind, rotary, base, dtype=torch.float64,
+                                              **{k: v for k, v in p.items()
+                                                 if k not in ("rope_type", "type")})[0]
         except Exception:
             continue
         tried.append((text, inv))
