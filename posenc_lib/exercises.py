@@ -728,6 +728,15 @@ def check_ntk_base(fn: Callable) -> Report:
         if (math.isclose(got, expected, rel_tol=1e-9)
                 and math.isclose(slowdown, factor, rel_tol=1e-9)):
             continue
+        for name, other in (("dim", (base, factor, 128)), ("factor", (base, 4.0, dim)),
+                            ("base", (10000.0, factor, dim))):
+            if other != (base, factor, dim) and math.isclose(
+                    got, scaling.ntk_base(*other), rel_tol=1e-9):
+                asked = {"dim": dim, "factor": factor, "base": base}[name]
+                used = {"dim": 128, "factor": 4.0, "base": 10000.0}[name]
+                return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}): the {name} "
+                                     f"argument is ignored ({used:g} used, {asked:g} "
+                                     f"asked for).")
         if math.isclose(got, base * factor, rel_tol=1e-9):
             return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}) = base·factor: "
                                  f"the exponent d/(d-2) is missing, so the slowest "

@@ -530,3 +530,14 @@ def test_a_hint_sits_between_the_verdict_and_the_solution():
                   "check_layout_conversion", "check_mrope_axis_map",
                   "check_axial_inv_freq", "check_ntk_base", "check_yarn_inv_freq"):
         assert check in exercises.HINTS
+
+
+@pytest.mark.parametrize("answer, name", [
+    (lambda b, f, d: b * f ** (128 / 126), "dim"),
+    (lambda b, f, d: b * 4.0 ** (d / (d - 2)), "factor"),
+    (lambda b, f, d: 10000.0 * f ** (d / (d - 2)), "base"),
+])
+def test_ntk_grader_names_an_ignored_argument(answer, name):
+    report = exercises.check_ntk_base(answer)
+    assert not report.passed and f"the {name} argument is ignored" in report.message, \
+        report.message
