@@ -629,6 +629,18 @@ def _fit_general(fn, m, positions, intended, fit):
     entry_tol = 1e-4 + 4 * noise
     pairs, _ = _structure(m, threshold=entry_tol)
     if pairs is not None and not pairs:
+        truncated = torch.floor(theta.to(torch.float32).to(torch.float64))
+        if (bool((truncated == 0).all())
+                and float((m - eye).abs().max()) <= entry_tol):
+            # nothing rotates, which is what integer frequencies predict here
+            return Diagnosis(["frequency-dtype"], (
+                f"Frequency dtype: fn returns x unchanged at every position. Every "
+                f"intended frequency is below 1 rad per position (the fastest, pair "
+                f"0, {float(theta[0]):.4g}), so an inv_freq truncated to integers "
+                f"(inv_freq.to(position_ids.dtype)) is all 0 and rotates nothing: "
+                f"that reproduces fn exactly (if fn simply does not rotate, the fix "
+                f"is to rotate). Fix: keep inv_freq in float32 and cast the "
+                f"positions to float (position_ids.float())."), fit.fitted)
         return None     # nothing rotates: the older fit says so
     rest_ok = (not rest or float((m[:, rest][:, :, rest] - eye[rest][:, rest]).abs().max())
                <= entry_tol)
