@@ -94,7 +94,7 @@ def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int):
     """Per probed position, the ``q`` with ``angles ≡ q·θ`` for every pair.
 
     The slowest pair gives ``q`` up to whole turns (every candidate in
-    ``[0, 2·limit]`` is tried); each faster pair refines it. Returns ``(q,
+    ``[-one turn, 2·limit]`` is tried); each faster pair refines it. Returns ``(q,
     ok)``: ``q`` ``(n_pos,)`` float64 and ``ok`` (bool per position: every
     pair reproduced within ``tol``), or ``None`` when too many candidates
     would be needed.
@@ -111,7 +111,7 @@ def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int):
     if turns > 4096:
         return None
     base = torch.remainder(angles[:, slow] * math.copysign(1.0, th), 2 * math.pi) / abs(th)
-    k = torch.arange(turns, dtype=torch.float64)
+    k = torch.arange(-1, turns, dtype=torch.float64)        # q may be a little negative
     q = base[:, None] + k[None, :] * (2 * math.pi / abs(th))       # (n_pos, turns)
     for j in order[1:].tolist():
         t = float(theta[j])

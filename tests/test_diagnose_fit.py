@@ -331,3 +331,32 @@ def test_command_line_front_door(tmp_path, capsys, monkeypatch):
     assert diagnose.main([f"{tmp_path}/port.py:exits", "--dim", "8"]) == 2
     err = capsys.readouterr().err
     assert err == "error: OverflowError: planted\n"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from posenc_lib import _diagnose_fit  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["identity", "offset", "scale", "wrap", "clamp"]),
+       n=st.sampled_from([1000, 2048, 4096, 5000]), c=st.integers(-50, 50).filter(bool),
+       dim=st.sampled_from([16, 64, 128]), base=st.sampled_from([1e4, 5e5, 1e6]))
+def test_position_map_is_solved_and_classified(kind, n, c, dim, base):
+    """Angles of a RoPE at q(p), with float32 rounding, give back q and its kind."""
+    positions = _diagnose_fit.probe_positions(32767)
+    p = positions.to(torch.float64)
+    q = {"identity": p, "offset": p + c, "scale": p / 4, "wrap": torch.remainder(p, n),
+         "clamp": p.clamp(max=n - 1)}[kind]
+    theta = ladder(dim, base)
+    angles = (q.float()[:, None] * theta.float()).double()       # float32 angles
+    angles = torch.atan2(angles.sin(), angles.cos())
+    tol = _diagnose_fit.pair_tolerance(positions, theta, 0.0)
+    solved, ok = _diagnose_fit.solve_positions(angles, theta, tol, 32767)
+    assert bool(ok.all())
+    qtol = 0.05 + 64 * 2.0 ** -23 * p
+    got, value, _ = _diagnose_fit.classify_map(positions, solved, qtol)
+    assert got == kind
+    assert value == {"identity": 0, "offset": c, "scale": 0.25, "wrap": n,
+                     "clamp": n}[kind]
