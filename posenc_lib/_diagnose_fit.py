@@ -125,7 +125,8 @@ def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int):
 
 def classify_map(positions: Tensor, q: Tensor, qtol: Tensor):
     """``(kind, value, text)`` for the position map ``p -> q``: ``"identity"``,
-    ``"offset"`` (c), ``"scale"`` (s), ``"wrap"`` (N), ``"clamp"`` (N),
+    ``"offset"`` (c), ``"scale"`` (s), ``"reversed"`` (a negative s: every pair
+    turns backwards), ``"wrap"`` (N), ``"clamp"`` (N),
     ``"other"`` (a few examples)."""
     p = positions.to(torch.float64)
     d = q - p
@@ -137,7 +138,7 @@ def classify_map(positions: Tensor, q: Tensor, qtol: Tensor):
     big = p > 0
     s = float((q[big] * p[big]).sum() / (p[big] * p[big]).sum())
     if abs(s - 1) > 1e-6 and bool(((q - s * p).abs() <= qtol + 1e-6 * p).all()):
-        return "scale", s, ""
+        return ("reversed" if s < 0 else "scale"), s, ""
     off = (d.abs() > qtol)
     first = int(torch.nonzero(off)[0])
     ints = torch.round(q)

@@ -666,6 +666,8 @@ def _fit_general(fn, m, positions, intended, fit):
                 theta.abs().max())
             kind, value, text = _fit.classify_map(positions, q, qtol)
             fit.fitted["position_map"] = (kind, value)
+            if kind == "reversed":
+                return None     # every pair turns backwards: the older fit names it
             if kind == "identity":
                 if attention is None:
                     return _clean(fit, intended, positions, g)

@@ -348,7 +348,7 @@ def test_position_map_is_solved_and_classified(kind, n, c, dim, base):
     positions = _diagnose_fit.probe_positions(32767)
     p = positions.to(torch.float64)
     q = {"identity": p, "offset": p + c, "scale": p / 4, "wrap": torch.remainder(p, n),
-         "clamp": p.clamp(max=n - 1)}[kind]
+         "clamp": p.clamp(max=n - 1), "reversed": -p}[kind]
     theta = ladder(dim, base)
     angles = (q.float()[:, None] * theta.float()).double()       # float32 angles
     angles = torch.atan2(angles.sin(), angles.cos())
@@ -358,5 +358,18 @@ def test_position_map_is_solved_and_classified(kind, n, c, dim, base):
     qtol = 0.05 + 64 * 2.0 ** -23 * p
     got, value, _ = _diagnose_fit.classify_map(positions, solved, qtol)
     assert got == kind
-    assert value == {"identity": 0, "offset": c, "scale": 0.25, "wrap": n,
-                     "clamp": n}[kind]
+    assert value == pytest.approx({"identity": 0, "offset": c, "scale": 0.25, "wrap": n,
+                                   "clamp": n, "reversed": -1.0}[kind])
+
+
+def test_reversed_rotation_is_classified_as_reversed():
+    """q(p) = -p (every pair backwards) is not a scale: the older fit names it."""
+    positions = _diagnose_fit.probe_positions(2047)
+    theta = ladder(64, 1e4)
+    angles = -(positions.to(torch.float64)[:, None] * theta)
+    angles = torch.atan2(angles.sin(), angles.cos())
+    tol = _diagnose_fit.pair_tolerance(positions, theta, 0.0)
+    solved, ok = _diagnose_fit.solve_positions(angles, theta, tol, 2047)
+    assert bool(ok.all())
+    kind, value, _ = _diagnose_fit.classify_map(positions, solved, 0.05 + 0 * solved)
+    assert (kind, value) == ("reversed", pytest.approx(-1.0))
