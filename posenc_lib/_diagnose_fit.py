@@ -136,6 +136,8 @@ def classify_map(positions: Tensor, q: Tensor, qtol: Tensor):
     if c != 0 and bool(((d - c).abs() <= qtol).all()):
         return "offset", int(c), ""
     big = p > 0
+    if bool((q[big] < 0).all()):
+        return "reversed", -1.0, ""     # every pair turns backwards (maybe rounded too)
     s = float((q[big] * p[big]).sum() / (p[big] * p[big]).sum())
     if abs(s - 1) > 1e-6 and bool(((q - s * p).abs() <= qtol + 1e-6 * p).all()):
         return ("reversed" if s < 0 else "scale"), s, ""
