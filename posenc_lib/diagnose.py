@@ -416,14 +416,20 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                   timeout: float | None = None) -> Diagnosis:
     """Find what is wrong with a RoPE implementation, from its outputs alone.
 
-    ``fn`` is called four times: with the ``dim`` unit vectors as a batch
-    (which reads off the matrix it applies at each position), with seeded
-    random ``x`` (RoPE is linear), with random ``x`` at positions 0..63 and
-    at the same positions shifted (a ``fn`` that ignores its ``positions``
-    gives the same answer), and with the positions permuted (a token's
-    rotation must not depend on where it sits in the sequence). Positions run
-    from 0 to ``max_position``: 0..63, the powers of two, and positions that
-    bfloat16 and float16 round (257, 2049, 8191, ...).
+    ``fn`` is called with the ``dim`` unit vectors as a batch (which reads
+    off the matrix it applies at each position), with seeded random ``x``
+    (RoPE is linear), with random ``x`` at positions 0..63 and at the same
+    positions shifted (a ``fn`` that ignores its ``positions`` gives the same
+    answer), with the positions permuted (a token's rotation must not depend
+    on where it sits in the sequence), and once with up to 2,048 consecutive
+    positions ending at ``max_position`` (a tiled kernel). Positions run from
+    0 to ``max_position`` (the model's context by default): 0..63, every
+    power of two and its neighbours, positions that bfloat16 and float16
+    round (257, 2049, 8191, ...) and a geometric spread. The fit is general
+    first (:mod:`posenc_lib._diagnose_fit`: the position map, per-pair
+    frequencies against the intended schedule, the 2x2 blocks entry by
+    entry, output rounding), then the older fit below; an internal failure
+    is the finding ``"not-fitted"``, never an exception.
 
     The reference is the RoPE you intend: plain RoPE with ``base`` over
     ``rotary_dim`` features, or, with ``rope_scaling``, the frequencies and
@@ -475,8 +481,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
 
     Raises:
         ValueError: naming the parameter, for a bad argument; and when ``fn``
-            raises, returns something other than a real tensor shaped like
-            ``x``, or returns NaN or inf.
+            raises (``SystemExit`` included), exceeds ``timeout``, returns
+            something other than a real tensor shaped like ``x`` (a ``meta``
+            tensor included), or returns NaN or inf.
     """
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
