@@ -90,11 +90,14 @@ def pair_tolerance(positions: Tensor, theta: Tensor, noise: float) -> Tensor:
         + 4 * _EPS32 * p.clamp_min(1.0) * (theta.abs()[None, :] >= 0.5)
 
 
-def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int):
+def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int,
+                    prior: Tensor | None = None):
     """Per probed position, the ``q`` with ``angles ≡ q·θ`` for every pair.
 
     The slowest pair gives ``q`` up to whole turns (every candidate in
-    ``[-one turn, 2·limit]`` is tried); each faster pair refines it. Returns ``(q,
+    ``[-one turn, 2·limit]`` is tried); each faster pair refines it. Where
+    several candidates fit, the one nearest ``prior`` (the positions given)
+    is taken. Returns ``(q,
     ok)``: ``q`` ``(n_pos,)`` float64 and ``ok`` (bool per position: every
     pair reproduced within ``tol``), or ``None`` when too many candidates
     would be needed.
@@ -119,6 +122,13 @@ def solve_positions(angles: Tensor, theta: Tensor, tol: Tensor, limit: int):
     resid = (_wrap(angles[:, :, None] - theta[None, :, None] * q[:, None, :]).abs()
              - tol[:, :, None]).amax(1)                              # (n_pos, turns)
     best = resid.argmin(1)
+    if prior is not None:
+        # several candidates fit (the angles repeat within the range): the one
+        # nearest the position given, so an ambiguous map is never a finding
+        distance = (q - prior.to(torch.float64)[:, None]).abs()
+        distance = torch.where(resid <= 0, distance, torch.full_like(distance, math.inf))
+        near = distance.argmin(1)
+        best = torch.where(torch.isfinite(distance.amin(1)), near, best)
     rows = torch.arange(q.shape[0])
     return q[rows, best], resid[rows, best] <= 0
 

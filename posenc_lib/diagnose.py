@@ -666,7 +666,7 @@ def _fit_general(fn, m, positions, intended, fit):
         attention = _attention_report(g, att, intended["scaled"], 1e-4 + 4 * noise)
         fit.fitted.update(layout=intended["layout"], rotated_features=len(rotated),
                           attention_factor=g)
-        solved = _fit.solve_positions(angles, theta, tol, limit)
+        solved = _fit.solve_positions(angles, theta, tol, limit, prior=positions)
         if solved is not None and bool(solved[1].all()):
             q = solved[0]
             qtol = 0.05 + 64 * _EPS32 * positions.to(torch.float64) + 4 * noise / float(
@@ -1055,7 +1055,7 @@ def _long_run(fn, intended):
     expected = positions.to(torch.float64)[:, None] * theta
     if bool((_wrap(angles - expected).abs() <= tol).all()):
         return None
-    solved = _fit.solve_positions(angles, theta, tol, limit)
+    solved = _fit.solve_positions(angles, theta, tol, limit, prior=positions)
     index = torch.arange(length)
     if solved is None:
         bad = int(torch.nonzero((_wrap(angles - expected).abs() > tol).any(1))[0])

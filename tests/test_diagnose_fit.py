@@ -373,3 +373,12 @@ def test_reversed_rotation_is_classified_as_reversed():
     assert bool(ok.all())
     kind, value, _ = _diagnose_fit.classify_map(positions, solved, 0.05 + 0 * solved)
     assert (kind, value) == ("reversed", pytest.approx(-1.0))
+
+
+@pytest.mark.parametrize("dim, kw", [(2, {}), (4, dict(max_position=64))])
+def test_few_pairs_are_not_a_position_map(dim, kw):
+    """With one or two pairs the angles repeat within the probed range: the
+    position nearest the one given is taken, so a correct RoPE stays clean
+    (planted: taking the first candidate called these position-map)."""
+    result = run(kernel(ladder(dim, 1e4)), dim=dim, **kw)
+    assert result.ok, str(result)
