@@ -61,6 +61,7 @@ from typing import Callable, Mapping
 import torch
 from torch import Tensor
 
+from . import _diagnose_fit as _fit
 from . import _validate, rope
 
 __all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_inv_freq",
@@ -68,9 +69,9 @@ __all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_in
 
 #: The findings :func:`diagnose_rope` can return, in the order it lists them.
 CODES = ("positions-ignored", "layout", "cos-sin-swapped", "rotation-reversed",
-         "position-offset", "frequency-reversed", "frequency-exponent", "base",
-         "scaling", "attention-factor", "positions-precision", "partial-rotary",
-         "not-rope")
+         "position-offset", "position-map", "frequency-reversed", "frequency-exponent",
+         "frequency-dtype", "frequency", "base", "scaling", "attention-factor", "positions-precision",
+         "partial-rotary", "pair-block", "pass-through", "not-rope", "not-fitted")
 
 _EPS32 = torch.finfo(torch.float32).eps
 #: Bases that models ship with (rope_theta); a fitted base near one of these
@@ -156,31 +157,83 @@ def _probe_positions(max_position: int) -> Tensor:
     return torch.tensor(sorted(set(dense + powers + [p for p in odd if p <= max_position])))
 
 
-def _call(fn: Callable, x: Tensor, positions: Tensor) -> Tensor:
-    """Call ``fn`` and return its output as float64, or raise a ValueError saying why not."""
+def _call(fn: Callable, x: Tensor, positions: Tensor, timeout: float | None = None) -> Tensor:
+    """Call ``fn`` and return its output as float64 on the CPU, or raise a
+    ValueError saying why not. Whatever ``fn`` raises (``SystemExit`` too) and
+    whatever moving its result to the CPU raises (a ``meta`` tensor) is
+    reported; with ``timeout`` (seconds) a call that does not return in time
+    is reported (the call is left running in a daemon thread)."""
     where = (f"when called with x of shape {tuple(x.shape)} (float32) and positions "
              f"of shape {tuple(positions.shape)} (int64, {int(positions.min())} to "
              f"{int(positions.max())})")
-    try:
+
+    def run():
         out = fn(x.clone(), positions.clone())
-    except Exception as error:  # the user's code: report it, whatever it raised
-        raise ValueError(f"fn raised {type(error).__name__}: {error} ({where})") from error
-    if not isinstance(out, Tensor):
+        if not isinstance(out, Tensor):
+            try:
+                out = torch.as_tensor(out)
+            except Exception:
+                raise _UserResult(f"fn must return a tensor, got {type(out).__name__} "
+                                  f"({where})") from None
+        if tuple(out.shape) != tuple(x.shape):
+            raise _UserResult(f"fn returned shape {tuple(out.shape)}; it must return x's "
+                              f"shape {tuple(x.shape)} ({where})")
+        if out.dtype == torch.bool or out.is_complex() or not out.is_floating_point():
+            raise _UserResult(f"fn must return a real floating-point tensor, got "
+                              f"{out.dtype} ({where})")
+        if out.device.type == "meta":
+            raise _UserResult(f"fn returned a tensor on the meta device (no values); "
+                              f"return real values ({where})")
         try:
-            out = torch.as_tensor(out)
-        except Exception:
-            raise ValueError(f"fn must return a tensor, got {type(out).__name__} "
-                             f"({where})") from None
-    if tuple(out.shape) != tuple(x.shape):
-        raise ValueError(f"fn returned shape {tuple(out.shape)}; it must return x's "
-                         f"shape {tuple(x.shape)} ({where})")
-    if not (out.is_floating_point() or out.is_complex()) or out.is_complex():
-        raise ValueError(f"fn must return a real floating-point tensor, got {out.dtype} "
-                         f"({where})")
-    out = out.detach().to("cpu", torch.float64)
+            return out.detach().to("cpu", torch.float64)
+        except Exception as error:
+            raise _UserResult(f"fn's result (on {out.device}) could not be moved to the "
+                              f"CPU: {type(error).__name__}: {error} ({where})") from None
+
+    box: dict = {}
+
+    def guarded():
+        try:
+            box["out"] = run()
+        except _UserResult as error:
+            box["error"] = _FnError(str(error))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # the user's code: report it, whatever it raised
+            kind = type(error).__name__
+            extra = (" (fn must return, not exit)" if isinstance(error, SystemExit)
+                     else "")
+            box["error"] = _FnError(f"fn raised {kind}: {error}{extra} ({where})")
+            box["error"].__cause__ = error
+
+    if timeout is None:
+        guarded()
+    else:
+        import threading
+        thread = threading.Thread(target=guarded, daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            raise _FnError(f"fn did not return within timeout = {timeout:g} s ({where})")
+    if "error" in box:
+        raise box["error"]
+    out = box["out"]
     if not bool(torch.isfinite(out).all()):
-        raise ValueError(f"fn returned NaN or inf ({where})")
+        bad = torch.nonzero(~torch.isfinite(out))[0].tolist()
+        raise _FnError(f"fn returned NaN or inf (first at index {tuple(bad)}) ({where})")
     return out
+
+
+class _Unfitted(Exception):
+    """The fit cannot go on: the message says what could not be fitted."""
+
+
+class _FnError(ValueError):
+    """``fn`` failed or returned something unusable (reported to the caller)."""
+
+
+class _UserResult(Exception):
+    """A result of ``fn`` that is not a real tensor shaped like ``x``."""
 
 
 # -- the fit ---------------------------------------------------------------------------
@@ -239,7 +292,7 @@ def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, e: float
                           dtype: torch.dtype, mode: str) -> Tensor:
     """Angles as code computes them with ``inv_freq = base**(-e·i)`` (and, for
     ``mode="all"``, the positions and the product) in a low-precision ``dtype``."""
-    inv = torch.pow(base, -e * torch.arange(n_pairs, dtype=torch.float64))
+    inv = torch.pow(float(base), -e * torch.arange(n_pairs, dtype=torch.float64))
     inv = inv.to(torch.float32).to(dtype)
     if mode == "all":
         return (positions.to(dtype)[:, None] * inv).to(torch.float64)
@@ -248,13 +301,20 @@ def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, e: float
     return positions.to(dtype).to(torch.float64)[:, None] * inv.to(torch.float64)
 
 
+def _safe_exp(value: float) -> float:
+    """``exp(value)``, ``inf`` where it overflows."""
+    return math.exp(value) if value < 700 else math.inf
+
+
 def _snap(value: float) -> list:
     """Bases near a roughly fitted one: the nearest common base and the value
     rounded to two significant digits."""
+    if not (math.isfinite(value) and 1.0 < value < 1e30):
+        return []
     digits = 10 ** (math.floor(math.log10(value)) - 1)
     near = [min(_COMMON_BASES, key=lambda b: abs(math.log(b / value))),
-            round(value / digits) * digits]
-    return [b for b in near if abs(math.log(b / value)) < 0.05]
+            float(round(value / digits) * digits)]
+    return [float(b) for b in near if abs(math.log(b / value)) < 0.05]
 
 
 def _fit_low_precision(angles, positions, sign, n_pairs, formulas, slope, base):
@@ -263,8 +323,10 @@ def _fit_low_precision(angles, positions, sign, n_pairs, formulas, slope, base):
     tol = _tolerance(positions)[:, None]
     found = []
     for e, text, right, d in formulas:
-        bases = [base] + (_snap(math.exp(-slope / e)) if slope < 0 else [])
+        bases = [base] + (_snap(_safe_exp(-slope / e)) if slope < 0 else [])
         for b in dict.fromkeys(bases):
+            if not (math.isfinite(b) and 1.0 < b < 1e30):
+                continue
             rank = _rank(b, base, right)
             if found and rank >= found[0][0]:
                 continue
@@ -349,18 +411,25 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                   base: float | None = None, layout: str | None = None,
                   rotary_dim: int | None = None, rope_scaling: Mapping | None = None,
                   max_position_embeddings: int | None = None, seq_len: int | None = None,
-                  config: Mapping | None = None, max_position: int = 8191,
-                  seed: int = 0) -> Diagnosis:
+                  config: Mapping | None = None, max_position: int | None = None,
+                  seed: int = 0, rotary_position: str = "first",
+                  timeout: float | None = None) -> Diagnosis:
     """Find what is wrong with a RoPE implementation, from its outputs alone.
 
-    ``fn`` is called four times: with the ``dim`` unit vectors as a batch
-    (which reads off the matrix it applies at each position), with seeded
-    random ``x`` (RoPE is linear), with random ``x`` at positions 0..63 and
-    at the same positions shifted (a ``fn`` that ignores its ``positions``
-    gives the same answer), and with the positions permuted (a token's
-    rotation must not depend on where it sits in the sequence). Positions run
-    from 0 to ``max_position``: 0..63, the powers of two, and positions that
-    bfloat16 and float16 round (257, 2049, 8191, ...).
+    ``fn`` is called with the ``dim`` unit vectors as a batch (which reads
+    off the matrix it applies at each position), with seeded random ``x``
+    (RoPE is linear), with random ``x`` at positions 0..63 and at the same
+    positions shifted (a ``fn`` that ignores its ``positions`` gives the same
+    answer), with the positions permuted (a token's rotation must not depend
+    on where it sits in the sequence), and once with up to 2,048 consecutive
+    positions ending at ``max_position`` (a tiled kernel). Positions run from
+    0 to ``max_position`` (the model's context by default): 0..63, every
+    power of two and its neighbours, positions that bfloat16 and float16
+    round (257, 2049, 8191, ...) and a geometric spread. The fit is general
+    first (:mod:`posenc_lib._diagnose_fit`: the position map, per-pair
+    frequencies against the intended schedule, the 2x2 blocks entry by
+    entry, output rounding), then the older fit below; an internal failure
+    is the finding ``"not-fitted"``, never an exception.
 
     The reference is the RoPE you intend: plain RoPE with ``base`` over
     ``rotary_dim`` features, or, with ``rope_scaling``, the frequencies and
@@ -392,9 +461,19 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
         config: a parsed ``config.json`` instead of the five arguments above
             (``dim`` is then its ``head_dim``; an argument given as well must
             agree with it).
-        max_position: largest probed position (>= 64; the default 8191 probes
-            the rounding of both bfloat16 and float16).
+        max_position: largest probed position (>= 64). Default: the model's
+            context, ``max_position_embeddings`` (from ``config`` or the
+            argument) or the extended length of ``rope_scaling`` (``factor``
+            times ``original_max_position_embeddings``), minus 1; 8191
+            without either (which probes the rounding of bfloat16 and
+            float16). One more call rotates a long run of consecutive
+            positions (up to 2,048) that ends there.
         seed: seed of the random ``x``.
+        rotary_position: ``"first"`` (transformers, Llama, Qwen) or ``"last"``
+            (DeepSeek's MLA rotates the last ``rotary_dim`` features of its
+            query/key head): where the rotated slice sits.
+        timeout: seconds each call of ``fn`` may take (``None``: no limit); a
+            call that does not return in time is reported as an error.
 
     Returns:
         :class:`Diagnosis`: ``findings`` (codes from :data:`CODES`; empty when
@@ -402,8 +481,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
 
     Raises:
         ValueError: naming the parameter, for a bad argument; and when ``fn``
-            raises, returns something other than a real tensor shaped like
-            ``x``, or returns NaN or inf.
+            raises (``SystemExit`` included), exceeds ``timeout``, returns
+            something other than a real tensor shaped like ``x`` (a ``meta``
+            tensor included), or returns NaN or inf.
     """
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
@@ -418,40 +498,589 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                                   greater_than=1.0)
     layout = "half" if layout is None else layout
     _validate.one_of("layout", layout, rope.LAYOUTS)
+    _validate.one_of("rotary_position", rotary_position, ("first", "last"))
     rotary = dim if rotary_dim is None else _validate.even_int("rotary_dim", rotary_dim)
     if rotary > dim:
         raise ValueError(f"rotary_dim must be <= dim = {dim}, got {rotary}")
-    max_position = _validate.positive_int("max_position", max_position, minimum=64)
+    if timeout is not None:
+        timeout = _validate.finite_float("timeout", timeout, greater_than=0.0)
     seed = _validate.positive_int("seed", seed, minimum=0)
+    if max_position_embeddings is not None:
+        max_position_embeddings = _validate.positive_int(
+            "max_position_embeddings", max_position_embeddings)
+        if max_position_embeddings > _MAX_CONTEXT:
+            raise ValueError(f"max_position_embeddings must be <= {_MAX_CONTEXT} (positions "
+                             f"that float32 holds exactly), got {max_position_embeddings}")
     if config is None:
         cfg = _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings)
     expected, attention = _expected(cfg, rotary, base, seq_len)
+    if max_position is None:
+        max_position = max(_context(cfg, max_position_embeddings), seq_len or 0) - 1
+    max_position = _validate.positive_int("max_position", max_position, minimum=64)
+    if max_position > _MAX_CONTEXT:
+        raise ValueError(f"max_position must be <= {_MAX_CONTEXT} (positions that float32 "
+                         f"holds exactly), got {max_position}")
 
-    positions = _probe_positions(max_position)
+    positions = _fit.probe_positions(max_position)
     n_pos = len(positions)
     gen = torch.Generator().manual_seed(seed)
     fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
     basis = torch.eye(dim, dtype=torch.float32)[:, None, :].expand(dim, n_pos, dim)
-    m = _call(fn, basis.contiguous(), positions).permute(1, 2, 0)    # M[s, out, in]
+    m = _call(fn, basis.contiguous(), positions, timeout).permute(1, 2, 0)  # M[s, out, in]
     x = torch.randn(2, n_pos, dim, generator=gen, dtype=torch.float32)
-    y = _call(fn, x, positions)
-    linear_error = float((y - torch.einsum("soi,bsi->bso", m, x.double())).abs().max())
-    intended = dict(dim=dim, base=base, layout=layout, rotary=rotary, expected=expected,
-                    attention=attention, config=cfg,
+    y = _call(fn, x, positions, timeout)
+    intended = dict(dim=dim, base=base, seq_len=seq_len, layout=layout, rotary=rotary,
+                    expected=expected, attention=attention, config=cfg, timeout=timeout,
+                    start=dim - rotary if rotary_position == "last" else 0,
+                    rotary_position=rotary_position, limit=max_position,
                     scaled=cfg is not None and _rope_type(cfg) != "default")
-    if linear_error > 1e-3 * max(1.0, float(y.abs().max())):
+    rounding = _fit.output_rounding(m, y)
+    noise = _fit.ROUNDING.get(rounding, 0.0)
+    intended["noise"] = noise
+    if rounding:
+        fit.fitted["output_rounding"] = rounding
+    linear_error = float((y - torch.einsum("soi,bsi->bso", m, x.double())).abs().max())
+    if linear_error > (1e-3 + 8 * noise) * max(1.0, float(y.abs().max())):
         return _not_rope(fit, f"fn is not linear in x: fn(x) differs from the sum of "
                               f"its answers for the unit vectors by up to "
                               f"{linear_error:.3g}, and RoPE is a linear map (a "
                               f"rotation) of each x")
-    ignored = _positions_used(fn, dim, max_position, gen)
+    ignored = _positions_used(fn, dim, max_position, gen, timeout, noise)
     if ignored is not None:
         fit.findings.append("positions-ignored")
         fit.lines.append(ignored)
         fit.lines.append("The rest was not fitted: fix the positions first and run the "
                          "diagnosis again.")
         return _finish(fit)
-    return _diagnose_normalised(m, positions, intended, fit)
+    try:
+        result = _fit_general(fn, m, positions, intended, fit)
+        if result is None:
+            fit = _Fit([], [], {"probed_positions": (0, int(positions.max()))})
+            if noise:
+                fit.fitted["output_rounding"] = rounding
+            result = _diagnose_normalised(m, positions, intended, fit)
+            mixing, _ = _structure(m, threshold=1e-4 + 4 * noise)
+            if result.findings == ["not-rope"] and "rounds its cos and sin tables" \
+                    not in result.explanation and (mixing is None or mixing):
+                theta = intended["expected"].to(torch.float64)
+                ipairs = _pairs_of(layout, intended["start"], rotary // 2)
+                rescued = _entries(m, positions, theta, ipairs, attention, intended,
+                                   _Fit([], [], dict(fit.fitted)))
+                if rescued is not None:
+                    result = rescued
+        if result.ok or result.findings == ["not-rope"]:
+            extra = _long_run(fn, intended)
+            if extra is not None and result.ok:
+                code, line, fitted = extra
+                result = Diagnosis([code], line, dict(result.fitted, **fitted))
+        if rounding and result.ok:
+            result = Diagnosis([], result.explanation + f" fn's outputs are {rounding} "
+                               f"numbers: they were compared with a tolerance of "
+                               f"{rounding}'s rounding (relative {noise:.2g}).",
+                               result.fitted)
+        return result
+    except _FnError:
+        raise          # fn failed when called again: the caller's error
+    except Exception as error:    # an internal failure: say what could not be fitted
+        if _DEBUG:
+            raise
+        fit = _Fit(["not-fitted"], [], {"probed_positions": (0, int(positions.max()))})
+        fit.lines.append(f"Not fitted: the diagnosis could not fit a model to fn's "
+                         f"outputs ({type(error).__name__}: {error}). fn is linear in x "
+                         f"and uses its positions, but its rotation is none the fit can "
+                         f"describe; compare its matrices at a few positions with "
+                         f"rope.apply_rope's by hand.")
+        fit.fitted["error"] = f"{type(error).__name__}: {error}"
+        return _finish(fit)
+
+
+#: Largest position probed: float32 holds every integer up to 2**24.
+_MAX_CONTEXT = 2 ** 24
+_DEBUG = False
+
+
+def _context(cfg, max_position_embeddings) -> int:
+    """The model's context: max_position_embeddings (the argument or the
+    config's), or the extended length of a scaling, or 8192."""
+    lengths = []
+    if max_position_embeddings is not None:
+        lengths.append(int(max_position_embeddings))
+    if cfg is not None:
+        value = cfg.get("max_position_embeddings")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            lengths.append(value)
+        block = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+        if isinstance(block, Mapping):
+            factor = block.get("factor")
+            original = block.get("original_max_position_embeddings")
+            if (isinstance(factor, (int, float)) and isinstance(original, int)
+                    and math.isfinite(factor) and factor > 0):
+                lengths.append(int(factor * original))
+    context = max(lengths) if lengths else 8192
+    return int(min(max(context, 65), _MAX_CONTEXT))
+
+
+def _fit_general(fn, m, positions, intended, fit):
+    """Fit, then explain (see :mod:`posenc_lib._diagnose_fit`): the position map
+    with the intended frequencies, the per-pair frequencies against the
+    intended schedule, the 2x2 blocks entry by entry. ``None`` where none of
+    these models explains ``fn`` (the older fit then runs)."""
+    dim, rotary, start = intended["dim"], intended["rotary"], intended["start"]
+    noise, limit = intended["noise"], intended["limit"]
+    theta = intended["expected"].to(torch.float64)
+    att = intended["attention"]
+    ipairs = _pairs_of(intended["layout"], start, rotary // 2)
+    rotated = sorted({f for pair in ipairs for f in pair})
+    rest = [f for f in range(dim) if f not in set(rotated)]
+    eye = torch.eye(dim, dtype=torch.float64)
+    entry_tol = 1e-4 + 4 * noise
+    pairs, _ = _structure(m, threshold=entry_tol)
+    if pairs is not None and not pairs:
+        truncated = torch.floor(theta.to(torch.float32).to(torch.float64))
+        if (bool((truncated == 0).all())
+                and float((m - eye).abs().max()) <= entry_tol):
+            # nothing rotates, which is what integer frequencies predict here
+            return Diagnosis(["frequency-dtype"], (
+                f"Frequency dtype: fn returns x unchanged at every position. Every "
+                f"intended frequency is below 1 rad per position (the fastest, pair "
+                f"0, {float(theta[0]):.4g}), so an inv_freq truncated to integers "
+                f"(inv_freq.to(position_ids.dtype)) is all 0 and rotates nothing: "
+                f"that reproduces fn exactly (if fn simply does not rotate, the fix "
+                f"is to rotate). Fix: keep inv_freq in float32 and cast the "
+                f"positions to float (position_ids.float())."), fit.fitted)
+        return None     # nothing rotates: the older fit says so
+    rest_ok = (not rest or float((m[:, rest][:, :, rest] - eye[rest][:, rest]).abs().max())
+               <= entry_tol)
+    coupled_rest = bool(rest) and float(m[:, rest][:, :, rotated].abs().max()
+                                        if rotated else 0.0) > entry_tol
+    if pairs is not None and set(pairs) == set(ipairs) and rest_ok and not coupled_rest:
+        g = _column_scale(m, rotated, 1e-4 + 4 * noise)
+        if g is None:
+            return None     # no scaled rotations: the older fit, then the entries
+        mm = m.clone()
+        mm[:, :, rotated] /= g
+        angles, misfit = _block_angles(mm, ipairs)
+        tol = _fit.pair_tolerance(positions, theta, noise)
+        if bool((misfit > tol).any()):
+            return None     # no rotations: the older fit (mixed tables), then the entries
+        attention = _attention_report(g, att, intended["scaled"], 1e-4 + 4 * noise)
+        fit.fitted.update(layout=intended["layout"], rotated_features=len(rotated),
+                          attention_factor=g)
+        solved = _fit.solve_positions(angles, theta, tol, limit, prior=positions)
+        if solved is not None and bool(solved[1].all()):
+            q = solved[0]
+            qtol = 0.05 + 64 * _EPS32 * positions.to(torch.float64) + 4 * noise / float(
+                theta.abs().max())
+            kind, value, text = _fit.classify_map(positions, q, qtol)
+            fit.fitted["position_map"] = (kind, value)
+            if kind == "reversed":
+                return None     # every pair turns backwards: the older fit names it
+            if kind == "identity":
+                if attention is None:
+                    return _clean(fit, intended, positions, g)
+                return Diagnosis([attention[0]], attention[1], fit.fitted)
+            bits = _bits_map(positions, q, qtol) if kind == "other" else None
+            if bits is not None:
+                name = _FORMATS.get(bits, f"a float format with a {bits}-bit significand")
+                examples = [int(p) for p in positions if round_significand(p, bits) != p]
+                shown = ", ".join(f"{p} acts as {int(round_significand(p, bits))}"
+                                  for p in (examples[:1] + examples[-1:]))
+                fit.fitted["position_bits"] = bits
+                codes = ["positions-precision"]
+                lines = [f"Positions precision: position {shown}: fn rounds positions "
+                         f"to {name} ({bits}-bit significand: integers above "
+                         f"{2 ** bits} are not all held) before computing the angles. "
+                         f"Fix: compute the angles in float32 (positions.float() * "
+                         f"inv_freq), and cast only cos and sin to the model's dtype."]
+                if attention is not None:
+                    codes.append(attention[0])
+                    lines.append(attention[1])
+                return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+            if kind == "scale" and intended["scaled"]:
+                code, line = _scaled_twice(1 / value, intended)
+            else:
+                code, line = _fit.map_sentence(kind, value, text, "at the probed positions",
+                                               limit + 1)
+            codes, lines = [code], [line]
+            if attention is not None:
+                codes.append(attention[0])
+                lines.append(attention[1])
+            return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+        # the intended frequencies do not reproduce the angles: fit them freely
+        return _schedule(angles, positions, theta, intended, fit, ipairs, attention)
+    if (pairs is not None and pairs and set(pairs) < set(ipairs) and rest_ok
+            and not coupled_rest):
+        # some intended pairs never turn: frequency 0 (truncated?) or partial
+        found = _zero_pairs(m, positions, theta, pairs, ipairs, intended, fit)
+        if found is not None:
+            return found
+    if pairs and set(pairs) != set(ipairs) and _layout_of(pairs, intended["layout"]):
+        return None     # pairs of some layout: the older fit names it (or we rescue)
+    return _entries(m, positions, theta, ipairs, att, intended, fit)
+
+
+def _order(codes):
+    order = {code: k for k, code in enumerate(CODES)}
+    return sorted(set(codes), key=order.__getitem__)
+
+
+def _bits_map(positions, q, qtol):
+    """The significand width whose rounding of the positions gives ``q``, or ``None``."""
+    for bits in [8, 11] + [b for b in range(2, 24) if b not in (8, 11)]:
+        if bool(((round_significand(positions, bits) - q).abs() <= qtol).all()):
+            return bits
+    return None
+
+
+def _clean(fit, intended, positions, g):
+    theta = intended["expected"]
+    fit.lines.append(
+        f"fn is RoPE as intended: fitted {intended['layout']} layout "
+        f"({_pair_text(_pairs_of(intended['layout'], intended['start'], intended['rotary'] // 2))}"
+        f" rotate together), {intended['rotary']} rotated features "
+        f"({intended['rotary_position']} of {intended['dim']}), "
+        + (f"the frequencies of rope_type {_rope_type(intended['config'])!r} as "
+           f"scaling.rope_from_config computes them"
+           if intended["scaled"] else f"fitted base {intended['base']:g} with exponent "
+                                      f"2i/{intended['rotary']}")
+        + f" (fitted pair 0 {float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad per "
+          f"position), attention factor {g:.6g}, and every probed position p rotated as "
+          f"p itself (0 to {int(positions.max())}: no wrap, clamp, offset or scale).")
+    fit.fitted.update(base=intended["base"], exponent=f"2i/{intended['rotary']}",
+                      sign=1.0, position_bits=None)
+    return Diagnosis([], "\n".join(fit.lines), fit.fitted)
+
+
+def _scaled_twice(factor, intended):
+    """A common ratio of the frequencies against a scaled RoPE's."""
+    kind = _rope_type(intended["config"])
+    from ._config import parse_rope_config
+    intended_factor = parse_rope_config(intended["config"]).params.get("factor")
+    twice = (intended_factor is not None
+             and abs(factor / intended_factor - 1) < 1e-4)
+    return ("scaling",
+            f"Scaling: every frequency of fn is the {kind!r} rope_scaling's divided by "
+            f"{factor:.6g} (positions divided by {factor:.6g} more than intended)"
+            + (f": the factor {intended_factor:g} applied twice (once in inv_freq, once "
+               f"to the positions or again in inv_freq)" if twice else "")
+            + ". Fix: apply the scaling once, as scaling.rope_from_config(config) "
+              "computes it.")
+
+
+def _free_frequencies(angles, positions, intended):
+    """Per-pair frequencies fitted with ``q(p) = p``; ``None`` if they do not
+    reproduce the angles."""
+    theta = _fit_frequencies(angles, positions)
+    tol = _fit.pair_tolerance(positions, theta, intended["noise"])
+    model = positions.to(torch.float64)[:, None] * theta
+    if bool((_wrap(angles - model).abs() > tol + 64 * _EPS32 * positions[:, None]).any()):
+        return None
+    return theta
+
+
+def _schedule(angles, positions, theta, intended, fit, pairs, attention):
+    """Frequencies fitted freely, matched to the intended schedule."""
+    free = _free_frequencies(angles, positions, intended)
+    if free is None or float(free[0]) <= 0:
+        return None
+    fit.fitted["fitted_inv_freq"] = free
+    codes, lines = [], []
+    explained = _explain_schedule(free, intended)
+    if explained is None:
+        return None
+    codes.append(explained[0])
+    lines.append(explained[1])
+    if attention is not None:
+        codes.append(attention[0])
+        lines.append(attention[1])
+    return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+
+
+def _explain_schedule(free, intended):
+    """``(code, sentence)`` for fitted frequencies ``free`` that differ from
+    the intended ones; ``None`` for a plain geometric ladder of another base or
+    exponent (the older fit names those)."""
+    theta = intended["expected"].to(torch.float64)
+    rotary, base = intended["rotary"], intended["base"]
+    plain = rope.inv_freq(rotary, base, dtype=torch.float64)
+    rel = 2e-4
+    ratio = free / plain
+    truncated = torch.floor(theta.to(torch.float32).to(torch.float64))
+    if bool(((free - truncated).abs() <= 1e-6).all()):
+        return ("frequency-dtype",
+                f"Frequency dtype: fn's frequencies are the intended ones rounded down to "
+                f"integers ({', '.join(f'{float(v):g}' for v in free[:4])}, ...: pair 1 "
+                f"turns {float(free[1]) if len(free) > 1 else 0:g} rad per position "
+                f"instead of {float(theta[1]) if len(theta) > 1 else 0:.5g}): inv_freq "
+                f"cast to an integer dtype (inv_freq.to(position_ids.dtype), or "
+                f"torch.arange without .float()). Fix: keep inv_freq in float32 and "
+                f"cast the positions to float (position_ids.float()).")
+    off = ((free - theta).abs() > rel * theta).nonzero().flatten().tolist()
+    if off and len(off) <= max(2, len(theta) // 8) and not (
+            intended["scaled"] and _scaling_parameter_fit(free, intended)):
+        shown = "; ".join(f"pair {i} turns {float(free[i]):.6g} rad per position, "
+                          f"intended {float(theta[i]):.6g} ({float(free[i] / theta[i]):.4g}"
+                          f" times)" for i in off[:3])
+        return ("frequency",
+                f"Frequency: {len(off)} of {len(theta)} pairs turn at another frequency "
+                f"than intended ({shown}); every other pair matches. Fix: compute every "
+                f"pair's frequency from the one formula (no per-pair edits, overrides "
+                f"or off-by-one indexing of inv_freq).")
+    common = float(ratio.median())
+    if bool(((ratio - common).abs() <= rel * common).all()) and abs(common - 1) > rel:
+        factor = 1 / common
+        kind = _rope_type(intended["config"]) if intended["scaled"] else None
+        if kind is None:
+            return ("scaling",
+                    f"Scaling: fn is a RoPE whose every frequency is divided by "
+                    f"{factor:.6g} (positions divided by {factor:.6g}): position "
+                    f"interpolation (rope_type 'linear', factor {factor:.6g}), while "
+                    f"you intend plain RoPE. Fix: drop the scaling, or give the "
+                    f"rope_scaling the checkpoint was trained with.")
+        kept, divided = _fit.bands(theta / plain, _scaling_factor(intended) or factor)
+        return ("scaling",
+                f"Scaling: fn is plain position interpolation: every frequency is "
+                f"divided by {factor:.6g} (rope_type 'linear', factor {factor:.6g}), "
+                f"but the rope_scaling you give is {kind!r}, which keeps pairs 0.."
+                f"{kept} and divides only pairs {divided}..{len(theta) - 1} fully. "
+                f"Fix: compute inv_freq with scaling.rope_from_config(config) for "
+                f"rope_type {kind!r}, not 'linear'.")
+    if not intended["scaled"]:
+        return None
+    kind = _rope_type(intended["config"])
+    factor = _scaling_factor(intended)
+    line = (f"Scaling: fn's frequencies are not those of the rope_scaling you give "
+            f"({kind!r}). ")
+    if factor and factor > 1 and kind in ("llama3", "yarn"):
+        k_fn, d_fn = _fit.bands(ratio, factor)
+        k_ex, d_ex = _fit.bands(theta / plain, factor)
+        line += (f"Fitted pair by pair: fn keeps pairs 0..{k_fn} and divides pairs "
+                 f"{d_fn}..{len(theta) - 1} by {factor:g}, ramping between; the "
+                 f"rope_scaling keeps 0..{k_ex} and divides {d_ex}..{len(theta) - 1}. ")
+    found = _scaling_parameter_fit(free, intended)
+    if found:
+        line += f"Reproduced by: {found}. "
+    else:
+        k = int(((free - theta).abs() / theta).argmax())
+        line += (f"The largest difference is at pair {k}: {float(free[k]):.5g} rad per "
+                 f"position against {float(theta[k]):.5g} "
+                 f"({float(free[k] / theta[k]):.4g} times). ")
+    line += ("Fix: compute inv_freq with scaling.rope_from_config(config), with the ramp "
+             "or smoothing exactly as there.")
+    return ("scaling", line)
+
+
+def _scaling_factor(intended):
+    from ._config import parse_rope_config
+    if intended["config"] is None:
+        return None
+    factor = parse_rope_config(intended["config"]).params.get("factor")
+    return float(factor) if isinstance(factor, (int, float)) else None
+
+
+def _scaling_parameter_fit(free, intended):
+    """Which change of one scaling parameter (or one step of its formula)
+    reproduces ``free``: a sentence, or ``None``."""
+    from ._config import parse_rope_config
+    from . import scaling
+    cfg = parse_rope_config(intended["config"])
+    kind, params = cfg.rope_type, dict(cfg.params)
+    rotary, base = intended["rotary"], intended["base"]
+    plain = rope.inv_freq(rotary, base, dtype=torch.float64)
+    candidates = []
+    factor = params.get("factor")
+    original = params.get("original_max_position_embeddings")
+    if isinstance(factor, (int, float)) and factor > 0:
+        candidates.append((f"factor {factor ** 2:g} (= {factor:g} applied twice) instead "
+                           f"of {factor:g}", dict(params, factor=factor ** 2)))
+    if kind == "llama3":
+        lo, hi = params["low_freq_factor"], params["high_freq_factor"]
+        candidates.append((f"low_freq_factor and high_freq_factor swapped ({hi:g} and "
+                           f"{lo:g} instead of {lo:g} and {hi:g})",
+                           dict(params, low_freq_factor=hi, high_freq_factor=lo)))
+        if original and factor:
+            candidates.append((f"original_max_position_embeddings {int(original * factor)}"
+                               f" (the extended length) instead of {original}",
+                               dict(params, original_max_position_embeddings=int(
+                                   original * factor))))
+    if kind == "yarn":
+        if original and factor:
+            candidates.append((f"original_max_position_embeddings {int(original * factor)}"
+                               f" (the extended length) instead of {original}: the ramp "
+                               f"computed from the extended length",
+                               dict(params, original_max_position_embeddings=int(
+                                   original * factor))))
+        bf, bs = params.get("beta_fast") or 32.0, params.get("beta_slow") or 1.0
+        candidates.append(("beta_fast and beta_slow swapped",
+                           dict(params, beta_fast=bs, beta_slow=bf)))
+    if kind == "dynamic" and len(free) > 1:
+        found = _dynamic_fit(free, intended, params)
+        if found:
+            return found
+    import warnings
+    tried = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the variants are odd on purpose
+        known = _inv_freq_candidates(cfg, intended["config"])
+    for code, inv in known.items():
+        if code != "frequency-exponent":
+            tried.append((f"{INV_FREQ_CODES[code]} ({code})", inv))
+    for text, p in candidates:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                inv = scaling.rope_parameters(kind, rotary, base, dtype=torch.float64,
+                                              **{k: v for k, v in p.items()
+                                                 if k not in ("rope_type", "type")})[0]
+        except Exception:
+            continue
+        tried.append((text, inv))
+    if kind == "llama3" and original and factor:
+        lo, hi = params["low_freq_factor"], params["high_freq_factor"]
+        variants = (
+            ("the wavelength taken as 1/θ_i instead of 2π/θ_i", 1.0, lo, hi, False),
+            ("the smoothing weights reversed (smooth and 1 - smooth swapped)",
+             2 * math.pi, lo, hi, True),
+            (f"low_freq_factor and high_freq_factor swapped ({hi:g} and {lo:g} instead "
+             f"of {lo:g} and {hi:g})", 2 * math.pi, hi, lo, False))
+        for text, turn, low, high, inverted in variants:
+            for keep_first in (False, True):
+                tried.append((text, _llama3_variant(plain, factor, low, high, original,
+                                                    turn, inverted, keep_first)))
+    for text, inv in tried:
+        if inv.shape == free.shape and bool(((inv - free).abs() <= 2e-4 * inv).all()):
+            return text
+    return None
+
+
+def _dynamic_fit(free, intended, params):
+    """Dynamic NTK: the sequence length (and exponent) whose base reproduces a
+    geometric ladder ``free``; a sentence or ``None``."""
+    rotary, base = intended["rotary"], intended["base"]
+    fitted_base = float(free[1]) ** (-rotary / 2)
+    if not bool(((rope.inv_freq(rotary, fitted_base, dtype=torch.float64) - free).abs()
+                 <= 2e-4 * free).all()):
+        return None
+    factor = params.get("factor")
+    longest = params.get("max_position_embeddings")
+    if not factor or not longest:
+        return None
+    seq_len = intended.get("seq_len")
+    grown = fitted_base / base
+    right = grown ** ((rotary - 2) / rotary)
+    at_right = (right + factor - 1) * longest / factor
+    at_dropped = (grown + factor - 1) * longest / factor
+    if seq_len is not None and abs(at_dropped - seq_len) <= 1e-3 * seq_len:
+        return (f"dynamic NTK's base without the exponent d/(d-2) = "
+                f"{rotary}/{rotary - 2}: fn's ladder has base {fitted_base:.6g}, which "
+                f"is base·(factor·L/max_position_embeddings - factor + 1) at L = "
+                f"{seq_len}, not raised to d/(d-2)")
+    return (f"dynamic NTK at sequence length about {at_right:.0f} (fn's ladder has base "
+            f"{fitted_base:.6g})" + (f", not at the seq_len {seq_len} you give"
+                                    if seq_len is not None else ""))
+
+
+def _llama3_variant(plain, factor, low, high, original, turn, inverted, keep_first):
+    """Llama 3's bands with one step changed: the wavelength ``turn/θ``, the
+    smoothing reversed, and which band wins where they overlap (transformers
+    divides first, then smooths; ``keep_first`` keeps first)."""
+    wavelength = turn / plain
+    smooth = (original / wavelength - low) / (high - low)
+    if inverted:
+        smooth = 1 - smooth
+    mid = (1 - smooth) * plain / factor + smooth * plain
+    high_wl, low_wl = original / high, original / low
+    if keep_first:
+        return torch.where(wavelength < high_wl, plain,
+                           torch.where(wavelength > low_wl, plain / factor, mid))
+    base = torch.where(wavelength > low_wl, plain / factor, plain)
+    medium = ~(wavelength < high_wl) & ~(wavelength > low_wl)
+    return torch.where(medium, mid, base)
+
+
+def _zero_pairs(m, positions, theta, pairs, ipairs, intended, fit):
+    """Some intended pairs never turn: the frequencies truncated to integers,
+    or fewer features rotated."""
+    free = torch.zeros_like(theta)
+    index = {pair: i for i, pair in enumerate(ipairs)}
+    angles, misfit = _block_angles(m, pairs)
+    turning = _fit_frequencies(angles, positions)
+    for pair, value in zip(pairs, turning):
+        free[index[pair]] = value
+    truncated = torch.floor(theta.to(torch.float32).to(torch.float64))
+    if bool(((free - truncated).abs() <= 1e-6).all()):
+        code, line = _explain_schedule(free, intended)
+        return Diagnosis([code], line, fit.fitted)
+    return None
+
+
+def _entries(m, positions, theta, ipairs, att, intended, fit):
+    """Blocks that are not rotations, explained entry by entry."""
+    keep = positions <= 2048
+    explained = _fit.explain_entries(m[keep], positions[keep], theta, ipairs, att,
+                                     1e-3 + 4 * intended["noise"])
+    if explained is None:
+        return None
+    codes, lines, details = explained
+    fit.fitted.update(details)
+    gain = details.get("gain")
+    if gain is not None:
+        attention = _attention_report(gain, att, intended["scaled"],
+                                      1e-3 + 4 * intended["noise"])
+        if attention is not None:
+            codes = codes + [attention[0]]
+            lines = lines + [attention[1]]
+    return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+
+
+def _long_run(fn, intended):
+    """One call with a long run of consecutive positions ending at the context:
+    ``(code, sentence, fitted)`` when fn's angles there are not the positions',
+    else ``None``."""
+    dim, rotary, start = intended["dim"], intended["rotary"], intended["start"]
+    limit = intended["limit"]
+    length = min(2048, limit + 1)
+    first = limit + 1 - length
+    positions = torch.arange(first, first + length)
+    ipairs = _pairs_of(intended["layout"], start, rotary // 2)
+    x = torch.zeros(1, length, dim)
+    for a, _ in ipairs:
+        x[..., a] = 1.0
+    y = _call(fn, x, positions, intended["timeout"])[0]
+    a = torch.tensor([i for i, _ in ipairs])
+    b = torch.tensor([j for _, j in ipairs])
+    angles = torch.atan2(y[:, b], y[:, a])
+    theta = intended["expected"].to(torch.float64)
+    tol = _fit.pair_tolerance(positions, theta, intended["noise"])
+    expected = positions.to(torch.float64)[:, None] * theta
+    if bool((_wrap(angles - expected).abs() <= tol).all()):
+        return None
+    solved = _fit.solve_positions(angles, theta, tol, limit, prior=positions)
+    index = torch.arange(length)
+    if solved is None:
+        bad = int(torch.nonzero((_wrap(angles - expected).abs() > tol).any(1))[0])
+        return ("position-map",
+                f"Position map: in one call with {length} consecutive positions "
+                f"{first}..{limit}, fn's angles stop matching the positions at sequence "
+                f"index {bad} (position {first + bad}); the probes of single positions "
+                f"were right, so fn depends on where a token sits in a long call (a "
+                f"tiled or chunked kernel?). Fix: compute each token's angles from its "
+                f"own position.", {"long_run_first_bad_index": bad})
+    q, ok = solved
+    off = ((q - positions).abs() > 0.05 + 64 * _EPS32 * positions) | ~ok
+    bad = int(torch.nonzero(off)[0])
+    blocks = ""
+    if bad > 0 and bad & (bad - 1) == 0:
+        blocks = f" (index {bad} is a power of two: a tile or block of {bad} tokens?)"
+    seen = ", ".join(f"index {int(i)} (position {first + int(i)}) acts as {float(q[i]):.6g}"
+                     for i in index[off][:2])
+    return ("position-map",
+            f"Position map: in one call with {length} consecutive positions "
+            f"{first}..{limit}, fn rotates the tokens from sequence index {bad} on by "
+            f"other positions than their own{blocks}: {seen}. The probes of single "
+            f"positions were right, so fn depends on where a token sits in a long call. "
+            f"Fix: compute each token's angles from its own position (cos[position_ids]),"
+            f" in every tile.", {"long_run_first_bad_index": bad})
 
 
 def _from_config(config, dim, base, layout, rotary_dim, rope_scaling,
@@ -481,10 +1110,7 @@ def _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings):
     """A config mapping for :func:`~posenc_lib.scaling.rope_from_config`, or
     ``None`` without ``rope_scaling``."""
     if rope_scaling is None:
-        if max_position_embeddings is not None:
-            raise ValueError("max_position_embeddings is read only with rope_scaling: "
-                             "leave it out, or give the rope_scaling block too")
-        return None
+        return None           # max_position_embeddings, if given, is the context
     if not isinstance(rope_scaling, Mapping):
         raise ValueError(f"rope_scaling must be a mapping like config.json's "
                          f"(rope_type, factor, ...), got {type(rope_scaling).__name__}")
@@ -522,13 +1148,13 @@ def _expected(config, rotary, base, seq_len):
     return inv, float(attention)
 
 
-def _positions_used(fn, dim, max_position, gen) -> str | None:
+def _positions_used(fn, dim, max_position, gen, timeout=None, noise=0.0) -> str | None:
     """A finding when ``fn`` does not rotate by the positions it is given."""
     x = torch.randn(2, 1, dim, generator=gen, dtype=torch.float32).repeat(1, 64, 1)
     first = torch.arange(64)
     shift = min(1000, max_position - 63)
-    y0 = _call(fn, x, first)
-    y1 = _call(fn, x, first + shift)
+    y0 = _call(fn, x, first, timeout)
+    y1 = _call(fn, x, first + shift, timeout)
     moved = float((y0 - y0[:, :1]).abs().max())       # the same x rotated differently
     scale = max(1.0, float(y0.abs().max()))
     if moved > 1e-3 * scale and float((y0 - y1).abs().max()) <= 1e-5 * scale:
@@ -541,9 +1167,9 @@ def _positions_used(fn, dim, max_position, gen) -> str | None:
                 f"Fix: index the cos/sin tables with positions (cos[position_ids]), "
                 f"or compute the angles as positions.float()[:, None] * inv_freq.")
     x = torch.randn(2, 64, dim, generator=gen, dtype=torch.float32)
-    y0 = _call(fn, x, first)
+    y0 = _call(fn, x, first, timeout)
     perm = torch.randperm(64, generator=gen)
-    y2 = _call(fn, x[:, perm], first[perm])
+    y2 = _call(fn, x[:, perm], first[perm], timeout)
     error = float((y2 - y0[:, perm]).abs().max())
     if moved > 1e-3 * scale and error > 1e-4 * scale:
         return (f"Positions ignored: with the same tokens and positions in another "
@@ -556,12 +1182,12 @@ def _positions_used(fn, dim, max_position, gen) -> str | None:
     return None
 
 
-def _column_scale(m: Tensor, rotated: list):
+def _column_scale(m: Tensor, rotated: list, rtol: float = 1e-4):
     """The common length of the rotated columns of every ``M(p)``, or ``None``
     when they differ (then the blocks are not scaled rotations)."""
     norms = torch.linalg.vector_norm(m[:, :, rotated], dim=1)
     g = float(norms.mean())
-    if float((norms - g).abs().max()) > 1e-4 * g:
+    if float((norms - g).abs().max()) > rtol * g:
         return None
     return g
 
@@ -632,12 +1258,12 @@ def _dynamic_length(findings, lines, fitted, intended):
     return [c for c in findings if c != "base"] + ["scaling"], lines
 
 
-def _attention_report(g: float, attention: float, scaled: bool):
+def _attention_report(g: float, attention: float, scaled: bool, rtol: float = 1e-4):
     """``(code, sentence)`` when the rotated features are scaled by ``g`` and the
     intended attention factor is ``attention``; ``None`` when they agree."""
-    if abs(g / attention - 1) <= 1e-4:
+    if abs(g / attention - 1) <= rtol:
         return None
-    if abs(g - 1) <= 1e-4:
+    if abs(g - 1) <= rtol:
         return ("attention-factor",
                 f"Attention factor missing: fn's rotation keeps lengths (factor 1), "
                 f"but the rope_scaling you give multiplies cos and sin by "
@@ -645,7 +1271,7 @@ def _attention_report(g: float, attention: float, scaled: bool):
                 f"multiply cos and sin by the attention factor that "
                 f"scaling.rope_from_config(config) returns (transformers' "
                 f"attention_scaling), once.")
-    if abs(g / attention ** 2 - 1) <= 1e-4:
+    if abs(g / attention ** 2 - 1) <= rtol:
         return ("attention-factor",
                 f"Attention factor applied twice: fn scales the rotated features by "
                 f"{g:.6g} = {attention:.6g}², so q·k grows by {g ** 2:.6g} instead of "
@@ -772,7 +1398,7 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     seen = (theta.abs() * p_ref) > 1e-3
     sign = float(torch.sign(theta[0])) or 1.0
     rotated = sorted({f for pair in pairs for f in pair})
-    wanted = list(range(rotary))
+    wanted = list(range(intended["start"], intended["start"] + rotary))
     fit.fitted.update(layout=got_layout, rotated_features=len(rotated),
                       pairs=pairs[:4], sign=sign)
     freq_codes, freq_lines = [], []
@@ -789,7 +1415,7 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
         fit.fitted.update(base=low_base, exponent=text, position_bits=name,
                           low_precision=mode, spacing=spacing)
         codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
-                                         n_block)
+                                         n_block, dim)
         codes.append("positions-precision")
         what = {"all": "the positions, inv_freq and their product (the angles)",
                 "inv_freq": "the positions and inv_freq",
@@ -906,7 +1532,7 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     fit.fitted["max_error"] = float(residual.max())
 
     # -- report --------------------------------------------------------------------------
-    intended_pairs = _pairs_of(layout, 0, rotary // 2)
+    intended_pairs = _pairs_of(layout, intended["start"], rotary // 2)
     if got_layout != layout and len(pairs) > 1:
         fit.findings.append("layout")
         ours = _pairs_of(got_layout, start, n_block)
@@ -956,8 +1582,13 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
             f"(features {rotated[0]}..{rotated[-1]}"
             + (f", pairs {_pair_text(pairs)}" if len(rotated) < dim else "")
             + f"; {rest} pass through unchanged); you intend {rotary}"
-            + (f" (the first {rotary}, pairs {_pair_text(intended_pairs)})"
-               if rotary < dim else "")
+            + (f" (the {intended['rotary_position']} {rotary}, pairs "
+               f"{_pair_text(intended_pairs)})" if rotary < dim else "")
+            + (f" (fn rotates the {'last' if rotated[0] > 0 else 'first'} {len(rotated)}: "
+               f"if the checkpoint does too, as DeepSeek's MLA rotates the last "
+               f"features, pass rotary_position="
+               f"{'last' if rotated[0] > 0 else 'first'!r})"
+               if len(rotated) == rotary and rotated[0] != intended["start"] else "")
             + f". Fix: rotate exactly rotary_dim = int(head_dim * "
               f"partial_rotary_factor) = {rotary} features, with frequencies spaced "
               f"over them (rope.partial_inv_freq; rope.apply_rope(..., "
@@ -1114,8 +1745,23 @@ def _rank(value: float, base: float, right: bool) -> int:
     return 2 * level + (0 if right else 1)
 
 
+def _denominator_hint(text: str, rotary: int, dim) -> str:
+    """Why a ladder ``2i/D`` has the denominator ``D`` it has."""
+    if not text.startswith("2i/"):
+        return ""
+    denominator = int(text.split("/")[1])
+    if dim is not None and denominator == dim and rotary < dim:
+        return (f"; {denominator} in the denominator is the whole head (head_dim), "
+                f"but only rotary_dim = {rotary} features rotate: space the "
+                f"frequencies over the rotated features")
+    if denominator > (dim or rotary):
+        return (f"; {denominator} in the denominator is larger than the head: "
+                f"hidden_size (n_heads × head_dim) used instead of head_dim?")
+    return ""
+
+
 def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base: float,
-                      rotary: int, n: int) -> tuple[list, list]:
+                      rotary: int, n: int, dim: int | None = None) -> tuple[list, list]:
     codes, lines = [], []
     if abs(math.log(fitted_base / base)) >= 1e-3:
         codes.append("base")
@@ -1132,10 +1778,7 @@ def _frequency_report(fitted_base: float, e: float, text: str, right: bool, base
                      f"so the slowest pair turns {fitted_base ** (-e * (n - 1)):.3g} "
                      f"rad per position instead of "
                      f"{fitted_base ** (-2 * (n - 1) / rotary):.3g}"
-                     + (f"; {text.split('/')[1]} in the denominator is larger than the "
-                        f"head: hidden_size (n_heads × head_dim) used instead of "
-                        f"head_dim?" if text.startswith("2i/")
-                        and int(text.split("/")[1]) > rotary else "")
+                     + _denominator_hint(text, rotary, dim)
                      + f". Fix: inv_freq = 1 / "
                      f"base ** (torch.arange(0, {rotary}, 2) / {rotary}), that is 2i/d "
                      f"for pair i (rope.inv_freq({rotary}, base)).")
@@ -1154,7 +1797,8 @@ def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: 
     if slope >= 0 or n == 1:
         fitted.update(base=None, exponent=None)
         return [], [], torch.ones(n, dtype=torch.float64)
-    best = min(((_rank(math.exp(-slope / e), base, right), k, e, text, right, d)
+    best = min(((_rank(min(_safe_exp(-slope / e), 1e300), base, right), k, e, text,
+                 right, d)
                 for k, (e, text, right, d) in enumerate(_formulas(
                     dim, rotary, n_rotated, n_block, hidden_tail))))
     d_free = -2 * math.log(base) / slope
@@ -1165,11 +1809,14 @@ def _explain_slope(slope: float, base: float, dim: int, rotary: int, n_rotated: 
         d_free = round(d_free)
         best = (best[0], -1, 2.0 / d_free, f"2i/{d_free}", False, d_free)
     _, _, e, text, right, spacing = best
-    fitted_base = math.exp(-slope / e)
+    fitted_base = _safe_exp(-slope / e)
+    if not math.isfinite(fitted_base) or fitted_base > 1e300:
+        raise _Unfitted(f"the ladder's slope {slope:.4g} per pair implies a base beyond "
+                        f"1e300 for every exponent")
     if abs(math.log(fitted_base / base)) < 1e-3:
         fitted_base = base
     fitted.update(base=fitted_base, exponent=text, spacing=spacing)
-    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n)
+    codes, lines = _frequency_report(fitted_base, e, text, right, base, rotary, n, dim)
     idx = torch.arange(n, dtype=torch.float64)
     return codes, lines, torch.pow(fitted_base, -e * idx)
 
@@ -1410,7 +2057,9 @@ def _load(target: str) -> Callable:
     sys.path.insert(0, str(file.resolve().parent))
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:      # SystemExit too: the user's module
         raise ValueError(f"target: importing {path} raised {type(error).__name__}: "
                          f"{error}") from error
     finally:
@@ -1453,7 +2102,13 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=None, metavar="config.json",
                         help="a model's config.json: dim, base, partial rotary, "
                              "scaling and layout read from it")
-    parser.add_argument("--max-position", type=int, default=8191)
+    parser.add_argument("--max-position", type=int, default=None,
+                        help="largest probed position (default: the context the "
+                             "config or --max-position-embeddings gives, else 8191)")
+    parser.add_argument("--rotary-position", default="first",
+                        help="first (default) or last: where the rotated slice sits")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds each call of fn may take")
     args = parser.parse_args(argv)
     try:
         import json
@@ -1467,16 +2122,27 @@ def main(argv=None) -> int:
         if args.config is not None:
             try:
                 config = json.loads(Path(args.config).read_text())
-            except (OSError, json.JSONDecodeError) as error:
+            except (OSError, json.JSONDecodeError, RecursionError,
+                    UnicodeDecodeError) as error:
                 raise ValueError(f"--config: cannot read {args.config}: "
-                                 f"{error}") from None
+                                 f"{type(error).__name__}: {error}") from None
         result = diagnose_rope(fn, dim=args.dim, base=args.base, layout=args.layout,
                                rotary_dim=args.rotary_dim, rope_scaling=scaling_block,
                                max_position_embeddings=args.max_position_embeddings,
                                seq_len=args.seq_len, config=config,
-                               max_position=args.max_position)
+                               max_position=args.max_position,
+                               rotary_position=args.rotary_position,
+                               timeout=args.timeout)
+    except KeyboardInterrupt:
+        raise
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("error: --config: the JSON is nested too deeply to read", file=sys.stderr)
+        return 2
+    except BaseException as error:      # the front door: one line, never a traceback
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
     print(result)
     return 1 if result.findings else 0

@@ -35,13 +35,19 @@ class Report:
     Attributes:
         passed: whether the answer is right.
         message: what was checked, and what is wrong if anything.
+        hint: for a wrong answer, a nudge towards the method (not the
+            solution): the level between the verdict and the worked solution.
     """
 
     passed: bool
     message: str
+    hint: str = ""
 
     def __str__(self) -> str:
-        return ("Correct. " if self.passed else "Not yet. ") + self.message
+        text = ("Correct. " if self.passed else "Not yet. ") + self.message
+        if not self.passed and self.hint:
+            text += "\nHint: " + self.hint
+        return text
 
 
 class _Stop(Exception):
@@ -81,25 +87,99 @@ def args_text(args) -> str:
 
 
 def _graded(check):
-    """Turn an early :class:`_Stop` into the report it carries."""
+    """Turn an early :class:`_Stop` into the report it carries, and give a
+    failing report the exercise's hint (:data:`HINTS`)."""
     @functools.wraps(check)
     def wrapper(*args, **kwargs):
         try:
-            return check(*args, **kwargs)
+            report = check(*args, **kwargs)
         except _Stop as stop:
-            return stop.report
+            report = stop.report
+        hint = HINTS.get(check.__name__, "")
+        if not report.passed and hint and not report.hint and \
+                "not written yet" not in report.message:
+            report = Report(False, report.message, hint)
+        return report
     return wrapper
 
 
-def _as_tensor(name: str, value, shape: tuple) -> Tensor:
+#: The hint level of each grader: how to go about the exercise, without the
+#: answer. Shown under a wrong answer's verdict, before the solution.
+HINTS = {
+    "check_sinusoidal": "the table is an outer product: positions (n, 1) times the "
+                        "d/2 frequencies (1, d/2) give every angle p·ω_i; each angle "
+                        "fills two columns. Test it on a tiny case (n = 3, d = 4) "
+                        "against values you compute by hand.",
+    "check_shift_matrix": "PE[p + k] only mixes the two features of each frequency: "
+                          "write the angle-addition formulas for sin(a + b) and "
+                          "cos(a + b) and read off one 2x2 block per frequency.",
+    "check_t5_bucket": "handle the direction first (which half of the buckets), "
+                       "then the distance: exact buckets for small distances, a "
+                       "logarithmic map for the rest, clamped to the last bucket.",
+    "check_shaw_labels": "clip the relative position to [-κ, κ], then shift it so "
+                         "the smallest label is 0.",
+    "check_rope_interleaved": "work on one pair (x[..., 2i], x[..., 2i + 1]) at a "
+                              "time on paper: the angle is position times the pair's "
+                              "frequency, and the 2x2 block is a rotation by it.",
+    "check_layout_conversion": "write, for one head of 8 features, which row of the "
+                               "interleaved weight each half-layout row must hold.",
+    "check_mrope_axis_map": "the map has one entry per frequency pair: count how many "
+                            "pairs each axis owns, then lay them out in order.",
+    "check_axial_inv_freq": "treat each axis as its own small RoPE head: find the "
+                            "pairs that belong to it, and give them a ladder of their "
+                            "own, in the order they appear.",
+    "check_ntk_base": "write the slowest pair's frequency base^(-(d-2)/d) for the "
+                      "new base and ask that it be factor times smaller; solve for "
+                      "the new base.",
+    "check_yarn_inv_freq": "compute the plain and the interpolated (divided by "
+                           "factor) frequencies, then the number of turns each pair "
+                           "makes in the original context; the ramp between the two "
+                           "depends only on those turns.",
+}
+
+
+def _as_tensor(name: str, value, shape: tuple, arguments: dict | None = None) -> Tensor:
+    """The answer as a CPU tensor of ``shape``, or a report saying why not:
+    not a tensor, a complex or bool tensor, on another device (``meta`` holds
+    no values), the wrong shape (naming an argument whose value the shape
+    ignores), NaN or inf (with the first index)."""
     try:
         value = torch.as_tensor(value)
     except Exception:
         raise _Stop(Report(False, f"{name} must return a tensor, got "
                                   f"{type(value).__name__}")) from None
+    if value.is_complex():
+        raise _Stop(Report(False, f"{name} returned a complex tensor ({value.dtype}); "
+                                  f"return real numbers (the real and imaginary parts "
+                                  f"go in separate entries)."))
+    if value.dtype == torch.bool:
+        raise _Stop(Report(False, f"{name} returned a bool tensor; return numbers."))
+    if value.device.type != "cpu":
+        if value.device.type == "meta":
+            raise _Stop(Report(False, f"{name} returned a tensor on the meta device, "
+                                      f"which holds no values; compute real values."))
+        try:
+            value = value.detach().cpu()
+        except Exception as error:
+            raise _Stop(Report(False, f"{name} returned a tensor on {value.device} that "
+                                      f"could not be moved to the CPU: {error}")) from None
     if tuple(value.shape) != tuple(shape):
+        why = ""
+        for arg, (asked, sizes) in (arguments or {}).items():
+            for size, used in sizes:
+                if tuple(value.shape) == tuple(size):
+                    why = f" (the {arg} argument is ignored? {used} used, {asked} asked for)"
+                    break
+            if why:
+                break
         raise _Stop(Report(False, f"{name} returned shape {tuple(value.shape)}; "
-                                  f"expected {tuple(shape)}."))
+                                  f"expected {tuple(shape)}{why}."))
+    if value.is_floating_point():
+        bad = ~torch.isfinite(value)
+        if bool(bad.any()):
+            index = tuple(int(i) for i in torch.nonzero(bad)[0])
+            raise _Stop(Report(False, f"{name} returned {value[index].item()} at index "
+                                      f"{index}: every entry must be a finite number."))
     return value
 
 
@@ -123,6 +203,9 @@ def _compare(name: str, got: Tensor, expected: Tensor, mistakes: dict, *,
         if same(got, candidate):
             return Report(False, f"{name}: {mistake}")
     diff = (got.to(torch.float64) - expected.to(torch.float64)).abs()
+    if diff.numel() == 0:
+        return Report(False, f"{name} differs from {what}.")
+    diff = torch.nan_to_num(diff, nan=math.inf)
     where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
     return Report(False, f"{name} differs from {what}: at index {where} it gives "
                          f"{got[where].item():.6g}, the reference "
@@ -133,9 +216,10 @@ def _compare(name: str, got: Tensor, expected: Tensor, mistakes: dict, *,
 # -- chapter 2 -----------------------------------------------------------------------
 
 #: The settings every chapter-2 grader runs, besides the one the caller names:
-#: two bases other than 10000 (so an answer that ignores ``base`` fails) and
-#: odd sizes.
-_SINUSOIDAL_CASES = ((64, 16, 10000.0), (40, 12, 500.0), (33, 8, 1e6))
+#: two bases other than 10000 (so an answer that ignores ``base`` fails), odd
+#: sizes, and 1,000 positions (so a table cached for 64 rows fails).
+_SINUSOIDAL_CASES = ((64, 16, 10000.0), (40, 12, 500.0), (33, 8, 1e6),
+                     (1000, 24, 10000.0))
 
 
 def _integer_labels(name: str, got: Tensor) -> None:
@@ -153,7 +237,7 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
     """Grade ``fn(n_positions, dim, base) -> (n_positions, dim)``: the sinusoidal table.
 
     Run at the given ``(n_positions, dim, base)`` and at (64, 16, 10000),
-    (40, 12, 500) and (33, 8, 1e6). The reference is the float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
+    (40, 12, 500), (33, 8, 1e6) and (1000, 24, 10000). The reference is the float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
     mistakes are sin and cos swapped, the sines in the first half and the
     cosines in the second (instead of interleaved), the exponent ``i/d``
     instead of ``2i/d``, and the base ignored (10000 used). The messages name
@@ -171,7 +255,9 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
 def _check_sinusoidal_once(fn, n_positions, dim, base) -> Report:
     name = f"sinusoidal_table({n_positions}, {dim}, {base:g})"
     got = _as_tensor(name, _call("sinusoidal_table", fn, n_positions, dim, base),
-                     (n_positions, dim))
+                     (n_positions, dim),
+                     {"n_positions": (n_positions, [((64, dim), 64)]),
+                      "dim": (dim, [((n_positions, 16), 16)])})
     p = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
     expected = absolute.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
@@ -191,8 +277,9 @@ def _check_sinusoidal_once(fn, n_positions, dim, base) -> Report:
         "the sines fill the first half and the cosines the second; this table "
         "interleaves them (sin at 2i, cos at 2i+1).":
             table(torch.sin, torch.cos, omega, halves=True),
-        "the frequencies use the exponent i/d; they must be base^(-2i/d), so the "
-        "slowest wavelength is about 2π·base.":
+        "the frequencies use the exponent i/d; they must be base^(-2i/d), so that "
+        "they fall from 1 to base^(-(d-2)/d) over the pairs (with i/d they stop "
+        "near base^(-1/2)).":
             table(torch.sin, torch.cos, base ** (-i / dim)),
         f"the base argument is ignored (10000 used, {base:g} asked for).":
             table(torch.sin, torch.cos, 10000.0 ** (-2 * i / dim)),
@@ -230,7 +317,7 @@ def check_shift_matrix(fn: Callable, *, dim: int = 16, base: float = 10000.0) ->
         for k in _SHIFT_KS:
             name = f"shift_matrix({k}, {d}, {b:g})"
             got = _as_tensor(name, _call("shift_matrix", fn, k, d, b),
-                             (d, d)).to(torch.float64)
+                             (d, d), {"dim": (d, [((16, 16), 16)])}).to(torch.float64)
             moved = rows @ got.T
             wanted = table[32 + k:96 + k]
             if torch.allclose(moved, wanted, atol=1e-6):
@@ -431,7 +518,22 @@ _ROPE_HINTS = {
     "positions-precision": "compute inv_freq and the angles in float32 "
                            "(positions.float()), never in bfloat16 or float16.",
     "partial-rotary": "rotate all 64 features (32 pairs).",
+    "position-map": "compute each token's angles from its own position, for every "
+                    "position the model can see (no table of a fixed number of rows, "
+                    "no clamping, the same formula in every chunk of the sequence).",
+    "frequency-dtype": "keep inv_freq a float tensor: multiply positions.float() by "
+                       "it (an integer inv_freq is 1, 0, 0, ...).",
+    "frequency": "every pair i takes 10000 ** (-2i / 64), from one formula.",
+    "pair-block": "each pair (a, b) becomes (a cos - b sin, b cos + a sin), with cos "
+                  "and sin of that pair's own angle, written back in that order.",
+    "pass-through": "rotate all 64 features; nothing is left over to multiply.",
 }
+
+
+#: The context :func:`check_rope_interleaved` probes: positions up to 32,767
+#: (a cos/sin cache of 8,192 rows that wraps or clamps fails) and one call of
+#: 2,048 consecutive positions (a kernel right only in short calls fails).
+_ROPE_CONTEXT = 32768
 
 
 @_graded
@@ -439,12 +541,14 @@ def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0
     """Grade ``fn(x, positions)``: RoPE in the interleaved layout, with ``dim`` and
     ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`.
 
-    The findings and their evidence are diagnose's; the fixes are replaced by
-    hints in terms of the reader's own code (``_ROPE_HINTS``), since the
+    Positions are probed up to 32,767, and one call rotates 2,048 consecutive
+    positions. The findings and their evidence are diagnose's; the fixes are
+    replaced by hints in terms of the reader's own code (``_ROPE_HINTS``), since the
     exercise is written without the library and fixes ``base``.
     """
     try:
-        result = diagnose_rope(fn, dim=dim, base=base, layout="interleaved")
+        result = diagnose_rope(fn, dim=dim, base=base, layout="interleaved",
+                               max_position_embeddings=_ROPE_CONTEXT)
     except ValueError as error:
         if isinstance(error.__cause__, NotImplementedError):
             return Report(False, "rope_interleaved is not written yet (it raises "
@@ -559,17 +663,24 @@ def check_mrope_axis_map(fn: Callable) -> Report:
 def check_axial_inv_freq(fn: Callable, *, base: float = 10000.0) -> Report:
     """Grade ``fn(axis_of_freq, base) -> (dim/2,)``: a 1D RoPE ladder per axis.
 
-    Reference :func:`posenc_lib.multidim.axial_inv_freq`; named mistakes: one
-    ladder over the whole head (``rope.inv_freq(dim)``), and each axis's
+    Reference :func:`posenc_lib.multidim.axial_inv_freq`, on contiguous maps
+    and on interleaved ones (Qwen3-VL's round-robin, where an axis's pairs
+    are not adjacent); named mistakes: one ladder over the whole head (``rope.inv_freq(dim)``), and each axis's
     ladder spaced over the whole head.
     """
-    failed = _first_failure(_check_axial_once(fn, multidim.mrope_axis_map(sections), b)
-                            for sections in ([4, 6, 6], [2, 1, 5])
+    failed = _first_failure(_check_axial_once(fn, multidim.mrope_axis_map(
+        sections, interleaved=interleaved), b)
+                            for sections, interleaved in (([4, 6, 6], False),
+                                                          ([2, 1, 5], False),
+                                                          ([24, 20, 20], True),
+                                                          ([3, 2, 2], True))
                             for b in dict.fromkeys((base, 500000.0)))
     if failed:
         return failed
     return Report(True, f"axial_frequencies matches multidim.axial_inv_freq for the "
-                        f"maps of [4, 6, 6] and [2, 1, 5], bases {base:g} and 500000.")
+                        f"contiguous maps of [4, 6, 6] and [2, 1, 5] and the "
+                        f"interleaved (Qwen3-VL) maps of [24, 20, 20] and [3, 2, 2], "
+                        f"bases {base:g} and 500000.")
 
 
 def _check_axial_once(fn, axis, base) -> Report:
@@ -617,6 +728,15 @@ def check_ntk_base(fn: Callable) -> Report:
         if (math.isclose(got, expected, rel_tol=1e-9)
                 and math.isclose(slowdown, factor, rel_tol=1e-9)):
             continue
+        for name, other in (("dim", (base, factor, 128)), ("factor", (base, 4.0, dim)),
+                            ("base", (10000.0, factor, dim))):
+            if other != (base, factor, dim) and math.isclose(
+                    got, scaling.ntk_base(*other), rel_tol=1e-9):
+                asked = {"dim": dim, "factor": factor, "base": base}[name]
+                used = {"dim": 128, "factor": 4.0, "base": 10000.0}[name]
+                return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}): the {name} "
+                                     f"argument is ignored ({used:g} used, {asked:g} "
+                                     f"asked for).")
         if math.isclose(got, base * factor, rel_tol=1e-9):
             return Report(False, f"ntk_base({base:g}, {factor:g}, {dim}) = base·factor: "
                                  f"the exponent d/(d-2) is missing, so the slowest "
@@ -649,18 +769,43 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
 
 def _check_yarn_once(fn, dim, base, factor, original_max_position_embeddings) -> Report:
     got = _as_tensor("yarn_inv_freq", _call("yarn_inv_freq", fn, dim, base, factor,
-                                            original_max_position_embeddings), (dim // 2,))
-    config = {"rope_theta": base, "head_dim": dim, "hidden_size": dim,
-              "num_attention_heads": 1,
-              "max_position_embeddings": int(factor * original_max_position_embeddings),
-              "rope_scaling": {"rope_type": "yarn", "factor": factor,
-                               "original_max_position_embeddings":
-                                   original_max_position_embeddings}}
+                                            original_max_position_embeddings), (dim // 2,),
+                     {"dim": (dim, [((64,), 128)])})
+    config = _yarn_config(dim, base, factor, original_max_position_embeddings)
     result = diagnose_inv_freq(got.to(torch.float64), config)
     if result.ok:
         return Report(True, result.explanation)
-    return Report(False, f"diagnose_inv_freq finds {', '.join(result.findings)}. "
-                         f"{result.explanation}")
+    # an argument the answer ignores: the defaults of the first setting used
+    for name, changed in (("base", dict(base=10000.0)), ("factor", dict(factor=8.0)),
+                          ("original_max_position_embeddings",
+                           dict(original_max_position_embeddings=4096))):
+        setting = dict(dim=dim, base=base, factor=factor,
+                       original_max_position_embeddings=original_max_position_embeddings)
+        asked = setting[name]
+        setting.update(changed)
+        if setting[name] == asked:
+            continue
+        other, _ = scaling.rope_from_config(_yarn_config(**setting), dtype=torch.float64)
+        if bool(((other - got.to(torch.float64)).abs() <= 1e-5 * other.abs()).all()):
+            return Report(False, f"yarn_inv_freq({dim}, {base:g}, {factor:g}, "
+                                 f"{original_max_position_embeddings}): the {name} "
+                                 f"argument is ignored ({setting[name]:g} used, "
+                                 f"{asked:g} asked for).")
+    # the finding and its evidence, without the library call that would replace
+    # the exercise
+    text = result.explanation.split(" Fix:")[0]
+    return Report(False, f"yarn_inv_freq({dim}, {base:g}, {factor:g}, "
+                         f"{original_max_position_embeddings}): "
+                         f"{', '.join(result.findings)}. {text}")
+
+
+def _yarn_config(dim, base, factor, original_max_position_embeddings):
+    return {"rope_theta": base, "head_dim": dim, "hidden_size": dim,
+            "num_attention_heads": 1,
+            "max_position_embeddings": int(factor * original_max_position_embeddings),
+            "rope_scaling": {"rope_type": "yarn", "factor": factor,
+                             "original_max_position_embeddings":
+                                 original_max_position_embeddings}}
 
 
 # -- predict, then check ----------------------------------------------------------------

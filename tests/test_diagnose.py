@@ -203,10 +203,17 @@ def test_angles_in_bfloat16():
     lambda x, p: rope.apply_rope(x, p, scaling.rope_parameters(
         "yarn", 64, factor=4.0, original_max_position_embeddings=1024,
         dtype=torch.float32)[0]),                             # frequencies not geometric
-    lambda x, p: rope.apply_rope(x, p, rope.inv_freq(64, dtype=torch.float32) / 4),
 ])
 def test_other_maps_are_not_rope(fn):
     assert diagnose_rope(fn, dim=64).findings == ["not-rope"]
+
+
+def test_position_interpolation_is_named_as_a_rope():
+    """Every frequency divided by 4 is a RoPE (position interpolation), named."""
+    result = diagnose_rope(lambda x, p: rope.apply_rope(
+        x, p, rope.inv_freq(64, dtype=torch.float32) / 4), dim=64)
+    assert result.findings == ["scaling"]
+    assert "position interpolation" in result.explanation
 
 
 def test_round_significand_matches_torch_dtypes():

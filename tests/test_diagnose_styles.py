@@ -85,7 +85,7 @@ def block_matrix(inv, bug=None, att=1.0):
     return fn
 
 
-def vllm_cache(inv, bug=None, att=1.0, neox=True, max_len=8192 + 64):
+def vllm_cache(inv, bug=None, att=1.0, neox=True, max_len=32768 + 64):
     t = torch.arange(max_len, dtype=torch.float32)
     cos, sin = _cos_sin(torch.einsum("i,j->ij", t, inv), bug if bug != "offset"
                         else None, att)
@@ -365,8 +365,9 @@ def test_unknown_scaling_bug_names_the_pair():
     inv, att = transformers_rope(dict(SCALINGS["yarn"], beta_fast=16.0))
     result = diagnose_rope(hf_rotate_half(inv, att=att), dim=DIM, base=BASE,
                            rope_scaling=SCALINGS["yarn"])
-    assert result.findings == ["not-rope"]
-    assert "match neither the rope_scaling you give" in result.explanation
+    assert result.findings == ["scaling"]
+    assert "The largest difference is at pair" in result.explanation
+    assert "Fitted pair by pair" in result.explanation
 
 
 def test_bad_scaling_arguments_name_the_parameter(tmp_path):
@@ -374,7 +375,7 @@ def test_bad_scaling_arguments_name_the_parameter(tmp_path):
     fn = hf_rotate_half(plain())
     for kwargs, name in ((dict(rope_scaling=[1, 2]), "rope_scaling"),
                          (dict(seq_len=100), "seq_len"),
-                         (dict(max_position_embeddings=100), "max_position_embeddings"),
+                         (dict(max_position_embeddings=0), "max_position_embeddings"),
                          (dict(rope_scaling={"rope_type": "yarn"}), "rope_scaling"),
                          (dict(config={"head_dim": 32, "rope_theta": 1e4,
                                        "hidden_size": 64, "num_attention_heads": 2}),

@@ -398,3 +398,146 @@ def test_predictions_are_graded_against_independent_truths():
         assert "not written yet" in exercises.check_prediction(question, starter).message
     with pytest.raises(ValueError, match="^question"):
         exercises.check_prediction("9.9", lambda: True)
+
+
+# -- graders that cannot be fooled or crashed ------------------------------------------
+
+def test_non_finite_complex_bool_and_meta_answers_are_reported():
+    def with_nan(n, d, b):
+        out = sinusoidal(n, d, b)
+        out[3, 1] = math.nan
+        return out
+
+    report = exercises.check_sinusoidal(with_nan)
+    assert not report.passed and "nan at index (3, 1)" in report.message, report.message
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, d, b) + 5j)
+    assert not report.passed and "complex" in report.message
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, d, b) > 0)
+    assert not report.passed and "bool" in report.message
+    report = exercises.check_sinusoidal(
+        lambda n, d, b: torch.empty(n, d, device="meta"))
+    assert not report.passed and "meta device" in report.message
+    report = exercises.check_axial_inv_freq(lambda a, b: torch.full(a.shape, math.inf))
+    assert not report.passed and "inf at index (0,)" in report.message
+    report = exercises.check_rope_interleaved(
+        lambda x, p: torch.empty(x.shape, device="meta"))
+    assert not report.passed and "meta device" in report.message
+
+
+def test_empty_answer_does_not_crash():
+    report = exercises.check_mrope_axis_map(lambda s: torch.zeros(0, dtype=torch.int64))
+    assert not report.passed and "shape" in report.message
+
+
+def _cached(fn, rows, mode):
+    """A RoPE answer that looks positions up in a table of ``rows`` rows."""
+    def answer(x, positions):
+        p = positions % rows if mode == "wrap" else positions.clamp(max=rows - 1)
+        return fn(x, p)
+    return answer
+
+
+def _short_calls_only(x, positions):
+    if x.shape[1] > 128:          # a kernel right only for calls of up to 128 tokens
+        positions = positions.clone()
+        positions[128:] = positions[0] + torch.arange(x.shape[1] - 128)
+    return rope_interleaved(x, positions)
+
+
+@pytest.mark.parametrize("answer, words", [
+    (_cached(rope_interleaved, 8192, "wrap"), "p mod 8192"),
+    (_cached(rope_interleaved, 8192, "clamp"), "min(p, 8191)"),
+    (_short_calls_only, "sequence index 128"),
+])
+def test_rope_grader_probes_long_positions_and_calls(answer, words):
+    report = exercises.check_rope_interleaved(answer)
+    assert not report.passed and "position-map" in report.message, report.message
+    assert words in report.message
+
+
+def test_axial_grader_checks_an_interleaved_map():
+    """Right on contiguous maps, wrong where an axis's pairs are not adjacent
+    (ladders from each axis's first pair onwards by position in the head)."""
+    def contiguous_only(axis, base):
+        out = torch.empty(axis.shape[0], dtype=torch.float64)
+        for a in axis.unique().tolist():
+            where = torch.nonzero(axis == a).flatten()
+            n = len(where)
+            out[where] = base ** (-(where - where[0]).double() / n)
+        return out
+
+    assert contiguous_only(multidim.mrope_axis_map([4, 6, 6]), 1e4).allclose(
+        multidim.axial_inv_freq(multidim.mrope_axis_map([4, 6, 6]), 1e4,
+                                dtype=torch.float64))
+    report = exercises.check_axial_inv_freq(contiguous_only)
+    assert not report.passed
+
+
+def test_sinusoidal_grader_asks_for_more_than_64_positions():
+    table = sinusoidal(64, 24, 10000.0)
+
+    def cached(n, d, b):
+        if d != 24 or b != 10000.0:
+            return sinusoidal(n, d, b)
+        return table[torch.arange(n) % 64]
+
+    report = exercises.check_sinusoidal(cached)
+    assert not report.passed and "(1000, 24, 10000)" in report.message, report.message
+
+
+@pytest.mark.parametrize("answer, name", [
+    (lambda d, b, f, n: yarn(d, b, 8.0, n), "factor"),
+    (lambda d, b, f, n: yarn(d, b, f, 4096), "original_max_position_embeddings"),
+    (lambda d, b, f, n: yarn(d, 10000.0, f, n), "base"),
+])
+def test_yarn_grader_names_an_ignored_argument(answer, name):
+    report = exercises.check_yarn_inv_freq(answer)
+    assert not report.passed and f"the {name} argument is ignored" in report.message, \
+        report.message
+
+
+def test_ignored_dim_is_named_from_the_shape():
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, 16, b))
+    assert not report.passed and "dim argument is ignored" in report.message
+    report = exercises.check_yarn_inv_freq(lambda d, b, f, n: yarn(128, b, f, n))
+    assert not report.passed and "dim argument is ignored" in report.message
+
+
+def test_yarn_feedback_does_not_point_to_the_library():
+    plain = rope.inv_freq(128, dtype=torch.float64)
+    report = exercises.check_yarn_inv_freq(lambda d, b, f, n: rope.inv_freq(
+        d, b, dtype=torch.float64) * 0.9)
+    assert not report.passed
+    assert "rope_from_config" not in str(report) and "scaling." not in str(report)
+    del plain
+
+
+def test_exponent_feedback_does_not_say_two_pi_base():
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, d, b ** 0.5))
+    assert not report.passed and "exponent i/d" in report.message
+    assert "2π·base" not in report.message
+
+
+def test_a_hint_sits_between_the_verdict_and_the_solution():
+    report = exercises.check_sinusoidal(lambda n, d, b: sinusoidal(n, d, b) * 2)
+    text = str(report)
+    assert text.startswith("Not yet.") and "\nHint: " in text
+    assert report.hint == exercises.HINTS["check_sinusoidal"]
+    assert "Hint" not in str(exercises.check_sinusoidal(sinusoidal))
+    assert "Hint" not in str(exercises.check_sinusoidal(starter))
+    for check in ("check_sinusoidal", "check_shift_matrix", "check_t5_bucket",
+                  "check_shaw_labels", "check_rope_interleaved",
+                  "check_layout_conversion", "check_mrope_axis_map",
+                  "check_axial_inv_freq", "check_ntk_base", "check_yarn_inv_freq"):
+        assert check in exercises.HINTS
+
+
+@pytest.mark.parametrize("answer, name", [
+    (lambda b, f, d: b * f ** (128 / 126), "dim"),
+    (lambda b, f, d: b * 4.0 ** (d / (d - 2)), "factor"),
+    (lambda b, f, d: 10000.0 * f ** (d / (d - 2)), "base"),
+])
+def test_ntk_grader_names_an_ignored_argument(answer, name):
+    report = exercises.check_ntk_base(answer)
+    assert not report.passed and f"the {name} argument is ignored" in report.message, \
+        report.message
