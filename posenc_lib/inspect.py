@@ -825,12 +825,20 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
                                         f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
-            **({"kv_cache": serving.kv_cache_bytes(config, length=kv_length,
-                                                   engine=engine)}
+            **(_sized_kv_cache(config, kv_length, engine)
                if engine in serving.ENGINES else
                {"kv_cache_not_covered": f"{engine}'s KV-cache sizing is not "
                                         f"transcribed here; see --engine vllm or "
                                         f"transformers"})}
+
+
+def _sized_kv_cache(config: Mapping, length: int, engine: str) -> dict:
+    """``{"kv_cache": ...}``, or ``{"kv_cache_not_covered": why}`` where the
+    config does not say enough to size it (the rest of the report stands)."""
+    try:
+        return {"kv_cache": serving.kv_cache_bytes(config, length=length, engine=engine)}
+    except ValueError as error:
+        return {"kv_cache_not_covered": f"not sized: {error}"}
 
 
 def _verdict(report: dict) -> str:

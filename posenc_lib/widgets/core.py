@@ -256,7 +256,7 @@ class InteractiveFigure:
         """The figure at the defaults, overridden by ``params`` (slider names only).
 
         Every figure gets one axes layout, computed once over the sliders'
-        range (see :meth:`_layout`), so the axes do not jump when a slider
+        range (see ``_layout``), so the axes do not jump when a slider
         moves, nothing leaves the canvas at any slider end, and redraws skip
         matplotlib's layout solver, the slowest step.
         """
@@ -303,10 +303,10 @@ class InteractiveFigure:
 
         The default layout (``layout``, of the default figure ``fig``) is
         checked against the figure at every combination of the sliders' ends
-        (:meth:`layout_params`): the ink of each (:meth:`_ink_box`) must keep
+        (:meth:`layout_params`): the ink of each (``_ink_box``) must keep
         the layout engine's padding from the canvas' edges. Where it does not,
         the axes are mapped into a smaller frame, by the largest overflow on
-        each side, and the check runs again (at most :data:`_LAYOUT_ROUNDS`
+        each side, and the check runs again (at most ``_LAYOUT_ROUNDS``
         times). A figure whose number of axes depends on the sliders is laid
         out by its own engine at the values where it differs, and is skipped
         here, as is a value the plot refuses (the live widget reports that
