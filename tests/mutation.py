@@ -597,7 +597,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "    if best == 0:\n        return None", "    if True:\n        return None",
        [], "a rotation at position 0 not explained as a position offset"),
     _m("diagnose-shift-not-probed", "diagnose.py",
-       "y1 = _call(fn, x, first + shift)", "y1 = _call(fn, x, first)",
+       "y1 = _call(fn, x, first + shift, timeout)", "y1 = _call(fn, x, first, timeout)",
        [], "fn never called with shifted positions: a lost KV-cache offset unseen"),
     _m("diagnose-swap-unnamed", "diagnose.py",
        "bool((quarter <= 1e-4).all())", "bool((quarter <= -1.0).all())",
