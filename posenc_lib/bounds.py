@@ -85,8 +85,8 @@ def extrapolation_bound(dim: int, base: float, train_length: float,
     :func:`critical_dimension` at ``original_base`` and ``train_length``, the
     wavelength of the first pair that did not complete a turn in
     pre-training; otherwise ``tune_length`` (Liu et al. 2023, Eqs. 16a-b of
-    OpenLMLab/scaling-rope's README at commit 101b93b). The bound is their claim about trained
-    models; this function only evaluates the formula.
+    OpenLMLab/scaling-rope's README at commit 101b93b). The bound is their
+    claim about trained models; this function only evaluates the formula.
 
     Returns:
         float, in tokens.
