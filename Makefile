@@ -33,6 +33,10 @@ help:
 	@echo "make retrieval   the same as make experiment (one run writes both of chapter 7's files)"
 	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
 	@echo "make engines     build llama.cpp (llama-cpp-python, CPU) in its own venv; run its cases; write results/engines.json"
+	@echo "make conformance  a tiny model of every causal-LM type transformers 4.57 and 5.x register, against posenc_lib (results/conformance-*.json)"
+	@echo "make designs-v5   re-run the transformers 5.x probes chapter 6 reads (results/conventions.json, designs_v5.json, config_v5.json)"
+	@echo "make layouts      refit the interactive figures' margins over their slider ranges (posenc_lib/data/figure_layouts.json)"
+	@echo "make slow         the slow tests (every figure at every slider end, long diagnose rows, coverage simulations)"
 
 # ---- set-up ---------------------------------------------------------------
 
