@@ -9,7 +9,7 @@ interpreter, and writes ``tests/data/transformers_5_rope_log.json`` (the
 version, a hash of the configs, one list of messages per config)::
 
     PYTHONPATH=. .venv/bin/python scripts/capture_transformers_warnings.py \\
-        --python5 /work/venv5/bin/python
+        --python5 .cache/transformers5-venv/bin/python
 """
 
 from __future__ import annotations

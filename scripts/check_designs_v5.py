@@ -7,7 +7,7 @@ environment with transformers 5.24.0 and torch 2.13.0::
     python3 -m venv /tmp/venv5 && /tmp/venv5/bin/pip install torch==2.13.0 transformers==5.24.0
     PYTHONPATH=. /tmp/venv5/bin/python scripts/check_designs_v5.py --out results/designs_v5.json
 
-(``make designs-v5`` runs it with ``/work/venv5/bin/python`` and
+(``make designs-v5`` runs it with ``.cache/transformers5-venv/bin/python`` and
 scripts/probe_conventions.py after it.) With ``--out`` it stores what 5.x computed,
 so that tests/test_conventions.py can check the library against it where no 5.x is
 installed (CI): the ``"proportional"`` frequencies of every case, as float64 lists.

@@ -5,8 +5,8 @@ transformers 5.x cannot share the project's environment (it pins 4.57.6), so
 this runs outside ``make test``, with a second interpreter that has
 transformers 5.24.0 installed (torch is not needed: only config classes run)::
 
-    python3 -m venv /work/venv5 && /work/venv5/bin/pip install transformers==5.24.0
-    PYTHONPATH=. .venv/bin/python scripts/check_v5.py --python5 /work/venv5/bin/python
+    make conformance   # creates .cache/transformers5-venv (or set PY5)
+    PYTHONPATH=. .venv/bin/python scripts/check_v5.py --python5 .cache/transformers5-venv/bin/python
 
 ``make designs-v5`` runs it with ``--out results/config_v5.json``, and
 tests/test_conventions.py runs it with ``--stored results/config_v5.json``: the
@@ -103,7 +103,7 @@ def flat(config: dict, entry: dict) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python5", default="/work/venv5/bin/python",
+    parser.add_argument("--python5", default=".cache/transformers5-venv/bin/python",
                         help="an interpreter with transformers 5.x installed")
     parser.add_argument("--out", type=Path,
                         help="also store what 5.x computed (results/config_v5.json)")

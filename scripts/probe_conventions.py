@@ -3,7 +3,7 @@
 Runs each model's own attention code (tiny random weights, float64) in the
 transformers this interpreter has and writes what it found as JSON::
 
-    PYTHONPATH=. /work/venv5/bin/python scripts/probe_conventions.py --out results/conventions.json
+    PYTHONPATH=. .cache/transformers5-venv/bin/python scripts/probe_conventions.py --out results/conventions.json
 
 (``make conventions``). tests/test_conventions.py checks the stored file against
 posenc_lib.designs.rotation_plan; the models transformers 4.57 also has are probed

@@ -11,7 +11,7 @@ the config raised.
 It imports nothing from this repository, so any interpreter with
 transformers runs it, e.g. transformers 5.24.0's::
 
-    /work/venv5/bin/python scripts/transformers_rope_log.py < configs.json
+    .cache/transformers5-venv/bin/python scripts/transformers_rope_log.py < configs.json
 
 ``scripts/capture_transformers_warnings.py`` uses it to store 5.24.0's
 messages for ``tests/test_transformers_warnings.py``.
@@ -25,8 +25,9 @@ import logging
 import sys
 
 
-def rope_log(config: dict) -> list[str]:
-    """The RoPE messages transformers logs (and raises) while building ``config``."""
+def rope_log(config: dict, *, catch: bool = True) -> list[str]:
+    """The RoPE messages transformers logs (and raises) while building ``config``;
+    with ``catch=False`` an exception propagates instead of being recorded."""
     from transformers import AutoConfig
 
     records: list[logging.LogRecord] = []
@@ -45,6 +46,8 @@ def rope_log(config: dict) -> list[str]:
         fields = copy.deepcopy(config)
         AutoConfig.for_model(fields.pop("model_type"), **fields)
     except Exception as error:  # noqa: BLE001 - recorded, compared by the test
+        if not catch:
+            raise
         text = error.args[0] if error.args and isinstance(error.args[0], str) else str(error)
         raised = [f"{type(error).__name__}: {text}"[:200]]  # (a list of every model type)
     finally:

@@ -195,8 +195,6 @@ def test_hunyuan_alpha_base_and_the_4_57_cliff():
 
 @pytest.mark.slow
 def test_minimax_m2_rotary_dim_under_5x():
-    from pathlib import Path as P
-
     from posenc_lib import crosscheck, inspect
 
     config = {"model_type": "minimax_m2", "hidden_size": 3072,
@@ -208,9 +206,8 @@ def test_minimax_m2_rotary_dim_under_5x():
     report = inspect.inspect_config(config)
     assert (report["rotary_dim"], report["pairs"]) == (64, 32)
     assert any("multi-token-prediction" in n for n in report["engine_needs"])
-    python = ROOT / ".cache" / "transformers5-venv" / "bin" / "python"
-    if not python.exists():
-        python = P("/work/venv5/bin/python")
+    from conftest import PYTHON5 as python
+
     if not python.exists():
         pytest.skip("no transformers 5.x interpreter (make conformance makes one)")
     result = crosscheck.crosscheck(config, python=str(python))

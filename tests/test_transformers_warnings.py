@@ -14,19 +14,27 @@ from __future__ import annotations
 import copy
 import inspect as pyinspect
 import json
-import logging
+import re
+import sys
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("transformers")
 
-from transformers import AutoConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from posenc_lib import inspect as model_inspect  # noqa: E402
 from posenc_lib import _config, per_layer, scaling, serving  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import capture_transformers_warnings as capture  # noqa: E402
+import rope_population  # noqa: E402
+import transformers_rope_log  # noqa: E402
+from conftest import PYTHON5  # noqa: E402
 
 SHARED = Path("/work/shared/configs")
 
@@ -34,27 +42,8 @@ SHARED = Path("/work/shared/configs")
 def transformers_log(config: dict) -> list[str]:
     """The RoPE messages transformers logs while building ``config`` (every
     record of the ``transformers`` logger that mentions rope, unrecognized
-    keys left out: the inspector lists those itself)."""
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record)
-
-    logger = logging.getLogger("transformers")
-    handler, level = Keep(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    logging.Logger.warning_once.cache_clear()
-    try:
-        fields = copy.deepcopy(config)
-        AutoConfig.for_model(fields.pop("model_type"), **fields)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    messages = [r.getMessage() for r in records]
-    rope = [m for m in messages if "rope" in m.lower() or "yarn" in m.lower()]
-    return [m for m in rope if not m.startswith("Unrecognized keys")]
+    keys left out: the inspector lists those itself); an error propagates."""
+    return transformers_rope_log.rope_log(config, catch=False)
 
 
 def _class_validates(cls) -> bool:
@@ -97,16 +86,8 @@ def test_flat_composite_configs(model_type):
 BASE = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
         "head_dim": 32, "max_position_embeddings": 8192, "rope_theta": 10000.0,
         "num_hidden_layers": 4}
-#: Blocks each validator warns about (equal Llama 3 factors; an int factor and
-#: crossed betas; a factor below 1; an int dynamic factor).
-BLOCKS = [
-    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-     "high_freq_factor": 1.0, "original_max_position_embeddings": 1024},
-    {"rope_type": "yarn", "factor": 4, "beta_fast": 1.0, "beta_slow": 2.0,
-     "original_max_position_embeddings": 1024},
-    {"rope_type": "linear", "factor": 0.5},
-    {"rope_type": "dynamic", "factor": 2},
-]
+#: Blocks each validator warns about (``rope_population.PROBE_BLOCKS``).
+BLOCKS = rope_population.PROBE_BLOCKS
 TABLE = [n for n in model_inspect.model_names()
          if model_inspect.model_entry(n)["config"]["model_type"] not in
          ("bloom", "t5")]
@@ -197,17 +178,6 @@ def test_published_llama4_scout_config_gives_no_warning():
 # scripts/capture_transformers_warnings.py; re-logged live where an
 # interpreter with 5.24.0 is at hand).
 
-import re  # noqa: E402
-import sys  # noqa: E402
-from importlib import metadata  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import capture_transformers_warnings as capture  # noqa: E402
-import rope_population  # noqa: E402
-import transformers_rope_log  # noqa: E402
-
-PYTHON5 = Path("/work/venv5/bin/python")
 CONFIGS = rope_population.all_configs()
 
 
