@@ -17,20 +17,18 @@ import warnings
 
 import torch
 
+from posenc_lib import scaling
 from posenc_lib.diagnose import diagnose_rope
 
 
 def ladder(dim, base):
-    return 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return scaling.rope_parameters("default", dim, base, dtype=torch.float64)[0]
 
 
 def llama3(dim, base, factor, low, high, original):
-    inv = ladder(dim, base)
-    wavelength = 2 * math.pi / inv
-    smooth = ((original / wavelength - low) / (high - low)).clamp(0, 1)
-    mid = (1 - smooth) * inv / factor + smooth * inv
-    return torch.where(wavelength < original / high, inv,
-                       torch.where(wavelength > original / low, inv / factor, mid))
+    return scaling.rope_parameters(
+        "llama3", dim, base, dtype=torch.float64, factor=factor, low_freq_factor=low,
+        high_freq_factor=high, original_max_position_embeddings=original)[0]
 
 
 def rotate_half_style(inv):
