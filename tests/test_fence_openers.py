@@ -1,0 +1,48 @@
+"""A directive fence opens at the start of its own line.
+
+A fence written after text on the same line (``apart. ````{dropdown} Title``) is not
+a fence: MyST and JupyterLab render the whole block, title, maths and citations, as
+one inline code span. ``test_notebooks_clean.py`` checks the fences that parse;
+this one finds the openers that never became fences.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A line with text before a ``` or ::: fence opener that names a directive.
+_LATE_OPENER = re.compile(r"^(?![ \t]*(`{3,}|:{3,})\{).*?\S.*?(`{3,}|:{3,})\{", re.M)
+
+
+def late_openers(text: str) -> list[str]:
+    """The lines of ``text`` on which a directive fence opens after other text."""
+    return [match.group(0) for match in _LATE_OPENER.finditer(text)]
+
+
+def _markdown(path: Path) -> list[tuple[str, str]]:
+    if path.suffix == ".md":
+        return [(path.name, path.read_text(encoding="utf-8"))]
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [(f"{path.name} {cell.get('id')}", "".join(cell["source"]))
+            for cell in nb["cells"] if cell["cell_type"] == "markdown"]
+
+
+BOOK_FILES = sorted(p for p in (ROOT / "book").rglob("*")
+                    if p.suffix in (".md", ".ipynb") and "_build" not in p.parts)
+
+
+@pytest.mark.parametrize("path", BOOK_FILES, ids=lambda p: p.name)
+def test_every_directive_fence_opens_its_own_line(path):
+    found = [f"{where}: {line[:80]}" for where, text in _markdown(path)
+             for line in late_openers(text)]
+    assert not found, "a fence opener after text (renders as code):\n" + "\n".join(found)
+
+
+def test_the_check_sees_a_fence_opened_mid_line():
+    broken = "1.95 apart. ````{dropdown} Going deeper\nbody\n````\n"
+    fine = "1.95 apart.\n\n:::{dropdown} Going deeper\nbody\n:::\n  ```{code-cell}\n"
+    assert late_openers(broken) and not late_openers(fine)
