@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: A line with text before a ``` or ::: fence opener that names a directive.
-_LATE_OPENER = re.compile(r"^(?![ \t]*(`{3,}|:{3,})\{).*?\S.*?(`{3,}|:{3,})\{", re.M)
+_LATE_OPENER = re.compile(r"^(?![ \t]*(`{3,}|:{3,})\{).*?\S.*?(`{3,}|:{3,})\{",
+                          re.MULTILINE)
 
 
 def late_openers(text: str) -> list[str]:
