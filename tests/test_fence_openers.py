@@ -1,9 +1,10 @@
 """A directive fence opens at the start of its own line.
 
 A fence written after text on the same line (``apart. ````{dropdown} Title``) is not
-a fence: MyST and JupyterLab render the whole block, title, maths and citations, as
-one inline code span. ``test_notebooks_clean.py`` checks the fences that parse;
-this one finds the openers that never became fences.
+a fence: MyST and JupyterLab show the backticks and the directive's name as text, the
+block's body as ordinary paragraphs (always open), and the closing fence opens an
+empty code block. ``test_notebooks_clean.py`` checks the fences that parse; this one
+finds the openers that never became fences.
 """
 
 import json
@@ -40,7 +41,7 @@ BOOK_FILES = sorted(p for p in (ROOT / "book").rglob("*")
 def test_every_directive_fence_opens_its_own_line(path):
     found = [f"{where}: {line[:80]}" for where, text in _markdown(path)
              for line in late_openers(text)]
-    assert not found, "a fence opener after text (renders as code):\n" + "\n".join(found)
+    assert not found, "a fence opener after text (not a fence):\n" + "\n".join(found)
 
 
 def test_the_check_sees_a_fence_opened_mid_line():
