@@ -15,14 +15,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: A line with text before a ``` or ::: fence opener that names a directive.
-_LATE_OPENER = re.compile(r"^(?![ \t]*(`{3,}|:{3,})\{).*?\S.*?(`{3,}|:{3,})\{",
-                          re.MULTILINE)
+#: A ``` or ::: fence opener that names a directive, anywhere in a line.
+_OPENER = re.compile(r"(`{3,}|:{3,})\{")
 
 
 def late_openers(text: str) -> list[str]:
     """The lines of ``text`` on which a directive fence opens after other text."""
-    return [match.group(0) for match in _LATE_OPENER.finditer(text)]
+    late = []
+    for line in text.splitlines():
+        match = _OPENER.search(line)
+        if match and line[:match.start()].strip():
+            late.append(line)
+    return late
 
 
 def _markdown(path: Path) -> list[tuple[str, str]]:
