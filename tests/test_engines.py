@@ -1215,3 +1215,46 @@ def test_crosscheck_engine_vllm_runs_vllm_and_checks_the_report(capsys):
     _, l4 = inspect.load_config("llama-4-scout-17b-16e-instruct")
     ok, text = inspect.crosscheck_vllm(l4, inspect.inspect_config(l4, engine="vllm"))
     assert ok and "positions cut to" in text
+
+
+def _rope_type_configs():
+    """One config per rope type the library claims (engines.ROPE_TYPES)."""
+    models = _models()
+    blocks = {"linear": {"rope_type": "linear", "factor": 4.0},
+              "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+              "yarn": {"rope_type": "yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 4096, "truncate": False},
+              "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 4096}}
+    out = {t: _llama(128, 500000.0, 4096 * 4, b) for t, b in blocks.items()}
+    out["default"] = _llama(128, 500000.0)
+    out["longrope"] = models["phi-3-mini-128k-instruct"]
+    out["mrope"] = models["qwen2.5-vl-7b-instruct"]
+    assert set(out) == set(engines.ROPE_TYPES)
+    return out
+
+
+#: Rope types whose SGLang frequencies differ from transformers' at the
+#: config's own length: dynamic NTK (one static cache with the base of
+#: max_position_embeddings * factor, rope_variant.py lines 880-892).
+SGLANG_TYPES_DIFFER = {"dynamic"}
+
+
+@pytest.mark.parametrize("rope_type", engines.ROPE_TYPES)
+def test_sglang_every_rope_type_against_transformers_and_the_library(rope_type):
+    """For every rope type the library claims: SGLang's get_rope (vendored,
+    run as the model file calls it) against transformers 4.57.6 (run) and
+    the library, frequencies and factor; agreement except for
+    SGLANG_TYPES_DIFFER, and there a difference."""
+    config = _rope_type_configs()[rope_type]
+    run = engines.sglang_rope(config)
+    tf_inv, tf_att = _hf_rope(config)
+    lib = engines.engine_rope(config, "transformers")
+    assert engines.frequency_difference(lib["inv_freq"], tf_inv.float())["pairs_differ"] == 0
+    for ref in (tf_inv.float(), lib["inv_freq"]):
+        diff = engines.frequency_difference(run["inv_freq"], ref)
+        assert (diff["pairs_differ"] > 0) == (rope_type in SGLANG_TYPES_DIFFER), diff
+    assert run["factor"] == pytest.approx(tf_att, rel=2 * U)
+    assert run["factor"] == pytest.approx(lib["factor"], rel=2 * U)
+    summary = engines.engine_summary(config, "sglang")
+    assert summary["factor"] == run["factor"] and "vendored, run" in summary["via"]
