@@ -176,7 +176,9 @@ SGLANG_PACKAGE = "sglang.srt.layers.rotary_embedding"
 #: The platforms :func:`sglang_rotary` can load the package for: ``"cpu"``,
 #: SGLang's CPU engine (``SGLANG_USE_CPU_ENGINE=1``) on a host without AMX,
 #: where every layer runs ``forward_native``; ``"cuda"``, only to read what
-#: the constructors do there (the cache kept in float32; no kernel is run).
+#: the constructors do there (the cache kept in float32; no kernel is run;
+#: a head size other than 64, 128, 256 or 512 makes ``RotaryEmbedding``
+#: import SGLang's fallback kernel, base.py lines 122-141, and fails).
 SGLANG_PLATFORMS = ("cpu", "cuda")
 
 
