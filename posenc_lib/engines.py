@@ -990,7 +990,7 @@ def sglang_rope(config: Mapping | None = None, *, args: Mapping | None = None,
 
     The cache builders run unchanged except that, unless ``full_cache``, the
     positions times frequencies product is taken only at
-    ``[0, 1, *positions]`` (:class:`_EinsumProxy`; the frequencies, the
+    ``[0, 1, *positions]`` (``_EinsumProxy``; the frequencies, the
     factor and every other line run as released).
 
     Args:
