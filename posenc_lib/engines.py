@@ -9,8 +9,10 @@ per engine:
   (:func:`vllm_rope`: ``get_rope`` builds the class and its cos/sin cache);
   only what the model files pass to ``get_rope`` is transcribed
   (:func:`vllm_get_rope_args`, :data:`VLLM_PAIRS`).
-* **SGLang 0.5.23** (PyPI wheel): transcriptions (``sglang_*``); SGLang's
-  package imports its CUDA kernels at module level and is not run here.
+* **SGLang 0.5.23** (PyPI wheel): its rotary-embedding package is vendored
+  unchanged in ``posenc_lib/_vendor/sglang`` and *run* (:func:`sglang_rope`);
+  only what the model files pass to ``get_rope`` is transcribed
+  (:func:`sglang_get_rope_args`, :data:`SGLANG_PAIRS`).
 * **llama.cpp at 0c1e57098**, the tree ``llama-cpp-python`` 0.3.36 vendors:
   transcriptions of its converter, loader and ggml's CPU kernel
   (``llama_cpp_*``); ``make engines`` runs llama.cpp itself and records the
@@ -837,247 +839,229 @@ def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
 
 # ---- SGLang: rotary-embedding modules ---------------------------------------
 #
-# Transcriptions of sglang 0.5.23 (:data:`SGLANG`), package
-# sglang/srt/layers/rotary_embedding/, not a run: SGLang needs its CUDA
-# kernels package and is not installed here.
+# sglang 0.5.23's sglang/srt/layers/rotary_embedding/ is vendored unchanged
+# (posenc_lib/_vendor/sglang) and run here: ``get_rope`` picks the class and
+# builds the cos/sin cache with SGLang's own code, on its CPU engine's
+# ``forward_native`` path. What is transcribed is only what SGLang's *model
+# files* pass to ``get_rope`` (:func:`sglang_get_rope_args`); every line
+# number below refers to the same wheel (:data:`SGLANG`).
 
-def apply_rotary_emb_torch(x: Tensor, cos: Tensor, sin: Tensor,
-                                is_neox_style: bool) -> Tensor:
-    """Transcription of SGLang's ``apply_rotary_emb`` (sglang 0.5.23
-    layers/rotary_embedding/utils.py lines 35-62).
+#: The model file of each table ``model_type`` whose attention calls
+#: ``get_rope``, the lines of that call and of where its arguments come from
+#: (sglang 0.5.23, ``sglang/srt/models/``). SGLang pins ``transformers==5.19.0``
+#: (its METADATA), so ``config.rope_parameters`` is transformers 5's merged
+#: dict (``rope_type``, ``rope_theta`` and the scaling keys).
+SGLANG_ROPE_CALLS = {
+    "llama": "llama.py lines 196-197 (rotary_dim), 225-232 (get_rope), 322-335 "
+             "(rope_parameters, original_max_position_embeddings, rope_is_neox_style)",
+    "mistral": "mistral.py line 33 (LlamaForCausalLM): llama.py lines 196-197, 225-232, "
+               "322-335",
+    "phi3": "llama.py line 956 (Phi3ForCausalLM(LlamaForCausalLM)): lines 225-232, "
+            "322-335",
+    "qwen2": "qwen2.py lines 207-214, 273-274 (get_rope_config)",
+    "qwen2_5_vl": "qwen2_5_vl.py line 720 (Qwen2Model): qwen2.py lines 207-214, 273-274",
+    "qwen3": "qwen3.py lines 216-222, 379-385",
+    "qwen3_moe": "qwen3_moe.py lines 546-553, 811-813",
+    "qwen3_vl": "qwen3_vl.py line 1169 (Qwen3LLMModel(Qwen3Model)): qwen3.py lines "
+                "216-222, 379-385",
+    "qwen3_next": "qwen3_next.py lines 636-661 (partial_rotary_factor passed to get_rope)",
+    "gemma": "gemma.py lines 130-136, 175-178 (no rope_scaling)",
+    "gemma3": "gemma3_causal.py lines 186-224: get_rope with {'rope_type': 'default'} for "
+              "every layer, used only by forward_cpu (line 269, AMX CPUs); forward_native "
+              "(lines 297-302) applies Gemma3RotaryEmbedding (lines 414-440, 575-603), "
+              "transformers' ROPE_INIT_FUNCTIONS on the full_attention parameters",
+    "lfm2": "lfm2.py lines 130-148",
+    "gpt_oss": "gpt_oss.py lines 444-450, 531-533 (rope_parameters as is, truncate too)",
+    "olmo3": "olmo2.py lines 100-104, 133-144 (rope_scaling on full-attention layers "
+             "only; sglang/srt/configs/olmo3.py line 63 runs Olmo3 as Olmo2ForCausalLM)",
+    "llama4": "llama4.py lines 284-296 (base=int(rope_theta)), 384-386",
+    "ernie4_5": "ernie4.py lines 167-179 (get_rope_config, rope_is_neox_style False)",
+    "deepseek_v3": "deepseek_v2.py lines 2605-2613 (rope_parameters unless default), "
+                   "2065-2066 (rope_type rewritten to deepseek_yarn), 2166-2178 "
+                   "(get_rope_wrapper; softmax scale times compute_mla_mscale_scaling, "
+                   "sglang/srt/configs/model_config.py lines 2617-2647)",
+}
+SGLANG_ROPE_CALLS["kimi_k2"] = SGLANG_ROPE_CALLS["deepseek_v32"] = SGLANG_ROPE_CALLS[
+    "deepseek_v3"]
+
+
+def _sglang():
+    from . import _vendor
+
+    return _vendor.sglang_rotary()
+
+
+def sglang_get_rope_args(config: Mapping) -> dict | None:
+    """What sglang 0.5.23's model file for ``config`` passes to ``get_rope``
+    (:data:`SGLANG_ROPE_CALLS`): ``head_size``, ``rotary_dim``,
+    ``max_position``, ``base``, ``is_neox_style``, ``rope_scaling``,
+    ``partial_rotary_factor``, and ``logit_scale``, the factor the model file
+    multiplies into the softmax scale (DeepSeek's ``mscale**2``), and
+    ``source``. ``dtype`` is not passed by most files: ``get_rope`` then takes
+    ``torch.get_default_dtype()``, the model's dtype while it loads; float32
+    here. ``None`` where SGLang runs no RoPE of its own (the Transformers
+    fallback, ALiBi, no model).
+
+    For Gemma 3 the arguments are those of the ``get_rope`` call that only
+    ``forward_cpu`` (AMX CPUs) uses, and ``native`` says that the
+    ``forward_native`` path rotates with transformers' own code instead.
+    """
+    model_type = config.get("model_type")
+    neox = sglang_pairs(config)["is_neox_style"]
+    if neox in ("transformers", "none", None):
+        return None
+    params, dim = _vllm_rope_parameters(config)  # transformers 5's rope_parameters
+    text = config.get("text_config", config)
+    heads = text.get("num_attention_heads") or 1
+    head = text.get("head_dim") or (text.get("hidden_size", 0) // heads) or dim
+    max_position = int(text.get("max_position_embeddings")
+                       or _default_max_position(config))
+    rope_scaling: dict | None = dict(params)
+    partial = 1.0
+    rotary_dim = head
+    logit_scale = 1.0
+    native = None
+    if model_type in ("llama", "mistral", "phi3", "ernie4_5"):
+        rotary_dim = int(text.get("partial_rotary_factor", 1) * head)
+        if config.get("original_max_position_embeddings"):
+            rope_scaling["original_max_position_embeddings"] = config[
+                "original_max_position_embeddings"]
+    elif model_type == "qwen3_next":
+        partial = float(text.get("partial_rotary_factor", 0.25))
+    elif model_type == "gemma":
+        rope_scaling = None
+    elif model_type == "gemma3":
+        rotary_dim = int(text.get("partial_rotary_factor", 1) * head)
+        rope_scaling = {"rope_type": "default"}
+        native = "transformers"
+    elif model_type in DEEPSEEK_FAMILY:
+        head = rotary_dim = dim  # qk_rope_head_dim
+        if params["rope_type"] == "default":
+            rope_scaling = None
+        else:
+            rope_scaling["rope_type"] = "deepseek_yarn"
+            yarn_get_mscale = _sglang().yarn.yarn_get_mscale
+            mscale = yarn_get_mscale(rope_scaling.get("factor", 1.0),
+                                     float(rope_scaling.get("mscale_all_dim", False)))
+            logit_scale = mscale * mscale
+    base = params["rope_theta"]
+    if model_type == "llama4":
+        base = int(base)
+    return {"head_size": head, "rotary_dim": rotary_dim, "max_position": max_position,
+            "base": base, "is_neox_style": neox, "rope_scaling": rope_scaling,
+            "partial_rotary_factor": partial, "logit_scale": logit_scale,
+            "native": native, "source": _sgl(_SG + SGLANG_ROPE_CALLS[model_type], "")
+            .rstrip()}
+
+
+class _EinsumProxy:
+    """``torch`` for the vendored cache builders: every
+    ``einsum("i,j -> ij", t, inv_freq)`` (positions times frequencies, the one
+    line where a cache's size is spent) takes only the rows of ``t`` at
+    ``positions`` that the cache has, and its output (the angles) is recorded;
+    everything else is torch."""
+
+    def __init__(self, positions, angles, lengths):
+        self._positions, self._angles, self._lengths = positions, angles, lengths
+
+    def einsum(self, equation, *operands):
+        if equation.replace(" ", "") == "i,j->ij" and operands[0].dim() == 1:
+            t = operands[0]
+            self._lengths.append(t.shape[0])
+            rows = [p for p in self._positions if p < t.shape[0]]
+            operands = (t[rows], *operands[1:])
+        out = torch.einsum(equation, *operands)
+        self._angles.append(out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+_SGLANG_CACHE_MODULES = ("base", "yarn", "rope_variant", "mrope")
+
+
+def sglang_rope(config: Mapping | None = None, *, args: Mapping | None = None,
+                positions: Sequence[int] = (), full_cache: bool = False,
+                dtype: torch.dtype | None = None, platform: str = "cpu") -> dict | None:
+    """Run sglang 0.5.23's ``get_rope`` (vendored) for ``config`` as its model
+    file calls it (:func:`sglang_get_rope_args`, or ``args`` of that form),
+    and read what it built.
+
+    The cache builders run unchanged except that, unless ``full_cache``, the
+    positions times frequencies product is taken only at
+    ``[0, 1, *positions]`` (``_EinsumProxy``; the frequencies, the
+    factor and every other line run as released).
 
     Args:
-        x: ``(tokens, heads, rotary_dim)``; cos, sin: ``(tokens, rotary_dim/2)``.
+        config: a parsed ``config.json``.
+        args: instead of ``config``, the arguments themselves.
+        positions: extra positions whose cos/sin rows to return.
+        dtype: ``get_rope``'s ``dtype`` (default: float32, the default dtype).
+        platform: the platform the package is loaded for
+            (``posenc_lib._vendor.SGLANG_PLATFORMS``).
+
+    Returns:
+        ``None`` where SGLang runs no RoPE of its own, else a dict: ``class``,
+        ``module``, ``inv_freq`` (``(rotary_dim/2,)`` float32: the angle of
+        position 1 in the cache; for LongRoPE the short cache's, with
+        ``long_inv_freq`` the long one's), ``factor`` (the cache's cos at
+        position 0), ``logit_scale``, ``rows`` (the cache's rows at
+        ``[0, 1, *positions]``, cos then sin; LongRoPE: the short cache's
+        rows below ``original`` then the long cache's, as SGLang stores them),
+        ``cache_length`` (the rows of the full cache; LongRoPE: the short
+        and the long cache's), ``native`` (see :func:`sglang_get_rope_args`).
     """
-    cos = cos.unsqueeze(-2).to(x.dtype)
-    sin = sin.unsqueeze(-2).to(x.dtype)
-    if is_neox_style:
-        x1, x2 = torch.chunk(x, 2, dim=-1)
+    from . import _vendor
+
+    if args is None:
+        args = sglang_get_rope_args(config)
+        if args is None:
+            return None
+    rotary = _vendor.sglang_rotary(platform)
+    want = [0, 1, *[int(p) for p in positions]]
+    angles: list[Tensor] = []
+    lengths: list[int] = []
+    modules = [getattr(rotary, m) for m in _SGLANG_CACHE_MODULES]
+    rope_scaling = args["rope_scaling"]
+    rotary.factory._ROPE_DICT.clear()
+    try:
+        if not full_cache:
+            for m in modules:
+                m.torch = _EinsumProxy(want, angles, lengths)
+        module = rotary.get_rope(
+            args["head_size"], rotary_dim=args["rotary_dim"],
+            max_position=args["max_position"], base=args["base"],
+            is_neox_style=args["is_neox_style"],
+            rope_scaling=None if rope_scaling is None else dict(rope_scaling),
+            dtype=dtype or torch.float32,
+            partial_rotary_factor=args.get("partial_rotary_factor", 1.0))
+    finally:
+        for m in modules:
+            m.torch = torch
+        rotary.factory._ROPE_DICT.clear()
+    name = type(module).__name__
+    out = {"class": name, "module": module, "logit_scale": args.get("logit_scale", 1.0),
+           "native": args.get("native")}
+    if name == "Phi3LongRoPEScaledRotaryEmbedding":
+        rows = module.long_short_cos_sin_cache
+        short_rows = module.short_cos_sin_cache.shape[0]
+        long_row1 = module.long_cos_sin_cache[1]
     else:
-        x1 = x[..., ::2]
-        x2 = x[..., 1::2]
-    o1 = x1 * cos - x2 * sin
-    o2 = x2 * cos + x1 * sin
-    if is_neox_style:
-        return torch.cat((o1, o2), dim=-1)
-    return torch.stack((o1, o2), dim=-1).flatten(-2)
-
-
-def sglang_inv_freq(rotary_dim: int, base: float) -> Tensor:
-    """Transcription of ``RotaryEmbedding._compute_inv_freq`` (base.py lines
-    233-251 of sglang 0.5.23): ``(rotary_dim/2,)`` float32."""
-    return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
-
-
-def sglang_default_cache(rotary_dim: int, max_position_embeddings: int, base: float, *,
-                         cast_to: torch.dtype | None = None) -> Tensor:
-    """Transcription of ``RotaryEmbedding._compute_cos_sin_cache`` (base.py
-    lines 253-266) and of the cast in ``__init__`` (lines 119-120): the cache
-    is built in float32 and kept so on CUDA, HIP and XPU; elsewhere (CPU, NPU,
-    MPS) it is cast to the model's dtype unless ``SGLANG_ROPE_CACHE_FP32`` is
-    set. ``cast_to`` is that dtype (``None``: the float32 cache).
-
-    Returns:
-        ``(max_position_embeddings, rotary_dim)``, cos then sin.
-    """
-    inv_freq = sglang_inv_freq(rotary_dim, base)
-    t = torch.arange(0, max_position_embeddings, dtype=torch.float)
-    freqs = torch.einsum("i,j -> ij", t, inv_freq)
-    cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
-    return cache if cast_to is None else cache.to(cast_to)
-
-
-def sglang_forward_native(positions: Tensor, query: Tensor, key: Tensor,
-                          cos_sin_cache: Tensor, *, head_size: int, rotary_dim: int,
-                          is_neox_style: bool = True,
-                          offsets: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Transcription of ``RotaryEmbedding.forward_native`` (base.py lines
-    321-361): add ``offsets``, look up ``cos_sin_cache[positions]``, rotate the
-    first ``rotary_dim`` features of every head with ``apply_rotary_emb``
-    (utils.py lines 35-62, the same text as vLLM's ``apply_rotary_emb_torch``,
-    so :func:`apply_rotary_emb_torch` runs it).
-
-    Args:
-        positions: ``(tokens,)``; query, key: ``(tokens, heads * head_size)``;
-        cos_sin_cache: ``(max_positions, rotary_dim)``, cos then sin.
-    """
-    if offsets is not None:
-        positions = positions + offsets
-    positions = positions.flatten()
-    num_tokens = positions.shape[0]
-    cos, sin = cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
-    out = []
-    for t in (query, key):
-        shape = t.shape
-        t = t.view(num_tokens, -1, head_size)
-        rot = apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
-        out.append(torch.cat((rot, t[..., rotary_dim:]), dim=-1).reshape(shape))
-    return out[0], out[1]
-
-
-def sglang_linear_cache(rotary_dim: int, max_position_embeddings: int, base: float,
-                        scaling_factor: float) -> Tensor:
-    """Transcription of ``LinearScalingRotaryEmbedding._compute_cos_sin_cache``
-    for one factor (base.py lines 649-681): positions divided by the factor,
-    ``max_position_embeddings * scaling_factor`` rows."""
-    inv_freq = sglang_inv_freq(rotary_dim, base)
-    max_len = max_position_embeddings * scaling_factor
-    t = torch.arange(max_len, dtype=torch.float) / scaling_factor
-    freqs = torch.einsum("i,j -> ij", t, inv_freq)
-    return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
-
-
-def sglang_dynamic_ntk_base(rotary_dim: int, max_position_embeddings: int, base: float,
-                            scaling_factor: float) -> tuple[float, int]:
-    """Transcription of ``DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache``
-    (rope_variant.py lines 880-893): one static cache of
-    ``max_position_embeddings * scaling_factor`` rows whose base is transformers'
-    dynamic-NTK base at that full length,
-    ``base * (factor^2 - factor + 1)^(d/(d-2))``, for every request, short
-    ones included (the bracket vLLM had before its PR #41277).
-
-    Returns:
-        ``(base, cache_length)``.
-    """
-    max_len = max_position_embeddings * scaling_factor
-    new_base = base * ((scaling_factor * max_len / max_position_embeddings)
-                       - (scaling_factor - 1)) ** (rotary_dim / (rotary_dim - 2))
-    return new_base, int(max_len)
-
-
-def sglang_yarn_kwargs(rope_scaling: Mapping) -> dict:
-    """Transcription of ``get_rope``'s YaRN branch (factory.py lines 311-333):
-    the keys of the rope block it forwards to ``YaRNScalingRotaryEmbedding``.
-    transformers' ``attention_factor`` is not among them, so an explicit one
-    is dropped (sglang PR #33558 converts it for one model, Laguna, in
-    configs/laguna.py lines 68-78)."""
-    kwargs = {k: v for k, v in rope_scaling.items()
-              if k in ("extrapolation_factor", "attn_factor", "beta_fast", "beta_slow",
-                       "mscale", "mscale_all_dim")}
-    kwargs["truncate"] = rope_scaling.get("truncate", True)
-    return kwargs
-
-
-def sglang_yarn(rotary_dim: int, max_position_embeddings: int, base: float,
-                scaling_factor: float, *, extrapolation_factor: float = 1,
-                attn_factor: float = 1, beta_fast: float = 32, beta_slow: float = 1,
-                truncate: bool = True, mscale: float | None = None,
-                mscale_all_dim: float | None = None) -> tuple[Tensor, float, int]:
-    """Transcription of ``YaRNScalingRotaryEmbedding`` (yarn.py lines 91-180,
-    with ``yarn_find_correction_*``, ``yarn_linear_ramp_mask`` and
-    ``yarn_get_mscale*`` at lines 15-63). ``max_position_embeddings`` is the
-    *original* context (``get_rope`` passes ``original_max_position_embeddings``).
-
-    The factor is the mscale ratio when ``mscale`` and ``mscale_all_dim`` are
-    both given (``is not None``; transformers asks that both be non-zero),
-    else ``0.1 ln s + 1``, and in both cases is *multiplied* by
-    ``attn_factor``; transformers' ``attention_factor`` *replaces* it.
-
-    Returns:
-        ``(inv_freq, mscale, num_positions)``: the frequencies, the factor on
-        cos and sin, the cache length.
-    """
-    def get_mscale(scale, m=1.0):
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    if mscale is not None and mscale_all_dim is not None:
-        ms = float(get_mscale(scaling_factor, mscale) / get_mscale(scaling_factor, mscale_all_dim))
+        rows = module.cos_sin_cache
+    half = rows.shape[-1] // 2
+    out["rows"] = rows
+    out["factor"] = float(rows[0, 0])
+    out["cache_length"] = lengths if not full_cache else [rows.shape[0]]
+    if full_cache:
+        out["inv_freq"] = torch.atan2(rows[1, half:].float(), rows[1, :half].float())
     else:
-        ms = float(get_mscale(scaling_factor))
-    ms *= attn_factor
-    pos_freqs = base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim)
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (scaling_factor * pos_freqs)
-
-    def corr_dim(num_rotations):
-        return (rotary_dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))
-                ) / (2 * math.log(base))
-
-    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, rotary_dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = torch.clamp((torch.arange(rotary_dim // 2, dtype=torch.float) - low) / (high - low),
-                       0, 1)
-    inv_freq_mask = (1 - ramp) * extrapolation_factor
-    inv_freq = inv_freq_interpolation * (1 - inv_freq_mask) + inv_freq_extrapolation * inv_freq_mask
-    return inv_freq, ms, math.ceil(max_position_embeddings * scaling_factor)
-
-
-def sglang_llama3_inv_freq(rotary_dim: int, base: float, scaling_factor: float,
-                           low_freq_factor: float, high_freq_factor: float,
-                           orig_max_position: int) -> Tensor:
-    """Transcription of ``Llama3RotaryEmbedding._compute_inv_freq``
-    (rope_variant.py lines 579-600), float32."""
-    inv_freqs = sglang_inv_freq(rotary_dim, base)
-    low_freq_wavelen = orig_max_position / low_freq_factor
-    high_freq_wavelen = orig_max_position / high_freq_factor
-    wave_len = 2 * math.pi / inv_freqs
-    if low_freq_factor != high_freq_factor:
-        smooth = (orig_max_position / wave_len - low_freq_factor) / (
-            high_freq_factor - low_freq_factor)
-    else:
-        smooth = 0
-    return torch.where(
-        wave_len < high_freq_wavelen, inv_freqs,
-        torch.where(wave_len > low_freq_wavelen, inv_freqs / scaling_factor,
-                    (1 - smooth) * inv_freqs / scaling_factor + smooth * inv_freqs))
-
-
-def sglang_longrope_cache(rotary_dim: int, max_position_embeddings: int,
-                          original_max_position_embeddings: int, base: float,
-                          short_factor: Sequence[float], long_factor: Sequence[float], *,
-                          short_mscale: float | None = None,
-                          long_mscale: float | None = None) -> Tensor:
-    """Transcription of ``Phi3LongRoPEScaledRotaryEmbedding.__init__``
-    (rope_variant.py lines 40-101): the short cache (``original`` rows, short
-    factors) followed by the long cache (``max_position_embeddings`` rows, long
-    factors), each times its mscale (default ``sqrt(1 + ln s / ln original)``,
-    ``s = max_position_embeddings / original``), float32.
-
-    Returns:
-        ``(original + max_position_embeddings, rotary_dim)``, cos then sin.
-    """
-    scale = max_position_embeddings / original_max_position_embeddings
-    ms = 1.0 if scale <= 1.0 else math.sqrt(
-        1 + math.log(scale) / math.log(original_max_position_embeddings))
-    short_mscale = ms if short_mscale is None else short_mscale
-    long_mscale = ms if long_mscale is None else long_mscale
-
-    def cache(n, factors, m):
-        inv_freq = 1.0 / (torch.tensor(factors, dtype=torch.float32) * (
-            base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim)))
-        freqs = torch.einsum("i,j -> ij", torch.arange(n, dtype=torch.float), inv_freq)
-        return torch.cat((freqs.cos() * m, freqs.sin() * m), dim=-1)
-
-    return torch.cat([cache(original_max_position_embeddings, short_factor, short_mscale),
-                      cache(max_position_embeddings, long_factor, long_mscale)], dim=0)
-
-
-def sglang_longrope_index(positions: Tensor, original_max_position_embeddings: int) -> Tensor:
-    """Transcription of the row lookup in ``Phi3LongRoPEScaledRotaryEmbedding.forward``
-    (rope_variant.py lines 141-148): if *any* position of the batch exceeds
-    ``original``, every token of the batch reads the long cache (row
-    ``position + original``); else every token reads the short one.
-
-    Two consequences, both checked in tests/test_engines.py: a short request
-    batched with a long one is rotated with the long factors (the question of
-    vllm-project/vllm issue #6283, about the same code in vLLM then); and at a
-    largest position equal to ``original`` (a sequence of ``original + 1``
-    tokens) the short branch is taken, whose cache has only ``original`` rows,
-    so that token reads the long cache's row 0, the rotation of position 0.
-
-    Args:
-        positions: ``(tokens,)`` integer positions of the whole batch.
-
-    Returns:
-        ``(tokens,)`` rows of :func:`sglang_longrope_cache`.
-    """
-    k = original_max_position_embeddings
-    long_prompt_offset = (torch.any(positions > k).float() * torch.full_like(positions, k)).long()
-    return positions + long_prompt_offset
+        out["inv_freq"] = angles[0][1].clone()
+    if name == "Phi3LongRoPEScaledRotaryEmbedding":
+        out["long_inv_freq"] = (angles[1][1].clone() if not full_cache else
+                                torch.atan2(long_row1[half:], long_row1[:half]))
+        out["short_rows"] = short_rows
+    return out
 
 
 # ---- the side-by-side facts -------------------------------------------------
@@ -1306,37 +1290,23 @@ def _transformers_logit_scale(config: Mapping) -> float:
     return float(mscale * mscale)
 
 
-def _sglang_rope(config: Mapping) -> tuple[Tensor, float, list[str]]:
-    from ._config import parse_rope_config
-
-    rope = parse_rope_config(config)
-    p, d, b = rope.params, rope.dim, rope.base
-    orig = p.get("original_max_position_embeddings") or rope.max_position_embeddings
+def _sglang_rope(config: Mapping) -> tuple[Tensor, float, list[str], str]:
+    run = sglang_rope(config)
     notes: list[str] = []
-    rope_type = rope.rope_type
-    if rope_type == "yarn":
-        inv, ms, _ = sglang_yarn(d, orig, b, p["factor"], **sglang_yarn_kwargs(p))
-        if p.get("attention_factor") is not None:
-            notes.append("attention_factor is not read (factory.py lines 311-333)")
-        return inv, ms, notes
-    if rope_type == "linear":
-        return sglang_inv_freq(d, b) / p["factor"], 1.0, notes
-    if rope_type == "llama3":
-        return sglang_llama3_inv_freq(d, b, p["factor"], p["low_freq_factor"],
-                                      p["high_freq_factor"],
-                                      p["original_max_position_embeddings"]), 1.0, notes
-    if rope_type == "dynamic":
-        base, _ = sglang_dynamic_ntk_base(d, rope.max_position_embeddings, b, p["factor"])
-        notes.append("one static base for every request: the NTK base of the full length")
-        return sglang_inv_freq(d, base), 1.0, notes
-    if rope_type == "longrope":
-        cache = sglang_longrope_cache(d, rope.max_position_embeddings, orig, b,
-                                      p["short_factor"], p["long_factor"])
-        short = cache[1]
+    rope_scaling = sglang_get_rope_args(config)["rope_scaling"] or {}
+    if rope_scaling.get("attention_factor") is not None:
+        notes.append("attention_factor is not read (factory.py lines 319-332 of sglang "
+                     "0.5.23 forward only SGLang's own keys)")
+    if run["class"] == "Phi3LongRoPEScaledRotaryEmbedding":
         notes.append("short factors while every position of the batch is <= "
-                     f"{orig:,}, long factors for every token once one is past it")
-        return (torch.atan2(short[d // 2:], short[:d // 2]), float(cache[0, 0]), notes)
-    return sglang_inv_freq(d, b), 1.0, notes
+                     f"{run['module'].original_max_position_embeddings:,}, long factors "
+                     "for every token once one is "
+                     "past it (rope_variant.py lines 141-154)")
+    if run["class"] == "DynamicNTKScalingRotaryEmbedding":
+        notes.append("one static base for every request: the NTK base of the full length "
+                     "(rope_variant.py lines 880-892)")
+    return (run["inv_freq"], run["factor"], notes,
+            f"SGLang 0.5.23 {run['class']} (vendored, run)")
 
 
 def engine_rope(config: Mapping, engine: str, *, max_model_len: int | None = None,
@@ -1344,8 +1314,8 @@ def engine_rope(config: Mapping, engine: str, *, max_model_len: int | None = Non
     """What ``engine`` computes for ``config``'s global RoPE, each from that
     engine's own code path: vLLM's vendored code (:func:`vllm_rope`),
     llama.cpp's converter, loader and ggml kernel (:func:`llama_cpp_params`,
-    transcribed at 0c1e57098 and run by ``make engines``), SGLang's
-    transcription (sglang 0.5.23), transformers 4.57.6 itself.
+    transcribed at 0c1e57098 and run by ``make engines``), SGLang's vendored
+    code (:func:`sglang_rope`), transformers 4.57.6 itself.
 
     Args:
         config: a parsed ``config.json``.
@@ -1377,7 +1347,6 @@ def engine_rope(config: Mapping, engine: str, *, max_model_len: int | None = Non
 
 
 def _engine_rope(config, engine, tf, max_model_len, n_ctx):
-    model_type = config.get("model_type")
     tf_out = {"inv_freq": tf[0].float(), "factor": float(tf[1]),
               "logit_scale": _transformers_logit_scale(config),
               "via": "transformers 4.57.6", "notes": []}
@@ -1401,10 +1370,20 @@ def _engine_rope(config, engine, tf, max_model_len, n_ctx):
     if engine == "sglang":
         if sglang_pairs(config)["is_neox_style"] == "transformers":
             return {**tf_out, "via": "SGLang 0.5.23's Transformers fallback"}
-        inv, factor, notes = _sglang_rope(config)
+        args = sglang_get_rope_args(config)
+        if args["native"] == "transformers":
+            amx = sglang_rope(config)
+            diff = frequency_difference(amx["inv_freq"], tf_out["inv_freq"])
+            return {**tf_out, "via": "SGLang 0.5.23's Gemma3RotaryEmbedding "
+                    "(transformers' ROPE_INIT_FUNCTIONS)",
+                    "notes": [(f"forward_cpu (AMX CPUs) rotates with get_rope's "
+                               f"{amx['class']} instead: {diff['pairs_differ']} of "
+                               f"{diff['pairs']} pairs differ, up to "
+                               f"{diff['max_ratio']:.4g}x (gemma3_causal.py lines "
+                               "186-224, 269)")]}
+        inv, factor, notes, via = _sglang_rope(config)
         return {"inv_freq": inv.float(), "factor": float(factor),
-                "logit_scale": tf_out["logit_scale"] if model_type in DEEPSEEK_FAMILY else 1.0,
-                "via": "SGLang 0.5.23 (transcribed)", "notes": notes}
+                "logit_scale": args["logit_scale"], "via": via, "notes": notes}
     p = llama_cpp_params(config, n_ctx=n_ctx)
     return {"inv_freq": llama_cpp_inv_freq(config, n_ctx=n_ctx), "factor": p["net_factor"],
             "logit_scale": p["logit_scale"],

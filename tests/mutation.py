@@ -708,24 +708,27 @@ MUTANTS: tuple[Mutant, ...] = (
        'not in ("mrope", "imrope")', 'not in ("mrope",)',
        ["recipes/engines"], "interleaved M-RoPE (Qwen3-VL) cache treated as shiftable"),
     _m("sglang-yarn-forwards-attention-factor", "engines.py",
-       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n',
-       '    kwargs["truncate"] = rope_scaling.get("truncate", True)\n'
-       '    kwargs["attn_factor"] = rope_scaling.get("attention_factor", 1)\n',
+       '    rope_scaling: dict | None = dict(params)\n',
+       '    rope_scaling: dict | None = dict(params)\n'
+       '    rope_scaling["attn_factor"] = params.get("attention_factor", 1.0)\n',
        ["recipes/engines"], "transformers' attention_factor copied into SGLang's attn_factor, so the "
        "YaRN factor is applied twice (sglang #33558)"),
-    _m("sglang-dynamic-bracket-one", "engines.py",
-       "(scaling_factor * max_len / max_position_embeddings)",
-       "(max_len / max_position_embeddings)",
-       ["recipes/engines"], "SGLang's dynamic-NTK bracket transcribed as vLLM's later "
-       "one (1): the configured base instead of the longest length's"),
-    _m("sglang-longrope-per-token", "engines.py",
-       "torch.any(positions > k).float()", "(positions > k).float()",
-       ["recipes/engines"], "LongRoPE's short/long choice made per token, not for the "
-       "whole batch (the question of vLLM #6283)"),
-    _m("sglang-longrope-switch-at-equal", "engines.py",
-       "torch.any(positions > k)", "torch.any(positions >= k)",
-       ["recipes/engines"], "SGLang's LongRoPE switch moved to a largest position equal to "
-       "the original"),
+    _m("sglang-deepseek-softmax-mscale-dropped", "engines.py",
+       "            logit_scale = mscale * mscale\n", "            logit_scale = 1.0\n",
+       ["recipes/engines"], "DeepSeek's softmax mscale**2 (SGLang's compute_mla_mscale_scaling) "
+       "left out of SGLang's model-file arguments"),
+    _m("sglang-qwen3-next-partial-dropped", "engines.py",
+       'partial = float(text.get("partial_rotary_factor", 0.25))', "partial = 1.0",
+       ["recipes/engines"], "Qwen3-Next's partial_rotary_factor not passed to SGLang's get_rope: "
+       "all 256 features rotated instead of 64"),
+    _m("sglang-gemma3-get-rope-path", "engines.py",
+       '        native = "transformers"\n', "        native = None\n",
+       ["recipes/engines"], "Gemma 3 under SGLang read from its get_rope call, which only the "
+       "AMX forward_cpu uses (the linear factor 8 is lost there)"),
+    _m("sglang-cache-rows-off-by-one", "engines.py",
+       "rows = [p for p in self._positions if p < t.shape[0]]",
+       "rows = [p + 1 for p in self._positions if p + 1 < t.shape[0]]",
+       ["recipes/engines"], "the short-cache proxy reads the cache one row late"),
     _m("sglang-deepseek-ignores-rope-interleave", "engines.py",
        '"deepseek_v3": ("rope_interleave", _SG', '"deepseek_v3": (False, _SG',
        ["recipes/engines"], "DeepSeek's rope_interleave ignored, as vLLM does (PR #40267)"),

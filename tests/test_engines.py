@@ -1,7 +1,8 @@
 """posenc_lib.engines against the engines and transformers 4.57.6 (its
 ROPE_INIT_FUNCTIONS and apply_rotary_pos_emb): vLLM 0.33.0's own
-rotary-embedding code (vendored, sha256-checked against the release, run),
-the llama.cpp and SGLang transcriptions, and every table model through each
+rotary-embedding code and SGLang 0.5.23's (both vendored, sha256-checked
+against the release, run), the llama.cpp transcriptions, and every table
+model through each
 engine's code path. Each test names where an engine differs and how much.
 
 Tolerances: u = 2**-24 is float32's unit roundoff. Where two float32 paths
@@ -293,8 +294,8 @@ def _models():
 def test_every_engine_against_transformers_on_every_table_model():
     """For every table model and engine, the frequencies, the factor on cos
     and sin and the softmax-scale factor computed through the engine's own
-    code path (vLLM's vendored code, llama.cpp's converter/loader/ggml
-    transcription, SGLang's transcription) agree with transformers 4.57.6
+    code path (vLLM's and SGLang's vendored code, llama.cpp's
+    converter/loader/ggml transcription) agree with transformers 4.57.6
     (run) except where PREDICTED says they differ, and there they differ."""
     seen = set()
     for name, config in _models().items():
@@ -673,13 +674,52 @@ def test_vllm_llama4_permutation_makes_neox_rotate_the_checkpoints_neighbours():
     assert not torch.allclose(plain @ plain.T, gptj @ gptj.T, rtol=1e-3)
 
 
-# ---- SGLang --------------------------------------------------------------
+# ---- SGLang 0.5.23, run from the vendored files ------------------------------
+
+SGL_VENDOR = Path(engines.__file__).parent / "_vendor" / "sglang"
+
+
+def test_vendored_sglang_files_are_the_release_files():
+    """Every vendored SGLang file has the sha256 that the sglang 0.5.23
+    wheel's own RECORD lists for it, no file is missing or extra, and
+    vendor.txt names that wheel."""
+    record = {}
+    for line in (SGL_VENDOR / "RECORD").read_text().splitlines():
+        path, digest, size = line.rsplit(",", 2)
+        record[path] = (digest.removeprefix("sha256="), int(size))
+    on_disk = {str(p.relative_to(SGL_VENDOR)) for p in SGL_VENDOR.rglob("*.py")}
+    assert on_disk == set(record) and len(record) == 9
+    for path, (digest, size) in record.items():
+        data = (SGL_VENDOR / path).read_bytes()
+        ours = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert ours == digest and len(data) == size, path
+    text = (SGL_VENDOR / "vendor.txt").read_text()
+    assert "sglang==0.5.23" in text and engines.SGLANG["wheel_sha256"] in text
+    assert "Apache License" in (SGL_VENDOR / "LICENSE").read_text()
+
+
+def test_the_sglang_loader_leaves_no_sglang_module_behind():
+    for platform in _vendor.SGLANG_PLATFORMS:
+        rotary = _vendor.sglang_rotary(platform)
+        assert rotary.factory.__file__.startswith(str(SGL_VENDOR))
+        assert not [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]
+    with pytest.raises(ValueError, match="platform"):
+        _vendor.sglang_rotary("tpu")
+
+
+def _llama(dim, base, mpe=4096, rope_scaling=None):
+    return {"model_type": "llama", "head_dim": dim, "hidden_size": dim * 4,
+            "num_attention_heads": 4, "rope_theta": base, "max_position_embeddings": mpe,
+            "rope_scaling": rope_scaling}
+
 
 @SETTINGS
 @given(dim=dims, base=bases, seed=st.integers(0, 2**16))
-def test_sglang_forward_native_default_matches_transformers(dim, base, seed):
-    """SGLang's float32 cos/sin cache (CUDA's) and forward_native rotate q and
-    k as transformers' Llama does, offsets added to the positions."""
+def test_sglang_default_rotation_matches_transformers(dim, base, seed):
+    """SGLang's get_rope for a Llama config builds RotaryEmbedding, whose
+    frequencies are transformers' (ROPE_INIT_FUNCTIONS, run) bit for bit and
+    whose forward (forward_native) rotates q and k as transformers' Llama
+    does, offsets added to the positions."""
     g = torch.Generator().manual_seed(seed)
     heads, n = 2, 30
     positions = torch.randint(0, 2000, (n,), generator=g)
@@ -689,10 +729,10 @@ def test_sglang_forward_native_default_matches_transformers(dim, base, seed):
     config = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
                          rope_theta=base)
     tf_inv, _ = ROPE_INIT_FUNCTIONS["default"](config, "cpu")
-    assert torch.equal(engines.sglang_inv_freq(dim, base), tf_inv)
-    cache = engines.sglang_default_cache(dim, 4096, base)
-    sq, sk = engines.sglang_forward_native(positions, q, k, cache, head_size=dim,
-                                           rotary_dim=dim, offsets=offsets)
+    run = engines.sglang_rope(_llama(dim, base), full_cache=True)
+    assert run["class"] == "RotaryEmbedding" and run["factor"] == 1.0
+    assert torch.equal(run["rows"][1, : dim // 2], torch.cos(tf_inv))
+    sq, sk = run["module"](positions, q, k, offsets=offsets)
     cos, sin = _tf_cos_sin(tf_inv, positions + offsets)
     tq, tk = apply_rotary_pos_emb(q.view(n, heads, dim).transpose(0, 1)[None],
                                   k.view(n, heads, dim).transpose(0, 1)[None], cos, sin)
@@ -702,17 +742,20 @@ def test_sglang_forward_native_default_matches_transformers(dim, base, seed):
         assert ((s_ - t).abs() <= tol).all()
 
 
-def test_sglang_cache_off_cuda_is_in_the_model_dtype():
-    """Off CUDA/HIP/XPU SGLang casts the cos/sin cache to the model's dtype:
-    bfloat16 coefficients (8 significant bits), each within bfloat16's unit
-    roundoff 2**-8 of the float32 ones (round to nearest) and, at 4096
-    positions, not all equal."""
-    c32 = engines.sglang_default_cache(64, 4096, 10000.0)
-    c16 = engines.sglang_default_cache(64, 4096, 10000.0, cast_to=torch.bfloat16)
-    assert c16.dtype == torch.bfloat16
-    err = (c16.float() - c32).abs()
-    assert (err <= 2.0 ** -8 * c32.abs()).all()
-    assert err.max() > 0
+def test_sglang_cache_is_float32_on_cuda_and_the_model_dtype_on_cpu():
+    """base.py lines 115-120: the cache is built in float32 and kept so on
+    CUDA (HIP, XPU); elsewhere it is cast to get_rope's dtype (the model's):
+    bfloat16 coefficients within bfloat16's unit roundoff 2**-8 of the
+    float32 ones, not all equal."""
+    args = engines.sglang_get_rope_args(_llama(64, 10000.0))
+    c32 = engines.sglang_rope(args=args, full_cache=True)["rows"]
+    cpu = engines.sglang_rope(args=args, full_cache=True, dtype=torch.bfloat16)["rows"]
+    cuda = engines.sglang_rope(args=args, full_cache=True, dtype=torch.bfloat16,
+                               platform="cuda")["rows"]
+    assert c32.dtype == torch.float32 and cpu.dtype == torch.bfloat16
+    assert torch.equal(cuda, c32)
+    err = (cpu.float() - c32).abs()
+    assert (err <= 2.0 ** -8 * c32.abs()).all() and err.max() > 0
 
 
 @SETTINGS
@@ -720,27 +763,35 @@ def test_sglang_cache_off_cuda_is_in_the_model_dtype():
        beta=st.sampled_from([(32, 1), (16, 2)]), truncate=st.booleans())
 def test_sglang_yarn_frequencies_and_factor_match_transformers(dim, base, factor, orig,
                                                                beta, truncate):
-    """SGLang's YaRN inv_freq is transformers' bit for bit, truncate (gpt-oss
-    sets it false) included, and its mscale is transformers' factor when the
-    config sets no attention_factor."""
-    params = {"factor": factor, "original_max_position_embeddings": orig,
-              "beta_fast": beta[0], "beta_slow": beta[1], "truncate": truncate}
-    inv, factor_tf = scaling.rope_parameters("yarn", dim, base, reference="transformers",
-                                             dtype=torch.float32, **params)
-    s_inv, s_ms, n_pos = engines.sglang_yarn(dim, orig, base, factor,
-                                             **engines.sglang_yarn_kwargs(params))
-    assert torch.equal(s_inv, inv)
-    assert s_ms == pytest.approx(factor_tf, rel=1e-15)
-    assert n_pos == math.ceil(orig * factor)
+    """SGLang's YaRN (a qwen2 config through get_rope) has transformers'
+    frequencies (ROPE_INIT_FUNCTIONS["yarn"], run) bit for bit, truncate
+    (gpt-oss sets it false) included, transformers' factor (no
+    attention_factor set), and a cache of original * factor rows."""
+    rs = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": orig,
+          "beta_fast": beta[0], "beta_slow": beta[1], "truncate": truncate}
+    config = {**_llama(dim, base, int(orig * factor), rs), "model_type": "qwen2"}
+    tf = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                     rope_theta=base, max_position_embeddings=int(orig * factor),
+                     rope_scaling=rs)
+    inv, att = ROPE_INIT_FUNCTIONS["yarn"](tf, "cpu")
+    run = engines.sglang_rope(config, positions=[orig * factor - 1])
+    assert run["class"] == "YaRNScalingRotaryEmbedding"
+    assert torch.equal(run["inv_freq"], inv)
+    assert run["factor"] == pytest.approx(att, rel=U)  # cos(0) * mscale, one rounding
+    assert run["rows"].shape[0] == 3  # the last position, orig * factor - 1, is cached
+    assert run["module"].cos_sin_cache.shape[0] == 3
 
 
 def test_sglang_yarn_mscale_ratio_matches_transformers():
-    """DeepSeek's mscale / mscale_all_dim: the same ratio as transformers."""
-    params = {"factor": 40.0, "original_max_position_embeddings": 4096, "mscale": 0.707,
-              "mscale_all_dim": 1.0}
-    _, att = scaling.rope_parameters("yarn", 64, 10000.0, reference="transformers",
-                                     dtype=torch.float32, **params)
-    ms = engines.sglang_yarn(64, 4096, 10000.0, 40.0, **engines.sglang_yarn_kwargs(params))[1]
+    """mscale / mscale_all_dim given: SGLang's factor is transformers'
+    ratio, not 0.1 ln s + 1."""
+    rs = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+          "mscale": 0.707, "mscale_all_dim": 1.0}
+    tf = LlamaConfig(head_dim=64, hidden_size=256, num_attention_heads=4,
+                     max_position_embeddings=163840, rope_scaling=rs)
+    _, att = ROPE_INIT_FUNCTIONS["yarn"](tf, "cpu")
+    ms = engines.sglang_rope({**_llama(64, 10000.0, 163840, rs),
+                              "model_type": "qwen2"})["module"].mscale
     assert ms == pytest.approx(att, rel=1e-15) and ms != pytest.approx(1 + 0.1 * math.log(40))
 
 
@@ -748,96 +799,140 @@ def test_sglang_yarn_mscale_ratio_matches_transformers():
 @given(dim=dims, base=bases, factor=factors, orig=origs,
        bands=st.sampled_from([(1.0, 4.0), (1.0, 2.0), (2.0, 8.0)]))
 def test_sglang_llama3_matches_transformers(dim, base, factor, orig, bands):
-    inv, att = scaling.rope_parameters("llama3", dim, base, factor=factor,
-                                       low_freq_factor=bands[0], high_freq_factor=bands[1],
-                                       original_max_position_embeddings=orig,
-                                       reference="transformers", dtype=torch.float32)
-    ours = engines.sglang_llama3_inv_freq(dim, base, factor, bands[0], bands[1], orig)
-    assert torch.allclose(ours, inv, rtol=4 * U, atol=0) and att == 1.0
+    rs = {"rope_type": "llama3", "factor": factor, "low_freq_factor": bands[0],
+          "high_freq_factor": bands[1], "original_max_position_embeddings": orig}
+    tf = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                     rope_theta=base, rope_scaling=rs)
+    inv, att = ROPE_INIT_FUNCTIONS["llama3"](tf, "cpu")
+    run = engines.sglang_rope(_llama(dim, base, orig * 4, rs))
+    assert run["class"] == "Llama3RotaryEmbedding"
+    assert torch.allclose(run["inv_freq"], inv, rtol=4 * U, atol=0) and att == 1.0
+
+
+def _yarn_args(factor, **keys):
+    return {"head_size": 64, "rotary_dim": 64, "max_position": 4096 * int(factor),
+            "base": 10000.0, "is_neox_style": True,
+            "rope_scaling": {"rope_type": "yarn", "factor": factor,
+                             "original_max_position_embeddings": 4096, **keys}}
 
 
 def test_sglang_drops_an_explicit_attention_factor_and_the_laguna_fix_restores_it():
     """transformers uses a config's attention_factor as the factor; SGLang's
-    get_rope does not forward the key (factory.py lines 311-333), so it applies
+    get_rope does not forward the key (factory.py lines 319-332), so it applies
     0.1 ln s + 1. Copying the value into SGLang's attn_factor multiplies the two
     (sgl-project/sglang PR #33558: factor 128, 1.4852 -> 2.2058); the PR's
     conversion attention_factor / (0.1 ln s + 1) gives transformers' factor."""
-    att = 1.0
-    _, att_tf = scaling.rope_parameters("yarn", 64, 10000.0, factor=64.0,
-                                        original_max_position_embeddings=4096,
-                                        attention_factor=att)
-    params = {"factor": 64.0, "original_max_position_embeddings": 4096,
-              "attention_factor": att}
-    dropped = engines.sglang_yarn(64, 4096, 10000.0, 64.0, **engines.sglang_yarn_kwargs(params))
-    assert att_tf == 1.0 and dropped[1] == pytest.approx(1 + 0.1 * math.log(64))
-    # whatever the value: 0.5 is dropped as well
-    half = engines.sglang_yarn(64, 4096, 10000.0, 64.0,
-                               **engines.sglang_yarn_kwargs({**params, "attention_factor": 0.5}))
-    assert half[1] == dropped[1]
-    # the double application, at the PR's factor 128 and its final mscale 1.4852
+    tf = LlamaConfig(head_dim=64, hidden_size=256, num_attention_heads=4,
+                     max_position_embeddings=4096 * 64,
+                     rope_scaling={"rope_type": "yarn", "factor": 64.0,
+                                   "original_max_position_embeddings": 4096,
+                                   "attention_factor": 1.0})
+    _, att_tf = ROPE_INIT_FUNCTIONS["yarn"](tf, "cpu")
+    assert att_tf == 1.0
+
+    def mscale(factor, **keys):
+        return engines.sglang_rope(args=_yarn_args(factor, **keys))["module"].mscale
+
+    dropped = mscale(64.0, attention_factor=1.0)
+    assert dropped == pytest.approx(1 + 0.1 * math.log(64), rel=1e-15)
+    assert mscale(64.0, attention_factor=0.5) == dropped  # whatever the value
     final = 1 + 0.1 * math.log(128)
-    twice = engines.sglang_yarn(64, 4096, 10000.0, 128.0, attn_factor=final)[1]
+    twice = mscale(128.0, attn_factor=final)
     assert round(final, 4) == 1.4852 and round(twice, 4) == 2.2058
-    fixed = engines.sglang_yarn(64, 4096, 10000.0, 64.0, attn_factor=att / dropped[1])[1]
+    fixed = mscale(64.0, attn_factor=1.0 / dropped)
     assert fixed == pytest.approx(att_tf, rel=4 * 2.0 ** -53)
 
 
 @pytest.mark.parametrize("factor", [2.0, 4.0, 8.0])
 def test_sglang_dynamic_ntk_is_the_longest_lengths_base_at_every_length(factor):
-    """SGLang's static cache uses transformers' dynamic-NTK base at the cache's
-    full length, max_position_embeddings * factor, for every request: equal
-    frequencies to transformers at that length, and smaller ones than
-    transformers' (the plain base) for a request within the trained length."""
+    """SGLang's DynamicNTKScalingRotaryEmbedding (rope_variant.py lines
+    880-892) builds one static cache of max_position_embeddings * factor rows
+    with transformers' dynamic-NTK base at that full length, for every
+    request: transformers' frequencies (run) at that length, and smaller ones
+    than transformers' (the plain base) within the trained length."""
     dim, base, mpe = 128, 10000.0, 4096
-    s_base, n_pos = engines.sglang_dynamic_ntk_base(dim, mpe, base, factor)
-    assert n_pos == mpe * factor
-    s_inv = engines.sglang_inv_freq(dim, s_base)
-    long, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=n_pos, factor=factor,
-                                      max_position_embeddings=mpe,
-                                      reference="transformers", dtype=torch.float32)
-    short, _ = scaling.rope_parameters("dynamic", dim, base, seq_len=mpe, factor=factor,
-                                       max_position_embeddings=mpe,
-                                       reference="transformers", dtype=torch.float32)
+    rs = {"rope_type": "dynamic", "factor": factor}
+    run = engines.sglang_rope(_llama(dim, base, mpe, rs), positions=[int(mpe * factor) - 1])
+    assert run["class"] == "DynamicNTKScalingRotaryEmbedding" and run["rows"].shape[0] == 3
+    tf = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                     rope_theta=base, max_position_embeddings=mpe, rope_scaling=rs)
+    long, _ = ROPE_INIT_FUNCTIONS["dynamic"](tf, "cpu", seq_len=int(mpe * factor))
+    short, _ = ROPE_INIT_FUNCTIONS["dynamic"](tf, "cpu", seq_len=mpe)
     # both: one float32 pow of a float64 base, one division; <= 4u apart
-    assert torch.allclose(s_inv, long, rtol=4 * U, atol=0)
-    assert (s_inv[1:] < short[1:]).all()
-    assert s_base == pytest.approx(base * (factor**2 - factor + 1) ** (dim / (dim - 2)),
-                                   rel=1e-14)
+    assert torch.allclose(run["inv_freq"], long, rtol=4 * U, atol=0)
+    assert (run["inv_freq"][1:] < short[1:]).all()
 
 
 def test_sglang_linear_cache_matches_transformers():
     """SGLang divides the positions by the factor, transformers the
     frequencies: the angles differ by float32 rounding only (each side is two
     roundings of t inv / factor, so <= 4u theta apart), cos and sin by that
-    plus 2 ulp of each kernel (2u each side)."""
+    plus 2 ulp of each kernel (2u each side). The cache has mpe * factor rows."""
     dim, base, mpe, factor = 64, 10000.0, 512, 4.0
-    cache = engines.sglang_linear_cache(dim, mpe, base, factor).double()
-    inv, _ = scaling.rope_parameters("linear", dim, base, factor=factor,
-                                     reference="transformers", dtype=torch.float32)
+    run = engines.sglang_rope(_llama(dim, base, mpe, {"rope_type": "linear",
+                                                      "factor": factor}), full_cache=True)
+    cache = run["rows"].double()
+    tf = LlamaConfig(head_dim=dim, hidden_size=dim * 4, num_attention_heads=4,
+                     rope_theta=base, rope_scaling={"rope_type": "linear", "factor": factor})
+    inv, _ = ROPE_INIT_FUNCTIONS["linear"](tf, "cpu")
     t = torch.arange(int(mpe * factor), dtype=torch.float32)
     ang = t[:, None] * inv[None, :]
-    tf = torch.cat((ang.cos(), ang.sin()), dim=-1).double()
+    ref = torch.cat((ang.cos(), ang.sin()), dim=-1).double()
     theta = torch.cat((ang, ang), dim=-1).double()
-    assert cache.shape == tf.shape
-    assert ((cache - tf).abs() <= theta * 4 * U + 4 * U).all()
+    assert run["class"] == "LinearScalingRotaryEmbedding" and cache.shape == ref.shape
+    assert ((cache - ref).abs() <= theta * 4 * U + 4 * U).all()
+
+
+def test_sglang_rope_short_cache_equals_the_full_cache():
+    """sglang_rope builds the caches over the positions it needs; the rows it
+    returns are the full cache's rows (default, YaRN, linear, LongRoPE)."""
+    linear = _llama(64, 10000.0, 2048, {"rope_type": "linear", "factor": 4.0})
+    yarn = {**_llama(64, 10000.0, 8192, {"rope_type": "yarn", "factor": 4.0,
+                                         "original_max_position_embeddings": 2048}),
+            "model_type": "qwen2"}
+    for config in (_llama(64, 10000.0), yarn, linear):
+        full = engines.sglang_rope(config, full_cache=True)
+        few = engines.sglang_rope(config, positions=[5, 3000, 4095])
+        assert torch.equal(few["rows"], full["rows"][[0, 1, 5, 3000, 4095]])
+        assert torch.allclose(few["inv_freq"], full["inv_freq"], rtol=8 * U, atol=1e-7)
+        assert few["factor"] == full["factor"]
+    full, few = _sglang_phi3(), engines.sglang_rope(_phi3(), positions=[5, 4095, 9000])
+    o = full["short_rows"]
+    assert torch.equal(few["rows"], full["rows"][[0, 1, 5, 4095, o, o + 1, o + 5,
+                                                  o + 4095, o + 9000]])
 
 
 def _phi3():
     return next(m["config"] for m in _table() if m["config"]["model_type"] == "phi3")
 
 
+_PHI3 = {}
+
+
+def _sglang_phi3():
+    if "run" not in _PHI3:
+        _PHI3["run"] = engines.sglang_rope(_phi3(), full_cache=True)
+    return _PHI3["run"]
+
+
 def _sglang_phi3_rows(positions):
-    phi = _phi3()
-    rs, o = phi["rope_scaling"], phi["original_max_position_embeddings"]
-    head = phi["hidden_size"] // phi["num_attention_heads"]
-    cache = engines.sglang_longrope_cache(head, phi["max_position_embeddings"], o,
-                                          phi["rope_theta"], rs["short_factor"],
-                                          rs["long_factor"])
-    return cache[engines.sglang_longrope_index(positions, o)], head
+    """What SGLang's Phi3LongRoPEScaledRotaryEmbedding.forward rotates a
+    batch at ``positions`` with: q = (1, 0) in every pair comes out as
+    (cos, sin) exactly."""
+    module = _sglang_phi3()["module"]
+    head, half = module.head_size, module.rotary_dim // 2
+    n = positions.numel()
+    q = torch.cat((torch.ones(n, half), torch.zeros(n, half)), dim=-1)
+    out, _ = module(positions, q, q.clone())
+    return out, head
 
 
 def _tf_phi3_rows(positions, seq_len):
-    inv, att = scaling.rope_from_config(_phi3(), seq_len=seq_len, dtype=torch.float32)
+    from transformers import Phi3Config
+
+    phi = dict(_phi3())
+    phi.pop("model_type")
+    inv, att = ROPE_INIT_FUNCTIONS["longrope"](Phi3Config(**phi), "cpu", seq_len=seq_len)
     ang = positions.float()[:, None] * inv[None, :]
     return torch.cat((ang.cos() * att, ang.sin() * att), dim=-1).double(), ang.double()
 
@@ -886,11 +981,118 @@ def test_sglang_longrope_at_exactly_original_plus_one_tokens():
     tf, _ = _tf_phi3_rows(positions, o + 1)
     half = head // 2
     long_ms = _tf_phi3_rows(torch.tensor([0]), o + 1)[0][0, 0].item()  # cos(0) * factor
-    assert torch.allclose(rows[-1, :half].double(), torch.full((half,), long_ms, dtype=torch.float64),
-                          rtol=2 * U) and (rows[-1, half:] == 0).all()
+    assert torch.allclose(rows[-1, :half].double(),
+                          torch.full((half,), long_ms, dtype=torch.float64), rtol=2 * U)
+    assert (rows[-1, half:] == 0).all()
     assert not torch.allclose(rows[-1].double(), tf[-1], atol=1e-3)
     # the other tokens: short factors where transformers uses the long ones
     assert not torch.allclose(rows[1:-1].double(), tf[1:-1], atol=1e-3)
+
+
+def _hf_rope(config, seq_len=None):
+    """transformers 4.57.6 run on a table config: its own config class (text
+    part), then ROPE_INIT_FUNCTIONS of its rope type."""
+    from transformers import AutoConfig
+
+    from posenc_lib import _config
+
+    d = dict(config)
+    model_type = _config.MODEL_TYPE_ALIASES.get(d.pop("model_type"), config["model_type"])
+    text = AutoConfig.for_model(model_type, **d).get_text_config()
+    rs = getattr(text, "rope_scaling", None) or {}
+    rope_type = rs.get("rope_type", rs.get("type")) or "default"
+    if rope_type == "mrope":
+        rope_type = "default"
+    return ROPE_INIT_FUNCTIONS[rope_type](text, "cpu", seq_len=seq_len)
+
+
+#: Where SGLang's get_rope run for a table model differs from transformers:
+#: Gemma 3's get_rope call (the one forward_cpu uses, AMX CPUs) passes
+#: {"rope_type": "default"} for every layer (gemma3_causal.py lines 202, 216),
+#: so its global layers lose the linear factor 8 in every pair.
+SGLANG_GET_ROPE_DIFFERS = {"gemma-3-27b-it"}
+
+
+def test_sglang_get_rope_on_every_table_model_against_transformers_and_the_library():
+    """For every table model SGLang runs itself, the get_rope its model file
+    calls: the cos/sin cache rows at 0, 1, original - 1, original and the
+    last position, the frequencies and the factor against transformers 4.57.6
+    (run: ROPE_INIT_FUNCTIONS on the model's own config class) and against
+    the library (engines.engine_rope(config, "transformers")). They agree
+    except for SGLANG_GET_ROPE_DIFFERS, and there they differ. Rows: SGLang's
+    angle t * inv and transformers' differ by the relative frequency
+    difference r plus one rounding (u) of each product, so cos and sin by
+    theta (r + 2u) + 4u (two 2-ulp kernels), times the factor, plus 2u for
+    its own rounding."""
+    seen = set()
+    for name, config in _models().items():
+        args = engines.sglang_get_rope_args(config)
+        if args is None:
+            continue
+        orig = (args["rope_scaling"] or {}).get("original_max_position_embeddings",
+                                                args["max_position"])
+        last = args["max_position"] - 1
+        run = engines.sglang_rope(config, positions=[orig - 1, orig, last])
+        tf_inv, tf_att = _hf_rope(config)
+        lib = engines.engine_rope(config, "transformers")
+        assert torch.equal(tf_inv.float(), lib["inv_freq"]), name
+        assert tf_att == pytest.approx(lib["factor"], rel=1e-15), name
+        diff = engines.frequency_difference(run["inv_freq"], tf_inv.float())
+        if name in SGLANG_GET_ROPE_DIFFERS:
+            assert diff["pairs_differ"] > 0, name
+            seen.add(name)
+            continue
+        assert diff["pairs_differ"] == 0, (name, diff)
+        assert run["factor"] == pytest.approx(tf_att, rel=2 * U), name
+        assert run["logit_scale"] == pytest.approx(lib["logit_scale"], rel=1e-12), name
+        r = float((run["inv_freq"].double() / tf_inv.double() - 1).abs().max())
+        phi3 = run["class"] == "Phi3LongRoPEScaledRotaryEmbedding"
+        length = run["cache_length"][0]
+        positions = [p for p in (0, 1, orig - 1, orig, last) if p < length]
+        ref_inv = [tf_inv] * len(positions)
+        if phi3:  # the long cache's rows follow: positions 0, 1, orig - 1, orig, last
+            long_inv, _ = _hf_rope(config, seq_len=last + 1)
+            ref_inv += [long_inv] * 5
+            positions += [0, 1, orig - 1, orig, last]
+        rows = run["rows"].double()
+        assert rows.shape[0] == len(positions), name
+        for row, p, inv in zip(rows, positions, ref_inv):
+            ang = (torch.tensor(float(p)) * inv.float()).double()
+            ref = torch.cat((ang.cos(), ang.sin())) * tf_att
+            tol = (torch.cat((ang, ang)) * (r + 2 * U) + 6 * U) * tf_att
+            assert ((row - ref).abs() <= tol).all(), (name, p)
+    assert seen == SGLANG_GET_ROPE_DIFFERS
+
+
+def test_sglang_runs_gemma3_through_transformers_code_and_notes_the_amx_path():
+    """Gemma 3 under SGLang: forward_native rotates with Gemma3RotaryEmbedding
+    (transformers' ROPE_INIT_FUNCTIONS, so transformers' frequencies); the
+    note reports the get_rope path of forward_cpu, whose frequencies are
+    transformers' times 8 in all 64 pairs."""
+    config = _models()["gemma-3-27b-it"]
+    rope = engines.engine_rope(config, "sglang")
+    tf = engines.engine_rope(config, "transformers")
+    assert torch.equal(rope["inv_freq"], tf["inv_freq"]) and "Gemma3Rotary" in rope["via"]
+    assert rope["notes"] == [
+        ("forward_cpu (AMX CPUs) rotates with get_rope's RotaryEmbedding instead: 64 of 64 "
+         "pairs differ, up to 8x (gemma3_causal.py lines 186-224, 269)")]
+    amx = engines.sglang_rope(config)
+    assert torch.allclose(amx["inv_freq"], 8 * tf["inv_freq"], rtol=4 * U, atol=0)
+
+
+def test_sglang_deepseek_builds_deepseek_scaling_with_the_softmax_mscale_squared():
+    """SGLang's DeepSeek model file rewrites rope_type to deepseek_yarn:
+    get_rope builds DeepseekScalingRotaryEmbedding (mscale ratio 1 on cos and
+    sin) and the attention multiplies its softmax scale by mscale(s,
+    mscale_all_dim)**2, transformers' DeepseekV3Attention factor (run)."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
+
+    for name in ("deepseek-v3", "kimi-k2-instruct", "deepseek-v3.2"):
+        config = _models()[name]
+        run = engines.sglang_rope(config)
+        rs = config["rope_scaling"]
+        assert run["class"] == "DeepseekScalingRotaryEmbedding" and run["factor"] == 1.0
+        assert run["logit_scale"] == yarn_get_mscale(rs["factor"], rs["mscale_all_dim"]) ** 2
 
 
 # ---- the inspector's engine rows ----------------------------------------------
@@ -1013,3 +1215,46 @@ def test_crosscheck_engine_vllm_runs_vllm_and_checks_the_report(capsys):
     _, l4 = inspect.load_config("llama-4-scout-17b-16e-instruct")
     ok, text = inspect.crosscheck_vllm(l4, inspect.inspect_config(l4, engine="vllm"))
     assert ok and "positions cut to" in text
+
+
+def _rope_type_configs():
+    """One config per rope type the library claims (engines.ROPE_TYPES)."""
+    models = _models()
+    blocks = {"linear": {"rope_type": "linear", "factor": 4.0},
+              "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+              "yarn": {"rope_type": "yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 4096, "truncate": False},
+              "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 4096}}
+    out = {t: _llama(128, 500000.0, 4096 * 4, b) for t, b in blocks.items()}
+    out["default"] = _llama(128, 500000.0)
+    out["longrope"] = models["phi-3-mini-128k-instruct"]
+    out["mrope"] = models["qwen2.5-vl-7b-instruct"]
+    assert set(out) == set(engines.ROPE_TYPES)
+    return out
+
+
+#: Rope types whose SGLang frequencies differ from transformers' at the
+#: config's own length: dynamic NTK (one static cache with the base of
+#: max_position_embeddings * factor, rope_variant.py lines 880-892).
+SGLANG_TYPES_DIFFER = {"dynamic"}
+
+
+@pytest.mark.parametrize("rope_type", engines.ROPE_TYPES)
+def test_sglang_every_rope_type_against_transformers_and_the_library(rope_type):
+    """For every rope type the library claims: SGLang's get_rope (vendored,
+    run as the model file calls it) against transformers 4.57.6 (run) and
+    the library, frequencies and factor; agreement except for
+    SGLANG_TYPES_DIFFER, and there a difference."""
+    config = _rope_type_configs()[rope_type]
+    run = engines.sglang_rope(config)
+    tf_inv, tf_att = _hf_rope(config)
+    lib = engines.engine_rope(config, "transformers")
+    assert engines.frequency_difference(lib["inv_freq"], tf_inv.float())["pairs_differ"] == 0
+    for ref in (tf_inv.float(), lib["inv_freq"]):
+        diff = engines.frequency_difference(run["inv_freq"], ref)
+        assert (diff["pairs_differ"] > 0) == (rope_type in SGLANG_TYPES_DIFFER), diff
+    assert run["factor"] == pytest.approx(tf_att, rel=2 * U)
+    assert run["factor"] == pytest.approx(lib["factor"], rel=2 * U)
+    summary = engines.engine_summary(config, "sglang")
+    assert summary["factor"] == run["factor"] and "vendored, run" in summary["via"]

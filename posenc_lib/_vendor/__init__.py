@@ -11,6 +11,12 @@ logger, triton, the config, tensor parallelism) are replaced by the small
 stubs below, which select the ``forward_native`` (plain torch) paths. Nothing
 here is installed as ``vllm``: the stub modules are in ``sys.modules`` only
 while the package loads.
+
+``sglang/``: the package ``sglang/srt/layers/rotary_embedding/`` of the
+sglang 0.5.23 wheel from PyPI, kept the same way (``sglang/LICENSE``,
+``sglang/vendor.txt``, ``sglang/RECORD``). :func:`sglang_rotary` imports it
+with SGLang's engine internals stubbed (see :func:`_sglang_stubs`); nothing
+``sglang*`` stays in ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -160,4 +166,117 @@ def vllm_rotary() -> types.ModuleType:
             del sys.modules[k]
         sys.modules.update(saved)
     _LOADED["vllm"] = rotary
+    return rotary
+
+
+# ---- SGLang 0.5.23 ----------------------------------------------------------
+
+SGLANG_ROOT = VENDOR / "sglang"
+SGLANG_PACKAGE = "sglang.srt.layers.rotary_embedding"
+#: The platforms :func:`sglang_rotary` can load the package for: ``"cpu"``,
+#: SGLang's CPU engine (``SGLANG_USE_CPU_ENGINE=1``) on a host without AMX,
+#: where every layer runs ``forward_native``; ``"cuda"``, only to read what
+#: the constructors do there (the cache kept in float32; no kernel is run;
+#: a head size other than 64, 128, 256 or 512 makes ``RotaryEmbedding``
+#: import SGLang's fallback kernel, base.py lines 122-141, and fails).
+SGLANG_PLATFORMS = ("cpu", "cuda")
+
+
+class _BaseFusedOp(nn.Module):
+    """Stub of ``sglang.kernels.fused_op.BaseFusedOp``: no kernel backend and
+    no platform forward, so ``forward`` is ``forward_native`` (its dispatch
+    order's last step, the one a CPU without AMX takes)."""
+
+    def forward(self, *args, **kwargs):
+        return self.forward_native(*args, **kwargs)
+
+
+class _Env:
+    """One of ``sglang.srt.environ.envs``: ``.get()`` gives its default."""
+
+    def __init__(self, default):
+        self._default = default
+
+    def get(self):
+        return self._default
+
+
+def _no_kernel(*args, **kwargs):
+    raise RuntimeError("an SGLang GPU kernel was called; only forward_native runs here")
+
+
+def _sglang_stubs(platform: str) -> dict[str, types.ModuleType]:
+    def module(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        return m
+
+    def flag(value):
+        return lambda *args, **kwargs: value
+
+    # environ.py of sglang 0.5.23: SGLANG_ROPE_CACHE_FP32 = EnvBool(False) (line
+    # 1546), SGLANG_ROPE_CACHE_ALIGN = EnvInt(128) (line 1548)
+    envs = types.SimpleNamespace(SGLANG_ROPE_CACHE_FP32=_Env(False),
+                                 SGLANG_ROPE_CACHE_ALIGN=_Env(128))
+    utils = module(
+        "sglang.srt.utils", cpu_has_amx_support=flag(False), get_bool_env_var=flag(False),
+        is_cpu=flag(platform == "cpu"), is_cuda=flag(platform == "cuda"),
+        is_hip=flag(False), is_mps=flag(False), is_musa=flag(False), is_npu=flag(False),
+        is_xpu=flag(False), get_compiler_backend=flag("eager"), get_device=flag("cpu"),
+        support_triton=flag(False))
+    kernels = {"apply_rope_with_cos_sin_cache_inplace": _no_kernel,
+               "rotary_embedding": _no_kernel, "bf16_rope_scale_store": _no_kernel,
+               "triton_ernie45_rope_fused_inplace": _no_kernel,
+               "triton_mrope_fused": _no_kernel, "apply_interleaved_rope_triton": _no_kernel}
+    ops = "sglang.kernels.ops.attention."
+    return {
+        "sglang": module("sglang", __path__=[str(SGLANG_ROOT / "sglang")]),
+        "sglang.kernels": module("sglang.kernels", __path__=[]),
+        "sglang.kernels.fused_op": module("sglang.kernels.fused_op",
+                                          BaseFusedOp=_BaseFusedOp),
+        **{ops + name: module(ops + name, **kernels)
+           for name in ("rope", "rotary_triton", "mrope")},
+        "sglang.srt.environ": module("sglang.srt.environ", envs=envs),
+        "sglang.srt.platforms": module(
+            "sglang.srt.platforms",
+            current_platform=types.SimpleNamespace(is_out_of_tree=flag(False))),
+        "sglang.srt.runtime_context": module(
+            "sglang.srt.runtime_context", publish_role=flag(None), get_exec=flag(None),
+            attention_backends=flag((None, None))),
+        "sglang.srt.utils": utils,
+    }
+
+
+def sglang_rotary(platform: str = "cpu") -> types.ModuleType:
+    """sglang 0.5.23's ``sglang.srt.layers.rotary_embedding``, run from the
+    vendored files (``get_rope``, ``factory``, ``base``, ``yarn``,
+    ``rope_variant``, ``mrope``, ``utils`` as its attributes' modules).
+
+    SGLang's engine internals that the package imports (the fused-op base
+    class, its environment variables, platform checks, GPU kernels) are the
+    stubs of :func:`_sglang_stubs` for ``platform`` (one of
+    :data:`SGLANG_PLATFORMS`). The stub modules and the loaded ``sglang.*``
+    modules are removed from ``sys.modules`` afterwards.
+    """
+    if platform not in SGLANG_PLATFORMS:
+        raise ValueError(f"platform must be one of {SGLANG_PLATFORMS}, not {platform!r}")
+    key = f"sglang-{platform}"
+    if key in _LOADED:
+        return _LOADED[key]
+    saved = {k: v for k, v in sys.modules.items()
+             if k == "sglang" or k.startswith("sglang.")}
+    for k in saved:
+        del sys.modules[k]
+    try:
+        sys.modules.update(_sglang_stubs(platform))
+        import importlib
+
+        rotary = importlib.import_module(SGLANG_PACKAGE)
+        for name in ("factory", "base", "yarn", "rope_variant", "mrope", "utils"):
+            importlib.import_module(f"{SGLANG_PACKAGE}.{name}")
+    finally:
+        for k in [k for k in sys.modules if k == "sglang" or k.startswith("sglang.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+    _LOADED[key] = rotary
     return rotary
