@@ -1726,7 +1726,7 @@ def _llama_cpp_kv(config, n_ctx, type_k, type_v, swa_full, n_batch, n_ubatch,
     n_ubatch = _validate.positive_int("n_ubatch", n_ubatch)
     text, model_type = _config._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    if model_type == "deepseek_v32":
+    if "deepseek_v32" in (model_type, config.get("model_type")) or "index_topk" in text:
         raise ValueError("config: llama.cpp caches DeepSeek-V3.2 in llama_kv_cache_dsa "
                          "(MLA plus an indexer key cache), which is not sized here")
     if GGML_TYPE_SIZES[type_v][0] > 1 and not flash_attn:
