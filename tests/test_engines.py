@@ -1177,3 +1177,33 @@ def test_engine_kv_cache_bytes_refuses_what_llama_cpp_refuses():
     with pytest.raises(ValueError, match="indexer"):
         engines.engine_kv_cache_bytes(inspect.model_config("deepseek-v3.2"), "llama.cpp",
                                       n_ctx=4096)
+
+
+def test_inspector_kv_row_is_the_engines(capsys):
+    """--engine llama.cpp / vllm with --cache-dtype: the report's KV cache is
+    that engine's (labelled by it), never transformers' number; a cache type the
+    engine does not take is refused naming --cache-dtype."""
+    from posenc_lib import inspect
+
+    config = inspect.model_config("deepseek-v3.1")
+    cpp = inspect.inspect_config(config, engine="llama.cpp")["kv_cache"]
+    n = cpp["length"]
+    assert cpp["engine"] == "llama.cpp" and cpp["bytes_at_length"] == \
+        engines.engine_kv_cache_bytes(config, "llama.cpp", n_ctx=n)["bytes"] == \
+        61 * 576 * 2 * n  # the latent, f16, once: n is a multiple of 256
+    fp8 = inspect.inspect_config(config, engine="vllm", cache_dtype="fp8")["kv_cache"]
+    auto = inspect.inspect_config(config, engine="vllm")["kv_cache"]
+    assert fp8["bytes_per_value"] == 1 and 2 * fp8["bytes_at_length"] == \
+        auto["bytes_at_length"] == cpp["bytes_at_length"]
+    assert fp8["page_size_bytes"] == {"full_attention": 16 * 576}
+    assert inspect.main(["gpt-oss-20b", "--engine", "llama.cpp", "--cache-dtype",
+                         "q8_0"]) == 0
+    out = capsys.readouterr().out
+    kv_row = next(line for line in out.splitlines() if line.strip().startswith("KV cache"))
+    assert "llama.cpp:" in kv_row and "-ctk q8_0" in kv_row and "keeps 768 tokens" in kv_row
+    assert "not transcribed" not in out
+    assert inspect.main(["llama-3.1-8b", "--engine", "transformers", "--cache-dtype",
+                         "fp8"]) == 2
+    assert "--cache-dtype" in capsys.readouterr().err
+    assert inspect.main(["llama-3.1-8b", "--engine", "vllm", "--cache-dtype",
+                         "q8_0"]) == 2
