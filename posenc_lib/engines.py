@@ -1544,7 +1544,8 @@ GGML_TYPE_SIZES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34
 #: cache, so that ``create_memory`` builds ``llama_kv_cache_iswa``
 #: (src/models/<arch>.cpp at :data:`LLAMA_CPP`: gemma2.cpp 4-6, gemma3.cpp 4-11,
 #: gemma3n.cpp 4-11, cohere2.cpp 4-11, exaone4.cpp 5-7, openai-moe.cpp 6-9,
-#: olmo2.cpp 6-9 (OLMo 3), llama4.cpp 8-19 (chunked)). Other loaders ignore a
+#: olmo2.cpp 6-9 (OLMo 3), llama4.cpp 8-19 (chunked, n_swa fixed at 8192 whatever
+#: attention_chunk_size says)). Other loaders ignore a
 #: config's ``sliding_window`` (phi3.cpp 13-23 turns it off) and cache every
 #: layer in full.
 LLAMA_CPP_SWA = frozenset({"gemma2", "gemma3", "gemma3n", "cohere2", "exaone4",
@@ -1559,7 +1560,7 @@ LLAMA_CPP_KV_SOURCE = (
     "2352-2880 (create_memory: kv_size = n_ctx_seq, n_pad 1; iSWA for SWA models; "
     "hybrids cache their attention layers only); src/llama-kv-cache-iswa.cpp 70-80 "
     "(SWA cache: pad256(min(n_ctx, n_swa + n_ubatch)) cells, or n_ctx with swa_full); "
-    "src/llama-kv-cache.cpp 218-234 (per layer K = row(type_k, n_embd_k_gqa) x cells, "
+    "src/llama-kv-cache.cpp 209-234 (per layer K = row(type_k, n_embd_k_gqa) x cells, "
     "V likewise, no V for MLA); conversion/deepseek.py 326, 349-353 (DEEPSEEK2: 1 KV "
     "head, key_length = kv_lora_rank + qk_rope_head_dim)")
 
@@ -1774,6 +1775,8 @@ def _llama_cpp_kv(config, n_ctx, type_k, type_v, swa_full, n_batch, n_ubatch,
             if note not in notes:
                 notes.append(note)
             kind, window = "full_attention", None
+        if kind == "chunked_attention" and model_type == "llama4":
+            window = 8192  # llama4.cpp 13-14: n_swa = 8192, not read from the GGUF
         if kind in ("sliding_attention", "chunked_attention"):
             n = cells if swa_full else min(cells, _cdiv(min(cells, window + ubatch), 256)
                                            * 256)
