@@ -1656,7 +1656,7 @@ def engine_kv_cache_bytes(config: Mapping, engine: str, *, n_ctx: int,
                          "use one cache_dtype for keys and values")
     if engine == "transformers":
         sizes = {None: 2, "bfloat16": 2, "float16": 2, "float32": 4}
-        if cache_dtype not in sizes:
+        if not isinstance(cache_dtype, str | None) or cache_dtype not in sizes:
             raise ValueError("cache_dtype must be bfloat16, float16 or float32 for "
                              f"transformers, got {cache_dtype!r}")
         return _kv_from_serving(config, "transformers", n_ctx, sizes[cache_dtype],
@@ -1689,7 +1689,7 @@ def _kv_from_serving(config, engine, n_ctx, b, dtype, **kw) -> dict:
 
 
 def _vllm_kv(config, n_ctx, cache_dtype, block_size, scheduled_tokens) -> dict:
-    if cache_dtype not in VLLM_CACHE_DTYPES:
+    if not isinstance(cache_dtype, str) or cache_dtype not in VLLM_CACHE_DTYPES:
         raise ValueError(f"cache_dtype must be one of {', '.join(VLLM_CACHE_DTYPES)} "
                          f"(vLLM's --kv-cache-dtype sized here), got {cache_dtype!r}")
     b = VLLM_CACHE_DTYPES[cache_dtype]
@@ -1720,7 +1720,7 @@ def _llama_cpp_kv(config, n_ctx, type_k, type_v, swa_full, n_batch, n_ubatch,
     from . import _config, serving
 
     for name, value in (("cache_dtype", type_k), ("cache_dtype_v", type_v)):
-        if value not in GGML_TYPE_SIZES:
+        if not isinstance(value, str) or value not in GGML_TYPE_SIZES:
             raise ValueError(f"{name} must be one of {', '.join(GGML_TYPE_SIZES)} "
                              f"(llama.cpp's -ctk/-ctv), got {value!r}")
     n_batch = _validate.positive_int("n_batch", n_batch)

@@ -852,7 +852,7 @@ def _check_cache_dtype(engine: str, cache_dtype: str | None) -> None:
         raise ValueError(f"cache_dtype (--cache-dtype) is vLLM's --kv-cache-dtype or "
                          f"llama.cpp's -ctk/-ctv: give --engine vllm or llama.cpp, "
                          f"not {engine}")
-    if cache_dtype not in known:
+    if not isinstance(cache_dtype, str) or cache_dtype not in known:
         raise ValueError(f"cache_dtype (--cache-dtype) must be one of "
                          f"{', '.join(known)} for {engine}, got {cache_dtype!r}")
 

@@ -1151,6 +1151,8 @@ def test_llama_cpp_f16_and_vllm_bf16_agree_where_both_cache_every_token(
     ({"engine": "llama.cpp", "cache_dtype": "q8_0", "flash_attn": False}, "flash_attn"),
     ({"engine": "llama.cpp", "n_ctx": 0}, "n_ctx"),
     ({"engine": "llama.cpp", "n_ubatch": 0}, "n_ubatch"),
+    ({"engine": "vllm", "cache_dtype": ["fp8"]}, "cache_dtype"),
+    ({"engine": "llama.cpp", "cache_dtype": {"k": "f16"}}, "cache_dtype"),
 ])
 def test_engine_kv_cache_bytes_names_the_bad_parameter(kwargs, name):
     from posenc_lib import inspect
