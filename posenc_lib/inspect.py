@@ -576,7 +576,8 @@ def layer_summary(layers: Sequence[dict]) -> str:
 
 def inspect_config(config: Mapping, *, target_length: int | None = None,
                    name: str = "config", engine: str = "transformers",
-                   max_model_len: int | None = None) -> dict:
+                   max_model_len: int | None = None,
+                   cache_dtype: str | None = None) -> dict:
     """The inspector's report on a ``config.json`` mapping, as a JSON-ready dict.
 
     Args:
@@ -589,14 +590,19 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
             the serving numbers.
         name: a label for the report.
         engine: whose conventions to report, one of ``ENGINES``: the KV
-            cache (:func:`posenc_lib.serving.kv_cache_bytes`, which knows
-            transformers and vLLM; for ``"sglang"`` the report says the cache
-            is not sized) and the engine's RoPE
+            cache (:func:`posenc_lib.serving.kv_cache_bytes` for transformers
+            and vLLM, ``posenc_lib.engines.engine_kv_cache_bytes`` for vLLM's
+            cache dtypes and llama.cpp; for ``"sglang"`` the report says the
+            cache is not sized) and the engine's RoPE
             (``posenc_lib.engines.engine_summary``).
         max_model_len: the context the engine serves: vLLM's
             ``--max-model-len``, llama.cpp's ``-c`` (LongRoPE picks its factors
             from it once); default ``max_position_embeddings``, both engines'
             default.
+        cache_dtype: the engine's KV-cache type: vLLM's ``--kv-cache-dtype``
+            (``auto``, ``fp8``, ``fp8_e4m3``, ``fp8_e5m2``, ...) or llama.cpp's
+            ``-ctk``/``-ctv`` (``f16``, ``q8_0``, ``q4_0``, ...); default the
+            engine's (``auto``; ``f16``).
 
     Keys of the rope block that transformers ignores are ignored here too; the
     report lists them under ``warnings`` (instead of raising a warning), with
@@ -606,6 +612,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got "
                          f"{engine!r}")
+    _check_cache_dtype(engine, cache_dtype)
     scheme = _config.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
                     "scheme": scheme}
@@ -615,7 +622,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                                     dtype=torch.float64)
         report.update(heads=int(heads), slope_min=float(slopes.min()),
                       slope_max=float(slopes.max()))
-        report.update(_without_rope(config, scheme, target_length, engine))
+        report.update(_without_rope(config, scheme, target_length, engine,
+                                    cache_dtype))
         return report
     if scheme == "T5 relative buckets":
         buckets = _validate.positive_int(
@@ -628,7 +636,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                       max_distance=distance, **_t5_buckets(buckets, distance))
         return report
     if scheme != "rotary":
-        report.update(_without_rope(config, scheme, target_length, engine))
+        report.update(_without_rope(config, scheme, target_length, engine,
+                                    cache_dtype))
         return report
     listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
               scaling.RopeConfigWarning, _config.V5LayoutWarning)
@@ -692,7 +701,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
         warnings.simplefilter("always")
         report.update(_serving(config, rope, train, target, extended,
-                               target_length or supported, engine))
+                               target_length or supported, engine, cache_dtype))
     for item in caught:
         if issubclass(item.category, listed):
             if str(item.message) not in report["warnings"]:
@@ -725,7 +734,7 @@ _POSITION_LIMITS = ("max_position_embeddings", "n_positions", "n_ctx",
 
 
 def _without_rope(config: Mapping, scheme: str, target_length: int | None,
-                  engine: str) -> dict:
+                  engine: str, cache_dtype: str | None = None) -> dict:
     """The report's layer, softmax and serving keys for a config without RoPE
     (learned or sinusoidal positions, ALiBi, NoPE, attention-free and hybrid
     models): what it has instead, each layer's type, the scale attention is
@@ -747,15 +756,14 @@ def _without_rope(config: Mapping, scheme: str, target_length: int | None,
         limit = next((text[k] for k in _POSITION_LIMITS
                       if isinstance(text.get(k), int)), None)
         length = target_length or limit
-        if engine not in serving.ENGINES:
-            out["kv_cache_not_covered"] = (f"{engine}'s KV-cache sizing is not "
-                                           f"transcribed here")
+        if engine == "sglang":
+            out["kv_cache_not_covered"] = _SGLANG_KV
         elif length is not None and layers is not None:
-            try:
-                out["kv_cache"] = serving.kv_cache_bytes(config, length=length,
-                                                         engine=engine)
-            except ValueError as error:
-                out["warnings"].append(f"KV cache not sized: {error}")
+            sized = _sized_kv_cache(config, length, engine, cache_dtype)
+            if "kv_cache" in sized:
+                out["kv_cache"] = sized["kv_cache"]
+            else:
+                out["warnings"].append(f"KV cache {sized['kv_cache_not_covered']}")
     out["warnings"] += list(dict.fromkeys(str(w.message) for w in caught))
     if layers is not None:
         entries = [{"index": x.index, "attention": x.attention, "window": x.window,
@@ -787,7 +795,7 @@ def _without_rope(config: Mapping, scheme: str, target_length: int | None,
 
 
 def _serving(config: Mapping, rope, train: int, target: int, extended,
-             kv_length: int, engine: str) -> dict:
+             kv_length: int, engine: str, cache_dtype: str | None = None) -> dict:
     """The report's serving keys (see :mod:`posenc_lib.serving`)."""
     plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
                                        dtype=torch.float64)
@@ -825,20 +833,90 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
                                         f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
-            **(_sized_kv_cache(config, kv_length, engine)
-               if engine in serving.ENGINES else
-               {"kv_cache_not_covered": f"{engine}'s KV-cache sizing is not "
-                                        f"transcribed here; see --engine vllm or "
-                                        f"transformers"})}
+            **(_sized_kv_cache(config, kv_length, engine, cache_dtype)
+               if engine != "sglang" else {"kv_cache_not_covered": _SGLANG_KV})}
 
 
-def _sized_kv_cache(config: Mapping, length: int, engine: str) -> dict:
+#: The KV row under ``--engine sglang``.
+_SGLANG_KV = ("SGLang's KV-cache sizing is not transcribed here; see --engine vllm, "
+              "llama.cpp or transformers")
+
+
+def _check_cache_dtype(engine: str, cache_dtype: str | None) -> None:
+    """``cache_dtype`` must be one the engine's cache takes (ValueError)."""
+    if cache_dtype is None:
+        return
+    known = {"vllm": engines.VLLM_CACHE_DTYPES,
+             "llama.cpp": engines.GGML_TYPE_SIZES}.get(engine)
+    if known is None:
+        raise ValueError(f"cache_dtype (--cache-dtype) is vLLM's --kv-cache-dtype or "
+                         f"llama.cpp's -ctk/-ctv: give --engine vllm or llama.cpp, "
+                         f"not {engine}")
+    if not isinstance(cache_dtype, str) or cache_dtype not in known:
+        raise ValueError(f"cache_dtype (--cache-dtype) must be one of "
+                         f"{', '.join(known)} for {engine}, got {cache_dtype!r}")
+
+
+def _sized_kv_cache(config: Mapping, length: int, engine: str,
+                    cache_dtype: str | None = None) -> dict:
     """``{"kv_cache": ...}``, or ``{"kv_cache_not_covered": why}`` where the
-    config does not say enough to size it (the rest of the report stands)."""
+    config does not say enough to size it (the rest of the report stands).
+
+    transformers: :func:`posenc_lib.serving.kv_cache_bytes`. vLLM: the same
+    at the bytes of ``cache_dtype`` (``posenc_lib.engines.engine_kv_cache_bytes``)
+    with the engine's page size and cache dtype added. llama.cpp:
+    ``engine_kv_cache_bytes`` (its cells, K/V types, sliding-window cache), in
+    the same keys."""
     try:
-        return {"kv_cache": serving.kv_cache_bytes(config, length=length, engine=engine)}
+        plain = serving.kv_cache_bytes(config, length=length,
+                                       engine="vllm" if engine == "vllm" else
+                                       "transformers")
+        if engine == "transformers" or plain is None:  # None: no layer count
+            return {"kv_cache": plain}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", _config.DefaultValueWarning)
+            sized = engines.engine_kv_cache_bytes(config, engine, n_ctx=length,
+                                                  cache_dtype=cache_dtype)
+        if engine == "vllm":
+            cache = serving.kv_cache_bytes(config, length=length, engine=engine,
+                                           bytes_per_value=sized["bytes_per_value"])
+            cache.update(cache_dtype=sized["cache_dtype"], notes=sized["notes"],
+                         page_size_bytes={k: v["page_size_bytes"] for k, v
+                                          in sized["by_layer_type"].items()},
+                         source=sized["source"])
+            return {"kv_cache": cache}
+        return {"kv_cache": _llama_cpp_cache(config, sized)}
     except ValueError as error:
         return {"kv_cache_not_covered": f"not sized: {error}"}
+
+
+def _llama_cpp_cache(config: Mapping, sized: dict) -> dict:
+    """``engine_kv_cache_bytes(..., "llama.cpp")`` in the keys of
+    :func:`posenc_lib.serving.kv_cache_bytes` that the report reads."""
+    by_type = {kind: {"layers": info["layers"],
+                      "bytes_per_token": info["layers"] * (info["k_row_bytes"]
+                                                           + info["v_row_bytes"]),
+                      "window": info["window"],
+                      "cap": info["cells"] if info["window"] else None, "kv": True}
+               for kind, info in sized["by_layer_type"].items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        layout = per_layer.layer_layout(config)
+    for x in layout:  # the layers without attention: their state is not sized
+        if x.attention in serving.NO_KV and x.attention != "shared_kv":
+            info = by_type.setdefault(x.attention, {"layers": 0, "bytes_per_token": 0,
+                                                    "window": None, "cap": None,
+                                                    "kv": False})
+            info["layers"] += 1
+    return {"engine": "llama.cpp", "cache_dtype": sized["cache_dtype"],
+            "cache_dtype_v": sized["cache_dtype_v"], "cells": sized["cells"],
+            "bytes_per_token": sum(v["bytes_per_token"] for v in by_type.values()),
+            "bytes_per_value": None,
+            "kv_layers": sum(v["layers"] for v in by_type.values() if v["kv"]),
+            "layers": len(layout), "formula": sized["formula"],
+            "by_layer_type": by_type, "fixed_state": None, "notes": sized["notes"],
+            "length": sized["n_ctx"], "bytes_at_length": sized["bytes"],
+            "source": sized["source"]}
 
 
 def _verdict(report: dict) -> str:
@@ -867,6 +945,27 @@ def _verdict(report: dict) -> str:
         head += (f". KV cache {cache['bytes_at_length'] / 2**30:,.4g} GiB per "
                  f"sequence at {n:,} tokens ({cache['engine']})")
     return head
+
+
+def _kv_engine_suffix(cache: dict) -> str:
+    """The KV row's engine-specific tail: vLLM's blocks, pages and cache dtype;
+    llama.cpp's cells and K/V types; the engine's notes."""
+    if cache["engine"] == "vllm":
+        pages = cache.get("page_size_bytes") or {}
+        out = f" in blocks of {cache['block_size']} tokens"
+        if cache.get("cache_dtype"):
+            out += (f", --kv-cache-dtype {cache['cache_dtype']} "
+                    f"({cache['bytes_per_value']} byte(s) a value)")
+        if pages:
+            out += ", pages of " + ", ".join(
+                f"{_size(size)} ({ATTENTION.get(kind, kind)})"
+                for kind, size in pages.items()) + " per layer"
+    elif cache["engine"] == "llama.cpp":
+        out = (f" in {cache['cells']:,} cells (n_ctx padded to 256), -ctk "
+               f"{cache['cache_dtype']} -ctv {cache['cache_dtype_v']}")
+    else:
+        return ""
+    return out + "".join(f"; {note}" for note in cache.get("notes") or [])
 
 
 def _size(n: int) -> str:
@@ -1081,8 +1180,7 @@ def _serving_rows(report: dict, row) -> None:
         row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token "
             f"({cache['engine']}: {cache['formula']}; {parts}); "
             f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at {cache['length']:,} "
-            f"tokens" + (f" in blocks of {cache['block_size']} tokens"
-                         if cache["engine"] == "vllm" else ""))
+            f"tokens" + _kv_engine_suffix(cache))
         if cache.get("fixed_state"):
             state = cache["fixed_state"]
             row("", f"plus a fixed state of {_size(state['bytes'])} per sequence: "
@@ -1252,8 +1350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", choices=ENGINES, default="transformers",
                         help="whose KV cache and RoPE conventions to report (vllm: "
                              "vLLM 0.33.0's own rotary code, vendored; sglang, "
-                             "llama.cpp: transcriptions of their source; their KV "
-                             "caches are not sized)")
+                             "llama.cpp: transcriptions of their source; KV caches "
+                             "sized for transformers, vllm and llama.cpp)")
+    parser.add_argument("--cache-dtype", default=None, metavar="TYPE",
+                        help="the engine's KV-cache type: vLLM's --kv-cache-dtype "
+                             "(auto, fp8, fp8_e4m3, fp8_e5m2, ...) or llama.cpp's "
+                             "-ctk/-ctv (f16, q8_0, q4_0, ...)")
     parser.add_argument("--max-model-len", type=int, default=None,
                         help="the context the engine serves (vLLM's --max-model-len, "
                              "llama.cpp's -c): LongRoPE's factors are chosen from it "
@@ -1284,7 +1386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         name, config = load_config(args.source)
         report = inspect_config(config, target_length=args.target_length, name=name,
-                                engine=args.engine, max_model_len=args.max_model_len)
+                                engine=args.engine, max_model_len=args.max_model_len,
+                                cache_dtype=args.cache_dtype)
         text = json.dumps(report, indent=1) + "\n" if args.json else \
             format_report(report)
     except Exception as error:  # the front door: one line, exit 2, never a traceback

@@ -773,6 +773,19 @@ MUTANTS: tuple[Mutant, ...] = (
        " - torch.tensor(w / g, dtype=torch.float32)",
        " - torch.tensor(w // g, dtype=torch.float32)",
        ["10_beyond"], "LongLM's prefill shift w - w/G read as the paper's w - w//G"),
+    # ---- KV-cache sizing per engine (llama.cpp's run, vLLM 0.33.0's spec classes) ----
+    _m("cpp-mla-caches-v-too", "engines.py",
+       'k_n, v_n = mla["kv_lora_rank"] + mla["qk_rope_head_dim"], 0',
+       'k_n, v_n = mla["kv_lora_rank"] + mla["qk_rope_head_dim"], mla["kv_lora_rank"]',
+       ["recipes/engines"], "llama.cpp's MLA cache sized with a separate V of the latent "
+       "(1,088 values a token for DeepSeek-V3; its cache holds K only, 576)"),
+    _m("cpp-swa-cache-without-ubatch", "engines.py",
+       "min(cells, window + ubatch)", "min(cells, window)",
+       ["recipes/engines"], "llama.cpp's SWA cache sized to the window alone, without "
+       "the n_ubatch tokens of the batch in flight"),
+    _m("vllm-fp8-two-bytes", "engines.py",
+       '"float32": 4, "fp8": 1,', '"float32": 4, "fp8": 2,',
+       ["recipes/engines"], "vLLM's fp8 KV cache counted at the model's 2 bytes per value"),
 )
 
 

@@ -1258,3 +1258,197 @@ def test_sglang_every_rope_type_against_transformers_and_the_library(rope_type):
     assert run["factor"] == pytest.approx(lib["factor"], rel=2 * U)
     summary = engines.engine_summary(config, "sglang")
     assert summary["factor"] == run["factor"] and "vendored, run" in summary["via"]
+# ---- KV-cache sizing per engine, against the engines' own figures -----------
+
+def _engines_json():
+    import json
+
+    return json.loads((ROOT / "results" / "engines.json").read_text())
+
+
+def _mib_close(predicted_bytes: int, printed_mib: float, terms: int = 1) -> bool:
+    """llama.cpp prints (float)bytes / 2**20 with %7.2f: the printed figure is
+    within half a unit in the second decimal (0.005 MiB) of the exact one; the
+    float cast adds at most 2**-24 relative, under 1e-5 MiB for the caches
+    recorded (at most 64 MiB). A sum of ``terms`` printed figures: that many."""
+    return abs(predicted_bytes / 2**20 - printed_mib) <= terms * (0.005 + 1e-5)
+
+
+def test_llama_cpp_kv_cache_is_the_size_llama_cpp_allocated():
+    """For every case of make engines, at every recorded context (n_ctx 256 to
+    32,768; f16, q8_0, q4_0; swa_full on and off; n_ubatch 512 and 64), the
+    library's llama.cpp cache has the cells and layers llama.cpp's own log
+    reports for each cache (full, then sliding), and its K and V sizes agree
+    with llama.cpp's printed MiB: the 256-cell padding, ggml's block sizes,
+    the K-only MLA latent and the iSWA size are llama.cpp's, not a transcription
+    checked against itself."""
+    result = _engines_json()
+    seen = {"types": set(), "n_ctx": set(), "swa_full": set(), "mla": False}
+    for case in result["cases"]:
+        assert case.get("kv"), case["case"]
+        for p in case["kv"]:
+            assert "error" not in p, (case["case"], p.get("error"))
+            ours = engines.engine_kv_cache_bytes(
+                case["kv_config"], "llama.cpp", n_ctx=p["n_ctx"], cache_dtype=p["type_k"],
+                cache_dtype_v=p["type_v"], swa_full=p["swa_full"], n_batch=p["n_batch"],
+                n_ubatch=p["n_ubatch"], flash_attn=p["flash_attn"])
+            by_type = ours["by_layer_type"]
+            predicted = ([by_type["full_attention"]] if "full_attention" in by_type else []) \
+                + [v for k, v in by_type.items() if k != "full_attention"]
+            measured = [c for c in p["caches"] if c["layers"]]
+            where = (case["case"], p["n_ctx"], p["type_k"], p["swa_full"], p["n_ubatch"])
+            assert len(predicted) == len(measured), where
+            for a, m in zip(predicted, measured):
+                assert (a["layers"], a["cells"]) == (m["layers"], m["cells"]), where
+                assert (m["k_type"], m["v_type"]) == (p["type_k"], p["type_v"]), where
+                assert _mib_close(a["layers"] * a["cells"] * a["k_row_bytes"], m["k_mib"]), where
+                assert _mib_close(a["layers"] * a["cells"] * a["v_row_bytes"], m["v_mib"]), where
+            assert _mib_close(ours["bytes"], sum(m["size_mib"] for m in measured),
+                              len(measured)), where
+            seen["types"].add(p["type_k"])
+            seen["n_ctx"].add(p["n_ctx"])
+            if "sliding_attention" in by_type:
+                seen["swa_full"].add(p["swa_full"])
+            seen["mla"] |= "kv_lora_rank" in case["kv_config"]
+    assert {"f16", "q8_0"} <= seen["types"] and len(seen["n_ctx"]) >= 3
+    assert seen["swa_full"] == {True, False} and seen["mla"]
+
+
+def test_llama_cpp_mla_caches_the_latent_once_and_swa_a_window():
+    """Figures the recorded run pins down: the MLA case's V cache is empty
+    (0.00 MiB) and its K holds kv_lora_rank + qk_rope_head_dim values a cell;
+    gpt-oss's sliding layer holds pad256(min(n_ctx, 32 + n_ubatch)) cells."""
+    cases = {c["case"]: c for c in _engines_json()["cases"]}
+    mla = cases["deepseek-v2-lite-mla"]
+    p = next(p for p in mla["kv"] if p["n_ctx"] == 32768 and p["type_k"] == "f16")
+    (cache,) = p["caches"]
+    assert cache["v_mib"] == 0.0 and cache["k_mib"] == 32768 * 2 * (64 + 64) * 2 / 2**20
+    oss = cases["gpt-oss-truncate-false"]
+    cells = {(p["n_ctx"], p["n_ubatch"], p["swa_full"]): [c["cells"] for c in p["caches"]]
+             for p in oss["kv"]}
+    assert cells[(4096, 512, False)] == [4096, 768]
+    assert cells[(4096, 64, False)] == [4096, 256]
+    assert cells[(1000, 512, True)] == [1024, 1024]
+
+
+def test_vllm_kv_pages_are_vllm_0_33_0s_for_mla_full_and_sliding():
+    """vLLM 0.33.0's own spec classes (run by scripts/engines/vllm_kv_pages.py):
+    the page size and per-layer reservation of DeepSeek's MLA latent, full
+    attention and gpt-oss's sliding layers, in bfloat16 and fp8, are the
+    library's."""
+    from posenc_lib import inspect
+
+    stored = _engines_json()["vllm_kv"]
+    assert stored["package"] == "vllm==0.33.0"
+    assert {e["kv_cache_dtype"] for e in stored["entries"]} == {"auto", "fp8"}
+    assert {e["spec"] for e in stored["entries"]} >= {"MLAAttentionSpec",
+                                                       "FullAttentionSpec",
+                                                       "SlidingWindowSpec"}
+    for e in stored["entries"]:
+        ours = engines.engine_kv_cache_bytes(
+            inspect.model_config(e["model"]), "vllm", n_ctx=stored["max_model_len"],
+            cache_dtype=e["kv_cache_dtype"], block_size=stored["block_size"],
+            scheduled_tokens=stored["max_in_flight_tokens"])
+        info = ours["by_layer_type"][e["layer_type"]]
+        assert info["page_size_bytes"] == e["page_size_bytes"], e
+        assert info["blocks"] * info["page_size_bytes"] == e["max_memory_usage_bytes"], e
+    # the figures themselves: MLA's 576 values a token, 16 tokens a page
+    mla = {e["kv_cache_dtype"]: e["page_size_bytes"] for e in stored["entries"]
+           if e["spec"] == "MLAAttentionSpec"}
+    assert mla == {"auto": 16 * 576 * 2, "fp8": 16 * 576}
+
+
+@SETTINGS
+@given(kv_heads=st.sampled_from([1, 2, 8]), head_dim=st.sampled_from([64, 128]),
+       layers=st.integers(1, 6), blocks=st.integers(1, 40),
+       mla=st.booleans())
+def test_llama_cpp_f16_and_vllm_bf16_agree_where_both_cache_every_token(
+        kv_heads, head_dim, layers, blocks, mla):
+    """Two independent paths (serving's vLLM blocks, this module's llama.cpp
+    cells): at an n_ctx that is a multiple of 256, a model without sliding
+    layers caches n_ctx tokens of the same values in both, MLA's latent
+    included, so the byte counts are equal; q8_0 is 17/16 of half of them."""
+    config = {"model_type": "llama", "num_hidden_layers": layers,
+              "num_attention_heads": 8, "num_key_value_heads": kv_heads,
+              "hidden_size": 8 * head_dim, "head_dim": head_dim}
+    if mla:
+        config = {"model_type": "deepseek_v3", "num_hidden_layers": layers,
+                  "num_attention_heads": 8, "hidden_size": 1024, "kv_lora_rank": 512,
+                  "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+    n_ctx = 256 * blocks
+    cpp = engines.engine_kv_cache_bytes(config, "llama.cpp", n_ctx=n_ctx)
+    vllm = engines.engine_kv_cache_bytes(config, "vllm", n_ctx=n_ctx)
+    assert cpp["bytes"] == vllm["bytes"]
+    q8 = engines.engine_kv_cache_bytes(config, "llama.cpp", n_ctx=n_ctx, cache_dtype="q8_0")
+    assert q8["bytes"] * 32 == cpp["bytes"] // 2 * 34
+    fp8 = engines.engine_kv_cache_bytes(config, "vllm", n_ctx=n_ctx, cache_dtype="fp8")
+    assert fp8["bytes"] * 2 == vllm["bytes"]
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"engine": "sglang"}, "engine"),
+    ({"engine": "vllm", "cache_dtype": "q8_0"}, "cache_dtype"),
+    ({"engine": "llama.cpp", "cache_dtype": "fp8"}, "cache_dtype"),
+    ({"engine": "llama.cpp", "cache_dtype_v": "q3_k"}, "cache_dtype_v"),
+    ({"engine": "vllm", "cache_dtype_v": "fp8"}, "cache_dtype_v"),
+    ({"engine": "llama.cpp", "cache_dtype": "q8_0", "flash_attn": False}, "flash_attn"),
+    ({"engine": "llama.cpp", "n_ctx": 0}, "n_ctx"),
+    ({"engine": "llama.cpp", "n_ubatch": 0}, "n_ubatch"),
+    ({"engine": "vllm", "cache_dtype": ["fp8"]}, "cache_dtype"),
+    ({"engine": "llama.cpp", "cache_dtype": {"k": "f16"}}, "cache_dtype"),
+])
+def test_engine_kv_cache_bytes_names_the_bad_parameter(kwargs, name):
+    from posenc_lib import inspect
+
+    config = inspect.model_config("llama-3.1-8b")
+    kwargs = {"n_ctx": 4096, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        engines.engine_kv_cache_bytes(config, **kwargs)
+
+
+def test_engine_kv_cache_bytes_refuses_what_llama_cpp_refuses():
+    """MLA with two cache types (llama_init_from_model refuses), a head that
+    is not a whole number of q8_0 blocks, DeepSeek-V3.2's DSA cache."""
+    from posenc_lib import inspect
+
+    ds = inspect.model_config("deepseek-v3.1")
+    with pytest.raises(ValueError, match="cache_dtype_v"):
+        engines.engine_kv_cache_bytes(ds, "llama.cpp", n_ctx=4096, cache_dtype="q8_0",
+                                      cache_dtype_v="f16")
+    odd = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "hidden_size": 40, "head_dim": 20}
+    with pytest.raises(ValueError, match="multiple of 32"):
+        engines.engine_kv_cache_bytes(odd, "llama.cpp", n_ctx=256, cache_dtype="q8_0")
+    with pytest.raises(ValueError, match="indexer"):
+        engines.engine_kv_cache_bytes(inspect.model_config("deepseek-v3.2"), "llama.cpp",
+                                      n_ctx=4096)
+
+
+def test_inspector_kv_row_is_the_engines(capsys):
+    """--engine llama.cpp / vllm with --cache-dtype: the report's KV cache is
+    that engine's (labelled by it), never transformers' number; a cache type the
+    engine does not take is refused naming --cache-dtype."""
+    from posenc_lib import inspect
+
+    config = inspect.model_config("deepseek-v3.1")
+    cpp = inspect.inspect_config(config, engine="llama.cpp")["kv_cache"]
+    n = cpp["length"]
+    assert cpp["engine"] == "llama.cpp" and cpp["bytes_at_length"] == \
+        engines.engine_kv_cache_bytes(config, "llama.cpp", n_ctx=n)["bytes"] == \
+        61 * 576 * 2 * n  # the latent, f16, once: n is a multiple of 256
+    fp8 = inspect.inspect_config(config, engine="vllm", cache_dtype="fp8")["kv_cache"]
+    auto = inspect.inspect_config(config, engine="vllm")["kv_cache"]
+    assert fp8["bytes_per_value"] == 1 and 2 * fp8["bytes_at_length"] == \
+        auto["bytes_at_length"] == cpp["bytes_at_length"]
+    assert fp8["page_size_bytes"] == {"full_attention": 16 * 576}
+    assert inspect.main(["gpt-oss-20b", "--engine", "llama.cpp", "--cache-dtype",
+                         "q8_0"]) == 0
+    out = capsys.readouterr().out
+    kv_row = next(line for line in out.splitlines() if line.strip().startswith("KV cache"))
+    assert "llama.cpp:" in kv_row and "-ctk q8_0" in kv_row and "keeps 768 tokens" in kv_row
+    assert "not transcribed" not in out
+    assert inspect.main(["llama-3.1-8b", "--engine", "transformers", "--cache-dtype",
+                         "fp8"]) == 2
+    assert "--cache-dtype" in capsys.readouterr().err
+    assert inspect.main(["llama-3.1-8b", "--engine", "vllm", "--cache-dtype",
+                         "q8_0"]) == 2

@@ -37,3 +37,12 @@ test -f .cache/engines-build-seconds && BUILD=(--build-seconds "$(cat .cache/eng
 OMP_NUM_THREADS=1 PYTHONPATH=. "$PY" scripts/engines/compare_llama_cpp.py \
   --vendor "$VENDOR" --engine-python "$VENV/bin/python" "${BUILD[@]}" \
   --out results/engines.json
+# the KV cache llama.cpp allocates for each case (its own log lines), merged
+# into the same file; the figures above are left as they are
+OMP_NUM_THREADS=1 PYTHONPATH=. "$PY" scripts/engines/kv_llama_cpp.py \
+  --vendor "$VENDOR" --engine-python "$VENV/bin/python" --out results/engines.json
+# vLLM 0.33.0's KV spec classes, run: only with the wheel at hand (VLLM_WHEEL)
+if [ -n "${VLLM_WHEEL:-}" ]; then
+  PYTHONPATH=. "$PY" scripts/engines/vllm_kv_pages.py --wheel "$VLLM_WHEEL" \
+    --out results/engines.json
+fi
