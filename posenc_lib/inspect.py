@@ -13,8 +13,8 @@ on the length (and so whether cached keys stay valid), how many pairs a
 static method changes for short prompts too, the angle error at the target
 length in bfloat16, float16 and float32 (with the configured method's
 frequencies), the KV-cache size counted layer by layer at the length the
-config supports (``--engine vllm`` for vLLM's conventions, transcribed from
-its source), the engine's pair layout, factor and frequency schedule
+config supports (``--engine vllm`` or ``llama.cpp`` for that engine's cache,
+with ``--cache-dtype``), the engine's pair layout, factor and frequency schedule
 (``--engine sglang`` too), a one-line serving verdict, and what an engine must implement
 beyond RoPE (learned attention sinks, multi-token-prediction layers, the fixed
 state of layers without keys and values). ``--crosscheck`` then compares the
@@ -1348,10 +1348,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="length at which to count pairs out of range (an "
                              f"integer, 1 to 2**53 = {_validate.MAX_LENGTH:,})")
     parser.add_argument("--engine", choices=ENGINES, default="transformers",
-                        help="whose KV cache and RoPE conventions to report (vllm: "
-                             "vLLM 0.33.0's own rotary code, vendored; sglang, "
-                             "llama.cpp: transcriptions of their source; KV caches "
-                             "sized for transformers, vllm and llama.cpp)")
+                        help="whose KV cache and RoPE conventions to report (vllm, "
+                             "sglang: vLLM 0.33.0's and SGLang 0.5.23's own rotary "
+                             "code, vendored and run; llama.cpp: a model of its "
+                             "source that make engines checks against a build; KV "
+                             "caches sized for transformers, vllm and llama.cpp)")
     parser.add_argument("--cache-dtype", default=None, metavar="TYPE",
                         help="the engine's KV-cache type: vLLM's --kv-cache-dtype "
                              "(auto, fp8, fp8_e4m3, fp8_e5m2, ...) or llama.cpp's "

@@ -1258,6 +1258,8 @@ def test_sglang_every_rope_type_against_transformers_and_the_library(rope_type):
     assert run["factor"] == pytest.approx(lib["factor"], rel=2 * U)
     summary = engines.engine_summary(config, "sglang")
     assert summary["factor"] == run["factor"] and "vendored, run" in summary["via"]
+
+
 # ---- KV-cache sizing per engine, against the engines' own figures -----------
 
 def _engines_json():
