@@ -1079,7 +1079,9 @@ def _serving_rows(report: dict, row) -> None:
                f", window {info['window']:,}" if info["window"] else "")
             for kind, info in cache["by_layer_type"].items())
         row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token "
-            f"({cache['engine']}: {cache['formula']}; {parts}); "
+            f"({cache['engine']}"
+            + (f" {cache['transformers_version']}" if cache.get("transformers_version")
+               else "") + f": {cache['formula']}; {parts}); "
             f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at {cache['length']:,} "
             f"tokens" + (f" in blocks of {cache['block_size']} tokens"
                          if cache["engine"] == "vllm" else ""))
