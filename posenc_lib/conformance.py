@@ -23,6 +23,7 @@ from typing import Mapping
 import torch
 
 from . import _config, per_layer, scaling, serving
+from .logit_scale import softmax_scale
 
 __all__ = ["library_view", "compare", "verdict", "claimed", "load_results",
            "rejudge", "tally", "RESULTS_DIR", "EPS32"]
@@ -54,8 +55,6 @@ def library_view(config: Mapping, *, position: int,
     the module its own static type ``ntk_alpha``
     (``models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py`` lines 298-305,
     342-355), so its frequencies are those at ``max_position_embeddings``."""
-    from . import inspect as pinspect  # the report's logit factors
-
     version = serving.mimicked_transformers_version(transformers_version)
     seq_len = position + 1
     if version.startswith("5.") and out_of_alpha_range(config, seq_len):
@@ -85,7 +84,7 @@ def library_view(config: Mapping, *, position: int,
                     out["rope"] = None
                     break
         try:
-            out["softmax"] = pinspect.softmax_scale(config)
+            out["softmax"] = softmax_scale(config)
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"softmax scale: {e}")
         try:
