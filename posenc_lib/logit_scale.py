@@ -54,12 +54,16 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
         out.append({"name": "softmax scale", "value": scalar ** -0.5,
                     "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
                     "source": "Gemma2Attention / Gemma3Attention"})
-    elif model_type in ("deepseek_v3", "deepseek_v2") and \
+    elif (model_type in ("deepseek_v3", "deepseek_v2")
+          or text.get("kv_lora_rank") is not None) and \
             text.get("qk_nope_head_dim") is not None:
+        # MLA: the query/key head is the unrotated part and the rotated one
         qk = text["qk_nope_head_dim"] + head_dim
         out.append({"name": "softmax scale", "value": qk ** -0.5,
                     "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
-                    "source": "DeepseekV3Attention.scaling"})
+                    "source": "DeepseekV3Attention.scaling" if model_type in (
+                        "deepseek_v3", "deepseek_v2") else
+                    "the MLA attention's scaling (qk_head_dim^-1/2)"})
     elif text.get("attention_multiplier") is not None:
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
