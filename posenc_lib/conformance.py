@@ -23,6 +23,7 @@ from typing import Mapping
 import torch
 
 from . import _config, per_layer, scaling, serving
+from .logit_scale import softmax_scale
 
 __all__ = ["library_view", "compare", "verdict", "claimed", "load_results",
            "rejudge", "tally", "RESULTS_DIR", "EPS32"]
@@ -40,12 +41,24 @@ def claimed(model_type: str) -> bool:
     return any(name in t or model_type in t for t in tables)
 
 
-def library_view(config: Mapping, *, position: int) -> dict:
+def library_view(config: Mapping, *, position: int,
+                 transformers_version: str | None = None) -> dict:
     """What the library says about ``config`` (errors collected, not raised):
     ``scheme``, per layer the RoPE ``(inv_freq, attention_factor)`` or
     ``None``, the softmax scale, the KV bytes per token and the fixed state,
-    both in float32 (4 bytes a value)."""
-    from . import inspect as pinspect  # the report's logit factors
+    both in float32 (4 bytes a value), as transformers ``transformers_version``
+    runs it (default: the installed one; see
+    :func:`posenc_lib.serving.mimicked_transformers_version`). Where 4.57.6 and
+    5.24.0 differ: the MLA and LFM2 caches (:func:`~posenc_lib.serving.kv_cache_bytes`)
+    and Hunyuan's NTK ``alpha`` past ``max_position_embeddings``: 4.57.6's
+    ``dynamic_rope_update`` switches to plain dynamic NTK there, 5.24.0 gives
+    the module its own static type ``ntk_alpha``
+    (``models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py`` lines 298-305,
+    342-355), so its frequencies are those at ``max_position_embeddings``."""
+    version = serving.mimicked_transformers_version(transformers_version)
+    seq_len = position + 1
+    if version.startswith("5.") and out_of_alpha_range(config, seq_len):
+        seq_len = None  # static: 5.x never recomputes Hunyuan's alpha frequencies
 
     out: dict = {"errors": [], "rope": {}, "softmax": None, "kv_per_token": None,
                  "state": None, "layout": None}
@@ -64,18 +77,19 @@ def library_view(config: Mapping, *, position: int) -> dict:
             for layer in out["layout"]:
                 try:
                     out["rope"][layer.index] = scaling.rope_from_config(
-                        config, layer=layer.index, seq_len=position + 1,
+                        config, layer=layer.index, seq_len=seq_len,
                         dtype=torch.float64)
                 except Exception as e:  # noqa: BLE001 -- a crash is a finding too
                     out["errors"].append(f"rope_from_config(layer={layer.index}): {e}")
                     out["rope"] = None
                     break
         try:
-            out["softmax"] = pinspect.softmax_scale(config)
+            out["softmax"] = softmax_scale(config)
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"softmax scale: {e}")
         try:
-            kv = serving.kv_cache_bytes(config, bytes_per_value=4)
+            kv = serving.kv_cache_bytes(config, bytes_per_value=4,
+                                        transformers_version=version)
             if kv is None:
                 out["errors"].append("kv_cache_bytes: no layer count")
             else:
@@ -88,6 +102,18 @@ def library_view(config: Mapping, *, position: int) -> dict:
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"kv_cache_bytes: {e}")
     return out
+
+
+def out_of_alpha_range(config: Mapping, seq_len: int) -> bool:
+    """Whether ``config`` has Hunyuan's NTK ``alpha`` and ``seq_len`` is past
+    its ``max_position_embeddings`` (where 4.57.6 and 5.x differ)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rope = _config.parse_rope_config(config)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return rope.dynamic_params is not None and seq_len > rope.max_position_embeddings
 
 
 def _cos_sin_difference(cos, sin, freq, factor, position):
@@ -120,10 +146,14 @@ def _cos_sin_difference(cos, sin, freq, factor, position):
     return best
 
 
-def compare(observed: Mapping, config: Mapping) -> list[dict]:
+def compare(observed: Mapping, config: Mapping, *,
+            transformers_version: str | None = None) -> list[dict]:
     """Every difference between an observation of the tiny model (see the
-    module docstring) and the library on the same config."""
-    lib = library_view(config, position=observed["position"])
+    module docstring) and the library on the same config, the library
+    answering for ``transformers_version`` (the release that made the
+    observation; default: the installed one)."""
+    lib = library_view(config, position=observed["position"],
+                       transformers_version=transformers_version)
     diffs: list[dict] = []
 
     def add(what, theirs, ours, reason):
@@ -166,7 +196,8 @@ def compare(observed: Mapping, config: Mapping) -> list[dict]:
                     f"layout)")
     beyond = observed.get("beyond")
     if beyond and lib["scheme"] == "rotary" and lib["rope"] is not None:
-        far = library_view(config, position=beyond["position"])["rope"] or {}
+        far = library_view(config, position=beyond["position"],
+                           transformers_version=transformers_version)["rope"] or {}
         ropes = {}
         for r in far.values():
             if r is not None:
@@ -242,8 +273,9 @@ def rejudge(stored: dict) -> dict:
         if entry["verdict"] == "not built":
             out[name] = ("not built", "not built")
             continue
-        out[name] = (entry["verdict"],
-                     verdict(compare(entry["observed"], entry["config"])))
+        out[name] = (entry["verdict"], verdict(compare(
+            entry["observed"], entry["config"],
+            transformers_version=stored["transformers"])))
     return out
 
 

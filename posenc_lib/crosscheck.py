@@ -37,7 +37,8 @@ from typing import Mapping
 
 import torch
 
-from . import _config, inspect, scaling, serving
+from . import _config, scaling, serving
+from .logit_scale import softmax_scale
 
 __all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
 
@@ -207,9 +208,11 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     rotary = _config.positional_scheme(small) == "rotary"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected_softmax = inspect.softmax_scale(small)
-        train = (inspect.trained_and_extended(small)["train_length"] if rotary
-                 else tokens)
+        expected_softmax = softmax_scale(small)
+        train = _config.parse_rope_config(small).train_length if rotary else tokens
+    if train is None:
+        raise ValueError("config is incomplete: the length L needs "
+                         "max_position_embeddings (or original_max_position_embeddings)")
     positions = torch.cat([torch.arange(min(tokens, train)),
                            torch.arange(max(train - 4, tokens), train)])
     layers_out = []
@@ -365,39 +368,11 @@ def format_result(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    """``python -m posenc_lib.crosscheck CONFIG|MODEL [--python PATH]
-    [--tokens N]``: the inspector's report, then the cross-check (with
-    ``--python``, the tiny model runs in that interpreter). Returns 0 when
-    they agree, 1 on a mismatch, 2 when the check cannot run."""
-    import argparse
-    import json
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m posenc_lib.crosscheck",
-                                     description=main.__doc__.splitlines()[0])
-    parser.add_argument("source", nargs="?", help="a config.json, a model directory "
-                        "or a model name (python -m posenc_lib.inspect --list)")
-    parser.add_argument("--python", default=None, help="the interpreter that builds "
-                        "and runs the tiny model (e.g. a transformers 5.x venv)")
-    parser.add_argument("--tokens", type=int, default=10)
-    parser.add_argument("--stdin-json", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.stdin_json:  # the child side of --python: config in, result out
-        print(json.dumps(crosscheck(json.load(sys.stdin), tokens=args.tokens)))
-        return 0
-    if args.source is None:
-        parser.error("give a config.json or a model name")
-    try:
-        name, config = inspect.load_config(args.source)
-        print(inspect.format_report(inspect.inspect_config(config, name=name)), end="")
-        result = crosscheck(config, tokens=args.tokens, python=args.python)
-    except (ValueError, ImportError) as error:
-        print(f"crosscheck error: {error}", file=sys.stderr)
-        return 2
-    print(format_result(result), end="")
-    return 0 if result["ok"] else 1
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # ``python -m posenc_lib.crosscheck``: the command line prints the
+    # inspector's report first, so it lives with the inspector's
+    # (posenc_lib.inspect.crosscheck_main), which imports this module, not the
+    # other way round
+    from posenc_lib.inspect import crosscheck_main
+
+    raise SystemExit(crosscheck_main())

@@ -49,10 +49,11 @@ import torch
 
 from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, relative,
                scaling, serving)
+from .logit_scale import logit_factors, softmax_scale
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "softmax_scale", "logit_factors", "compare_to_baseline", "format_baseline",
-           "trained_and_extended", "format_report", "main"]
+           "trained_and_extended", "format_report", "main", "crosscheck_main"]
 
 #: Display names of transformers' rope types.
 #: The engines ``--engine`` accepts: :data:`posenc_lib.serving.ENGINES` (whose KV
@@ -328,102 +329,6 @@ def _global_window(config: Mapping, layers: list | None) -> int | None:
     spans = {e["window"] for e in layers
              if e["rope"] is not None and e["rope"]["kind"] == "global"}
     return spans.pop() if len(spans) == 1 and None not in spans else None
-
-
-def _mscale(scale: float, weight: float) -> float:
-    return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
-
-
-def logit_factors(config: Mapping, rope, attention_factor: float,
-                  layers: list | None = None) -> list[dict]:
-    """Every factor the config puts on the attention logits ``q·k``, in order:
-    the softmax scale (``1/√d_head``, Gemma's ``query_pre_attn_scalar``,
-    DeepSeek's ``1/√(qk_nope_head_dim + qk_rope_head_dim)``, Granite's
-    ``attention_multiplier``), the cos/sin ``attention_factor`` (squared: it
-    scales both q and k), DeepSeek's softmax ``mscale²``
-    (``DeepseekV3Attention``), and the position-dependent query temperatures
-    (Llama 4's NoPE layers; Mistral's ``llama_4_scaling_beta``, a 5.x key).
-
-    Each entry: ``name``, ``value`` (a number, or ``None`` for a factor that
-    depends on the position), ``formula`` and ``source``.
-    """
-    text, model_type = _config._text_config(config)
-    model_type = (model_type or "").removesuffix("_text")
-    block, _ = _config._rope_block(text)
-    out = []
-    head_dim = rope.head_dim if rope is not None else \
-        serving.cache_head(config)["key_dim"]
-    if model_type == "gemma3n":
-        out.append({"name": "softmax scale", "value": 1.0,
-                    "formula": "1 (q and k are RMS-normalised)",
-                    "source": "Gemma3nTextAttention calls attention with scaling=1.0"})
-    elif text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
-                                                                         "gemma3"):
-        scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
-        out.append({"name": "softmax scale", "value": scalar ** -0.5,
-                    "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
-                    "source": "Gemma2Attention / Gemma3Attention"})
-    elif model_type in ("deepseek_v3", "deepseek_v2") and \
-            text.get("qk_nope_head_dim") is not None:
-        qk = text["qk_nope_head_dim"] + head_dim
-        out.append({"name": "softmax scale", "value": qk ** -0.5,
-                    "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
-                    "source": "DeepseekV3Attention.scaling"})
-    elif text.get("attention_multiplier") is not None:
-        out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
-                    "formula": "attention_multiplier", "source": "GraniteAttention"})
-    else:
-        out.append({"name": "softmax scale", "value": head_dim ** -0.5,
-                    "formula": f"head_dim^-1/2 = {head_dim}^-1/2",
-                    "source": "every other attention module"})
-    out.append({"name": "cos/sin attention factor, squared",
-                "value": attention_factor ** 2,
-                "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
-                "source": "the rotary module's attention_scaling"})
-    if rope is None:
-        return out
-    if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
-            and rope.factor:
-        m = _mscale(rope.factor, block["mscale_all_dim"])
-        out.append({"name": "softmax mscale, squared", "value": m * m,
-                    "formula": f"(0.1·{block['mscale_all_dim']:g}·ln {rope.factor:g} "
-                               f"+ 1)^2", "source": "DeepseekV3Attention.scaling"})
-    temps = [e["temperature"] for e in layers or [] if e.get("temperature")]
-    if temps:
-        t = temps[0]
-        out.append({"name": f"query temperature, {len(temps)} NoPE layers",
-                    "value": None,
-                    "formula": f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
-                               f"{t['floor_scale']:g}⌋)",
-                    "source": "Llama4TextAttention (attn_temperature_tuning)"})
-    if block.get("llama_4_scaling_beta") is not None:
-        beta = block["llama_4_scaling_beta"]
-        length = block.get("original_max_position_embeddings")
-        out.append({"name": "query temperature, every layer", "value": None,
-                    "formula": f"1 + {beta:g}·ln(1 + ⌊p/{length}⌋)",
-                    "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
-                              "not read it)"})
-    return out
-
-
-def softmax_scale(config: Mapping) -> float | None:
-    """The constant factor the attention applies to ``q·k`` before the
-    softmax (the ``scaling`` it is called with): the softmax scale and
-    DeepSeek's ``mscale²`` of :func:`logit_factors`; the cos/sin attention
-    factor is not in it (the rotated q and k carry it). Works for a model
-    without RoPE too (the head size from :func:`posenc_lib.serving.cache_head`).
-    """
-    rope = None
-    _, model_type = _config._text_config(config)
-    if model_type in _config.ATTENTION_FREE:
-        return None  # no attention, no softmax
-    if _config.positional_scheme(config) == "rotary":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rope = _config.parse_rope_config(config)
-    factors = logit_factors(config, rope, 1.0)
-    return math.prod(f["value"] for f in factors if f["value"] is not None
-                     and not f["name"].startswith("cos/sin"))
 
 
 def compare_to_baseline(config: Mapping, baseline: Mapping, *,
@@ -1178,7 +1083,9 @@ def _serving_rows(report: dict, row) -> None:
                f", window {info['window']:,}" if info["window"] else "")
             for kind, info in cache["by_layer_type"].items())
         row("KV cache", f"{cache['bytes_per_token'] / 1024:,.4g} KiB per token "
-            f"({cache['engine']}: {cache['formula']}; {parts}); "
+            f"({cache['engine']}"
+            + (f" {cache['transformers_version']}" if cache.get("transformers_version")
+               else "") + f": {cache['formula']}; {parts}); "
             f"{cache['bytes_at_length'] / 2**30:,.4g} GiB at {cache['length']:,} "
             f"tokens" + _kv_engine_suffix(cache))
         if cache.get("fixed_state"):
@@ -1429,6 +1336,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             ok = ok and engine_ok
         return 0 if ok else 1
     return 0
+
+
+def crosscheck_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m posenc_lib.crosscheck CONFIG|MODEL [--python PATH]
+    [--tokens N]``: the inspector's report, then the cross-check (with
+    ``--python``, the tiny model runs in that interpreter). Returns 0 when
+    they agree, 1 on a mismatch, 2 when the check cannot run."""
+    from . import crosscheck
+
+    parser = argparse.ArgumentParser(prog="python -m posenc_lib.crosscheck",
+                                     description=crosscheck_main.__doc__.splitlines()[0])
+    parser.add_argument("source", nargs="?", help="a config.json, a model directory "
+                        "or a model name (python -m posenc_lib.inspect --list)")
+    parser.add_argument("--python", default=None, help="the interpreter that builds "
+                        "and runs the tiny model (e.g. a transformers 5.x venv)")
+    parser.add_argument("--tokens", type=int, default=10)
+    parser.add_argument("--stdin-json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.stdin_json:  # the child side of --python: config in, result out
+        print(json.dumps(crosscheck.crosscheck(json.load(sys.stdin),
+                                                tokens=args.tokens)))
+        return 0
+    if args.source is None:
+        parser.error("give a config.json or a model name")
+    try:
+        name, config = load_config(args.source)
+        print(format_report(inspect_config(config, name=name)), end="")
+        result = crosscheck.crosscheck(config, tokens=args.tokens, python=args.python)
+    except (ValueError, ImportError) as error:
+        print(f"crosscheck error: {error}", file=sys.stderr)
+        return 2
+    print(crosscheck.format_result(result), end="")
+    return 0 if result["ok"] else 1
 
 
 if __name__ == "__main__":

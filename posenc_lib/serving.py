@@ -126,6 +126,13 @@ def mimicked_transformers_version(version: str | None = None) -> str:
     return MIMICKED_VERSIONS[int(major)]
 
 
+def _major(version: str | None) -> int:
+    """4 or 5: the transformers major version whose caches to model
+    (``version``, default the installed one; see
+    :func:`mimicked_transformers_version`, whose errors it raises)."""
+    return int(mimicked_transformers_version(version).split(".")[0])
+
+
 #: transformers 4.57.6 classes that validate but do not copy a legacy ``type``
 #: key to ``rope_type``: a block that names its method in ``type`` only makes
 #: ``rope_config_validation`` raise ``KeyError`` (``rope_type`` missing).
@@ -645,7 +652,8 @@ def _state(text: Mapping, model_type: str, key: str):
 
 
 def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
-                      engine: str = "transformers") -> dict | None:
+                      engine: str = "transformers",
+                      transformers_version: str | None = None) -> dict | None:
     """The length-independent state an engine keeps per sequence for layers
     without keys and values, or ``None`` for a model without such layers.
 
@@ -676,6 +684,16 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
       mamba_d_state) x mamba_d_conv`` and an SSM state of ``mamba_n_heads x
       mamba_d_head x mamba_d_state`` values.
 
+    ``engine="transformers"`` with ``transformers_version`` 5.x (5.24.0; default:
+    the installed transformers, see :func:`mimicked_transformers_version`):
+    LFM2 has no cache class of its own; ``DynamicCache`` gives each ``conv``
+    layer a ``LinearAttentionLayer`` holding ``hidden_size x conv_L_cache``
+    values and attention layers none (``DYNAMIC_LAYER_TYPE_MAPPING`` and
+    ``LinearAttentionLayer.lazy_initialization`` in ``cache_utils.py`` lines
+    1469-1484 and 1218-1234; ``Lfm2ShortConv.forward`` passes
+    ``conv_kernel_size=conv_L_cache``, ``models/lfm2/modeling_lfm2.py`` lines
+    326 and 369-372). The other models as in 4.57.6.
+
     Returns:
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
         ``what`` (the parts, in words).
@@ -695,6 +713,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
 
     if engine == "vllm":
         return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
+    if model_type == "lfm2" and _major(transformers_version) == 5:
+        layers = [x.attention for x in layout].count("conv")
+        per = hidden * get("conv_L_cache") * b
+        what = (f"per convolution layer a convolution state of {hidden} x "
+                f"{get('conv_L_cache')} values (transformers 5.x's DynamicCache: "
+                f"none on attention layers)")
+        return {"bytes": layers * per, "layers": layers, "what": what}
     if model_type == "lfm2":
         layers = len(layout)
         per = hidden * get("conv_L_cache") * b
@@ -831,7 +856,8 @@ def _vllm_tokens(kind: str, window: int | None, length: int, block: int,
 def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                    length: int | None = None, engine: str = "transformers",
                    block_size: int = VLLM_BLOCK_SIZE,
-                   scheduled_tokens: int = 1) -> dict | None:
+                   scheduled_tokens: int = 1,
+                   transformers_version: str | None = None) -> dict | None:
     """KV-cache size of one sequence, layer by layer from the model's layout
     (:func:`posenc_lib.per_layer.layer_layout`).
 
@@ -847,6 +873,17 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     else Llama 4's ``attention_chunk_size``); a config class without
     ``layer_types`` gets a sliding cache on every layer when its config sets a
     ``sliding_window``.
+
+    Which transformers: ``transformers_version`` (default: the installed one;
+    any 4.x is modelled as 4.57.6, any 5.x as 5.24.0, and the result says
+    which in ``transformers_version``). They differ for MLA: 4.57.6's
+    ``DeepseekV3Attention`` caches the decompressed keys and values (per head
+    ``qk_nope_head_dim + qk_rope_head_dim`` and ``v_head_dim``), 5.24.0's
+    caches the latent before decompressing it, one ``kv_lora_rank`` vector and
+    one ``qk_rope_head_dim`` vector per token and layer, as a single head
+    (``models/deepseek_v3/modeling_deepseek_v3.py`` lines 445-460,
+    ``models/deepseek_v2/modeling_deepseek_v2.py`` lines 386-396); and for the
+    fixed state of LFM2 (:func:`fixed_state_bytes`).
 
     ``engine="vllm"`` (a transcription, see :data:`VLLM_SOURCE`, not a run):
     MLA caches the latent, one ``kv_lora_rank + qk_rope_head_dim`` vector per
@@ -869,6 +906,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         engine: ``"transformers"`` or ``"vllm"``.
         block_size: vLLM's tokens per block (``engine="vllm"`` only).
         scheduled_tokens: vLLM's tokens scheduled in one step (``"vllm"`` only).
+        transformers_version: the transformers release whose caches to model
+            (``engine="transformers"``; default: the installed one).
 
     Returns:
         dict with ``engine``, ``bytes_per_token`` (the growth per token, every
@@ -878,7 +917,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         figure in words), ``by_layer_type`` (per type: ``layers``,
         ``bytes_per_token``, ``window``, ``cap``: the tokens a transformers
         cache keeps at most, ``kv``: whether it holds keys and values),
-        ``layer_types_from``, ``fixed_state`` and, with ``length``, ``length``
+        ``layer_types_from``, ``fixed_state``, ``transformers_version`` (the
+        release modelled; ``None`` for vLLM) and, with ``length``, ``length``
         and ``bytes_at_length`` (plus ``tokens_at_length`` per type); ``None``
         when the config states neither ``num_hidden_layers`` nor
         ``layer_types``.
@@ -892,6 +932,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     bytes_per_value = _validate.positive_int("bytes_per_value", bytes_per_value)
     block_size = _validate.positive_int("block_size", block_size)
     scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
+    modelled = (mimicked_transformers_version(transformers_version)
+                if engine == "transformers" else None)
     text, _ = _config._text_config(config)
     if _config.num_layers(text) is None and text.get("layer_types") is None:
         return None
@@ -906,11 +948,12 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     else:
         head = cache_head(config)
     mla = head.get("mla")
-    if engine == "vllm" and mla is not None:
+    if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
         kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
         formula = (f"{{layers}} layers x (kv_lora_rank {mla['kv_lora_rank']} + "
                    f"qk_rope_head_dim {mla['qk_rope_head_dim']}) x {bytes_per_value} "
-                   f"bytes (vLLM caches MLA's latent)")
+                   f"bytes ({'vLLM' if engine == 'vllm' else 'transformers 5.x'} "
+                   f"caches MLA's latent)")
     else:
         kv_heads = head["kv_heads"]
         per_layer = kv_heads * (head["key_dim"] + head["value_dim"])
@@ -918,7 +961,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
             formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
                        f"{mla['qk_nope_head_dim']} + {mla['qk_rope_head_dim']} + value "
                        f"{mla['v_head_dim']}) x {bytes_per_value} bytes (transformers "
-                       f"caches MLA decompressed)")
+                       f"4.x caches MLA decompressed)")
         else:
             formula = (f"2 x {{layers}} layers x {kv_heads} KV heads x head_dim "
                        f"{head['key_dim']} x {bytes_per_value} bytes")
@@ -942,7 +985,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
            "formula": formula.format(layers=kv_layers), "by_layer_type": by_type,
            "layer_types_from": source,
            "fixed_state": fixed_state_bytes(config, bytes_per_value=bytes_per_value,
-                                            engine=engine)}
+                                            engine=engine,
+                                            transformers_version=modelled),
+           "transformers_version": modelled}
     if engine == "vllm":
         out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                    source=VLLM_SOURCE)

@@ -77,6 +77,10 @@ SPECIAL = {
     "granitemoehybrid": {"layer_types": ["mamba", "attention", "mamba",
                                          "mamba", "attention", "mamba"]},
     "xlstm": {"qk_dim_factor": 0.5, "v_dim_factor": 1.0},
+    # the class default has attention on every layer: keep convolution layers
+    # too, whose state 4.57 and 5.x cache differently
+    "lfm2": {"layer_types": ["conv", "conv", "full_attention", "conv", "conv",
+                             "full_attention"]},
 }
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 32
 #: Encoder classes that serve as causal LMs only with is_decoder=True (their

@@ -67,7 +67,8 @@ def sweep(types: list[str]) -> dict:
             print(f"{model_type:28s} not built: {entry['reason'][:100]}", flush=True)
             continue
         try:
-            diffs = conformance.compare(run["observed"], run["config"])
+            diffs = conformance.compare(run["observed"], run["config"],
+                                        transformers_version=transformers.__version__)
         except Exception as e:  # noqa: BLE001 -- a crash of the comparison is listed
             diffs = [{"what": "comparison", "transformers": None, "library": None,
                       "reason": f"the comparison raised {type(e).__name__}: {e}"}]

@@ -59,7 +59,8 @@ def test_stored_verdicts_are_the_current_library_s(stored):
     for name, entry in stored["types"].items():
         if entry["verdict"] == "not built":
             continue
-        diffs = conformance.compare(entry["observed"], entry["config"])
+        diffs = conformance.compare(entry["observed"], entry["config"],
+                                    transformers_version=stored["transformers"])
         now = sorted(d["what"] for d in diffs)
         then = sorted(d["what"] for d in entry["differences"])
         if now != then:
@@ -85,20 +86,24 @@ def test_planted_differences_are_caught(stored, name):
         key = next(iter(bad["cos_sin"]))
         bad["cos_sin"][key]["cos"][1] += 1e-4
         assert any("cos/sin" in d["what"] for d in
-                   conformance.compare(bad, entry["config"]))
+                   conformance.compare(bad, entry["config"],
+                                       transformers_version=stored["transformers"]))
         bad = copy.deepcopy(obs)
         bad["rope_layers"] = bad["rope_layers"][1:]
         assert any(d["what"] == "layers with RoPE" for d in
-                   conformance.compare(bad, entry["config"]))
+                   conformance.compare(bad, entry["config"],
+                                       transformers_version=stored["transformers"]))
     bad = copy.deepcopy(obs)
     bad["scales"] = {k: v * 1.01 for k, v in bad["scales"].items()}
     if bad["scales"]:
         assert any(d["what"] == "softmax scale" for d in
-                   conformance.compare(bad, entry["config"]))
+                   conformance.compare(bad, entry["config"],
+                                       transformers_version=stored["transformers"]))
     bad = copy.deepcopy(obs)
     bad["kv_per_token"] += 4
     assert any(d["what"] == "KV bytes/token" for d in
-               conformance.compare(bad, entry["config"]))
+               conformance.compare(bad, entry["config"],
+                                       transformers_version=stored["transformers"]))
 
 
 def test_live_subset_matches_the_stored_observations():
@@ -122,7 +127,8 @@ def test_live_subset_matches_the_stored_observations():
         assert run["observed"]["fixed_state"] == stored["fixed_state"], name
         assert run["observed"]["scales"] == stored["scales"], name
         assert conformance.compare(run["observed"], run["config"]) == \
-            conformance.compare(stored, data["types"][name]["config"]), name
+            conformance.compare(stored, data["types"][name]["config"],
+                                transformers_version=data["transformers"]), name
 
 
 # The issue-table rows, each against a tiny model of its own config (tens of
@@ -213,3 +219,32 @@ def test_minimax_m2_rotary_dim_under_5x():
     result = crosscheck.crosscheck(config, python=str(python))
     assert result["transformers"].startswith("5.")
     assert result["ok"], result["problems"]
+
+
+def test_each_file_is_judged_for_its_own_transformers():
+    """The library answers per transformers version: the 5.24.0 observations
+    of DeepSeek-V3 (latent cache) and LFM2 (no state on attention layers)
+    agree when judged as 5.24.0 and disagree when judged as 4.57.6, so the
+    version is what the comparison turns on (a planted swap of versions)."""
+    data = {d["transformers"].split(".")[0]: d for d in conformance.load_results()}
+    if "5" not in data:
+        pytest.skip("no stored 5.x sweep")
+    for name, what in (("deepseek_v3", "KV bytes/token"), ("lfm2", "fixed state")):
+        entry = data["5"]["types"][name]
+        assert conformance.compare(entry["observed"], entry["config"],
+                                   transformers_version="5.24.0") == []
+        wrong = conformance.compare(entry["observed"], entry["config"],
+                                    transformers_version="4.57.6")
+        assert [d["what"] for d in wrong] == [what], (name, wrong)
+
+
+def test_no_type_the_library_claims_disagrees(stored):
+    """What make conformance fails on: every remaining disagreement is a type
+    the library names in none of its tables (the stored ``claimed``), each
+    difference with its reason."""
+    claimed = sorted(name for name, e in stored["types"].items()
+                     if e["verdict"] == "disagree" and e.get("claimed"))
+    assert not claimed, f"{stored['transformers']}: {claimed}"
+    for name, e in stored["types"].items():
+        if e["verdict"] == "disagree":
+            assert conformance.claimed(e["text_model_type"]) is False, name

@@ -313,3 +313,50 @@ def test_sglang_engine_has_no_kv_cache_size(capsys):
         inspect.inspect_config(config, engine="tensorrt-llm")
     with pytest.raises(ValueError, match="engine"):
         serving.kv_cache_bytes(config, length=10, engine="sglang")
+
+
+# ---- which transformers' caches: 4.57.6 and 5.24.0 differ (MLA, LFM2) -------------
+
+
+def _deepseek_61():
+    config = inspect.model_config("deepseek-v3")
+    assert config["num_hidden_layers"] == 61  # the table's, cited in models.json
+    return config
+
+
+def test_kv_cache_says_which_transformers_it_models():
+    """4.57.6 caches DeepSeek's MLA decompressed, 5.24.0 the latent (the
+    stored sweeps, results/conformance-4.json and -5.json, measured both on
+    tiny models: tests/test_conformance.py re-judges them)."""
+    old = serving.kv_cache_bytes(_deepseek_61(), transformers_version="4.57.6")
+    new = serving.kv_cache_bytes(_deepseek_61(), transformers_version="5.24.0")
+    assert old["transformers_version"] == "4.57.6"
+    assert new["transformers_version"] == "5.24.0"
+    assert old["bytes_per_token"] == 61 * 128 * (128 + 64 + 128) * 2
+    assert new["bytes_per_token"] == 61 * (512 + 64) * 2
+    # any 5.x is modelled as 5.24.0, the default is the installed transformers
+    assert serving.kv_cache_bytes(_deepseek_61(), transformers_version="5.0.1")[
+        "bytes_per_token"] == new["bytes_per_token"]
+    assert serving.kv_cache_bytes(_deepseek_61())["transformers_version"] == \
+        serving.mimicked_transformers_version()
+    assert serving.kv_cache_bytes(_deepseek_61(), engine="vllm")[
+        "transformers_version"] is None
+    line = next(x for x in inspect.format_report(inspect.inspect_config(
+        _deepseek_61())).splitlines() if x.strip().startswith("KV cache"))
+    assert f"(transformers {serving.mimicked_transformers_version()}:" in line
+
+
+def test_lfm2_state_per_transformers_version():
+    config = {"model_type": "lfm2", "hidden_size": 2048, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "num_hidden_layers": 4, "conv_L_cache": 3,
+              "layer_types": ["conv", "full_attention", "conv", "conv"],
+              "rope_theta": 1e6, "max_position_embeddings": 128000}
+    old = serving.fixed_state_bytes(config, transformers_version="4.57.6")
+    new = serving.fixed_state_bytes(config, transformers_version="5.24.0")
+    assert (old["layers"], old["bytes"]) == (4, 4 * 2048 * 3 * 2)  # every layer
+    assert (new["layers"], new["bytes"]) == (3, 3 * 2048 * 3 * 2)  # conv layers only
+
+
+def test_transformers_version_must_be_4_or_5():
+    with pytest.raises(ValueError, match="version must be a transformers 4.x or 5.x"):
+        serving.kv_cache_bytes(_deepseek_61(), transformers_version="3.0.0")

@@ -1,0 +1,121 @@
+"""The factors a config puts on the attention logits ``q·k`` before the
+softmax: the softmax scale (the ``scaling`` an attention module is called
+with), the rotary module's ``attention_factor``, DeepSeek's ``mscale²`` and
+the position-dependent query temperatures.
+
+The inspector's report lists them (:func:`posenc_lib.inspect.inspect_config`,
+which exports both functions under its own name); the cross-check and the
+conformance sweep compare :func:`softmax_scale` with the scale that
+transformers' attention receives. It sits below all three, so that their
+imports run one way.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+from . import _config, serving
+
+__all__ = ["logit_factors", "softmax_scale"]
+
+
+def _mscale(scale: float, weight: float) -> float:
+    return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+
+def logit_factors(config: Mapping, rope, attention_factor: float,
+                  layers: list | None = None) -> list[dict]:
+    """Every factor the config puts on the attention logits ``q·k``, in order:
+    the softmax scale (``1/√d_head``, Gemma's ``query_pre_attn_scalar``,
+    DeepSeek's ``1/√(qk_nope_head_dim + qk_rope_head_dim)``, Granite's
+    ``attention_multiplier``), the cos/sin ``attention_factor`` (squared: it
+    scales both q and k), DeepSeek's softmax ``mscale²``
+    (``DeepseekV3Attention``), and the position-dependent query temperatures
+    (Llama 4's NoPE layers; Mistral's ``llama_4_scaling_beta``, a 5.x key).
+
+    Each entry: ``name``, ``value`` (a number, or ``None`` for a factor that
+    depends on the position), ``formula`` and ``source``.
+    """
+    text, model_type = _config._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    block, _ = _config._rope_block(text)
+    out = []
+    head_dim = rope.head_dim if rope is not None else \
+        serving.cache_head(config)["key_dim"]
+    if model_type == "gemma3n":
+        out.append({"name": "softmax scale", "value": 1.0,
+                    "formula": "1 (q and k are RMS-normalised)",
+                    "source": "Gemma3nTextAttention calls attention with scaling=1.0"})
+    elif text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
+                                                                         "gemma3"):
+        scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
+        out.append({"name": "softmax scale", "value": scalar ** -0.5,
+                    "formula": f"query_pre_attn_scalar^-1/2 = {scalar}^-1/2",
+                    "source": "Gemma2Attention / Gemma3Attention"})
+    elif (model_type in ("deepseek_v3", "deepseek_v2")
+          or text.get("kv_lora_rank") is not None) and \
+            text.get("qk_nope_head_dim") is not None:
+        # MLA: the query/key head is the unrotated part and the rotated one
+        qk = text["qk_nope_head_dim"] + head_dim
+        out.append({"name": "softmax scale", "value": qk ** -0.5,
+                    "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
+                    "source": "DeepseekV3Attention.scaling" if model_type in (
+                        "deepseek_v3", "deepseek_v2") else
+                    "the MLA attention's scaling (qk_head_dim^-1/2)"})
+    elif text.get("attention_multiplier") is not None:
+        out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
+                    "formula": "attention_multiplier", "source": "GraniteAttention"})
+    else:
+        out.append({"name": "softmax scale", "value": head_dim ** -0.5,
+                    "formula": f"head_dim^-1/2 = {head_dim}^-1/2",
+                    "source": "every other attention module"})
+    out.append({"name": "cos/sin attention factor, squared",
+                "value": attention_factor ** 2,
+                "formula": f"{attention_factor:.6g}^2 (it scales q and k)",
+                "source": "the rotary module's attention_scaling"})
+    if rope is None:
+        return out
+    if model_type in ("deepseek_v3", "deepseek_v2") and block.get("mscale_all_dim") \
+            and rope.factor:
+        m = _mscale(rope.factor, block["mscale_all_dim"])
+        out.append({"name": "softmax mscale, squared", "value": m * m,
+                    "formula": f"(0.1·{block['mscale_all_dim']:g}·ln {rope.factor:g} "
+                               f"+ 1)^2", "source": "DeepseekV3Attention.scaling"})
+    temps = [e["temperature"] for e in layers or [] if e.get("temperature")]
+    if temps:
+        t = temps[0]
+        out.append({"name": f"query temperature, {len(temps)} NoPE layers",
+                    "value": None,
+                    "formula": f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
+                               f"{t['floor_scale']:g}⌋)",
+                    "source": "Llama4TextAttention (attn_temperature_tuning)"})
+    if block.get("llama_4_scaling_beta") is not None:
+        beta = block["llama_4_scaling_beta"]
+        length = block.get("original_max_position_embeddings")
+        out.append({"name": "query temperature, every layer", "value": None,
+                    "formula": f"1 + {beta:g}·ln(1 + ⌊p/{length}⌋)",
+                    "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
+                              "not read it)"})
+    return out
+
+
+def softmax_scale(config: Mapping) -> float | None:
+    """The constant factor the attention applies to ``q·k`` before the
+    softmax (the ``scaling`` it is called with): the softmax scale and
+    DeepSeek's ``mscale²`` of :func:`logit_factors`; the cos/sin attention
+    factor is not in it (the rotated q and k carry it). Works for a model
+    without RoPE too (the head size from :func:`posenc_lib.serving.cache_head`).
+    """
+    rope = None
+    _, model_type = _config._text_config(config)
+    if model_type in _config.ATTENTION_FREE:
+        return None  # no attention, no softmax
+    if _config.positional_scheme(config) == "rotary":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rope = _config.parse_rope_config(config)
+    factors = logit_factors(config, rope, 1.0)
+    return math.prod(f["value"] for f in factors if f["value"] is not None
+                     and not f["name"].startswith("cos/sin"))
