@@ -416,6 +416,8 @@ def test_the_layout_check_catches_what_jupyterlab_shows_wrongly():
         "title joined to its label": _GOOD.replace("Offsets only  ", "Offsets only"),
         "closing fence joined": _GOOD.replace("$.\n\n:::", "$.\n:::", 1),
         "option lines joined": _GOOD.replace(":language: python  ", ":language: python"),
+        "fence after text": _GOOD.replace("Text before.\n\n:::{prf:theorem}",
+                                          "Text before. :::{prf:theorem}"),
         "nested backtick include": _GOOD.replace(
             ":::{literalinclude} ../posenc_lib/rope.py  ",
             "```{literalinclude} ../posenc_lib/rope.py").replace(

@@ -164,6 +164,10 @@ def _shown_lines(html: str) -> list[str]:
     ]
 
 
+#: A fence opener after other text on its line: Markdown (and MyST) read it as text.
+_MIDLINE_FENCE = re.compile(r"^(?!\s*(`{3,}|:{3,}|~{3,})).*?(`{3,}|:{3,})\{[\w:-]+\}")
+
+
 def layout_problems(text: str) -> list[str]:
     """What JupyterLab would show wrongly: a directive as a code block, or a
     fence's title, option or closing line run into the text next to it."""
@@ -171,6 +175,12 @@ def layout_problems(text: str) -> list[str]:
 
     problems = []
     lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if _MIDLINE_FENCE.search(line):
+            problems.append(
+                f"line {index + 1}: a directive fence after other text is read as "
+                "text (start it on a line of its own)"
+            )
     shown = Counter(_shown_lines(jupyterlab_html(text)))
     needed = Counter()
     for token, start, end in _directives(lines):
