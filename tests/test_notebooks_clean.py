@@ -307,7 +307,11 @@ def test_code_cells_fit_without_horizontal_scrolling():
 #: version, requirements-lab.txt), and shows a backtick fence as a code block
 #: that hides the info string, that is the title; a colon fence shows as text,
 #: title and math included. (The exercise cells, ``ex-*``, are left as they are.)
-COLON_FENCE_CHAPTERS = ("01_why_positions", "02_absolute", "03_relative", "04_rope")
+COLON_FENCE_CHAPTERS = tuple(sorted(p.stem for p in (ROOT / "book").glob("[01][0-9]_*.ipynb")))
+
+
+def test_the_colon_fence_chapters_are_chapters_1_to_10():
+    assert COLON_FENCE_CHAPTERS[0].startswith("01_") and len(COLON_FENCE_CHAPTERS) == 10
 
 
 @pytest.mark.parametrize("name", COLON_FENCE_CHAPTERS)
@@ -334,3 +338,127 @@ def test_theorem_titles_stay_visible_in_jupyterlab(name):
                 for cell in nb["cells"]
                 if cell["cell_type"] == "markdown" and not cell["id"].startswith("ex-"))
     assert colon, name
+
+
+# -- directives laid out for JupyterLab's Markdown -----------------------------------
+
+def _colon_fences():
+    import importlib.util
+
+    path = ROOT / "scripts" / "lab" / "colon_fences.py"
+    spec = importlib.util.spec_from_file_location("posenc_colon_fences", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Pages whose directives JupyterLab still shows wrongly: literal includes and
+#: tables as backtick fences, and titles, ``:label:`` lines and closing
+#: ``:::`` run into the text. ``python scripts/lab/colon_fences.py PAGE``
+#: rewrites a page (the same directives for MyST; the built HTML of chapters 5
+#: to 10 was byte-identical before and after it); then drop it from this set.
+LAYOUT_PENDING = {"book/01_why_positions.ipynb", "book/02_absolute.ipynb",
+                  "book/03_relative.ipynb", "book/04_rope.ipynb"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: Path(p).name)
+def test_directives_read_as_text_in_jupyterlab(path):
+    """No directive of a book page is a backtick fence (JupyterLab shows a code
+    block), and its title, option lines and closing ``:::`` each keep a line of
+    their own in JupyterLab's Markdown (checked on the CommonMark rendering)."""
+    if path in LAYOUT_PENDING:
+        pytest.xfail(f"{path}: not yet rewritten by scripts/lab/colon_fences.py")
+    fences = _colon_fences()
+    nb = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    problems = [f"cell {cell.get('id')}, {problem}"
+                for cell in nb["cells"] if cell["cell_type"] == "markdown"
+                for problem in fences.layout_problems("".join(cell["source"]))]
+    assert not problems, (f"{path} (run scripts/lab/colon_fences.py on it):\n"
+                          + "\n".join(problems))
+
+
+@pytest.mark.parametrize("path", sorted(LAYOUT_PENDING), ids=lambda p: Path(p).name)
+def test_pending_pages_still_need_the_rewrite(path):
+    """Fails once a pending page is fixed, so that it leaves LAYOUT_PENDING."""
+    fences = _colon_fences()
+    nb = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    assert any(fences.layout_problems("".join(cell["source"]))
+               for cell in nb["cells"] if cell["cell_type"] == "markdown"), path
+
+
+_GOOD = """Text before.
+
+:::{prf:theorem} Offsets only  
+:label: thm-x
+
+Body with $a_1 + b_1$.
+
+:::
+
+::::{dropdown} Code: f  
+:::{literalinclude} ../posenc_lib/rope.py  
+:language: python  
+:pyobject: f
+
+:::
+
+::::
+"""
+
+
+def test_the_layout_check_catches_what_jupyterlab_shows_wrongly():
+    fences = _colon_fences()
+    assert fences.layout_problems(_GOOD) == []
+    planted = {
+        "backtick fence": _GOOD.replace(":::{prf:theorem} Offsets only  ",
+                                        "```{prf:theorem} Offsets only").replace(
+                                            "$.\n\n:::\n", "$.\n```\n", 1),
+        "title joined to its label": _GOOD.replace("Offsets only  ", "Offsets only"),
+        "closing fence joined": _GOOD.replace("$.\n\n:::", "$.\n:::", 1),
+        "option lines joined": _GOOD.replace(":language: python  ", ":language: python"),
+        "fence after text": _GOOD.replace("Text before.\n\n:::{prf:theorem}",
+                                          "Text before. :::{prf:theorem}"),
+        "nested backtick include": _GOOD.replace(
+            ":::{literalinclude} ../posenc_lib/rope.py  ",
+            "```{literalinclude} ../posenc_lib/rope.py").replace(
+                "pyobject: f\n\n:::\n", "pyobject: f\n```\n", 1),
+    }
+    for what, text in planted.items():
+        assert text != _GOOD, what
+        assert fences.layout_problems(text), what
+
+
+def test_the_rewrite_gives_the_same_directives_and_passes_the_check():
+    """The rewrite of a backtick version of ``_GOOD`` passes the check, and MyST
+    reads name, title, options and body of every directive as before."""
+    fences = _colon_fences()
+    backtick = ("Text before.\n\n```{prf:theorem} Offsets only\n:label: thm-x\n\n"
+                "Body with $a_1 + b_1$.\n```\n\n````{dropdown} Code: f\n"
+                "```{literalinclude} ../posenc_lib/rope.py\n:language: python\n"
+                ":pyobject: f\n```\n````\n")
+    rewritten = fences.convert(backtick)
+    assert fences.layout_problems(backtick) and not fences.layout_problems(rewritten)
+    assert rewritten == _GOOD
+
+    def directives(text):
+        from myst_parser.parsers.directives import parse_directive_text
+        from docutils.parsers.rst import Directive
+
+        class Any(Directive):
+            optional_arguments, final_argument_whitespace, has_content = 1, True, True
+            option_spec = {"label": str, "language": str, "pyobject": str}
+
+        found = []
+        for token, _, _ in fences._directives(text.split("\n")):
+            parsed = parse_directive_text(Any, token.info.strip().split(maxsplit=1)[-1],
+                                          token.content)
+            body = "\n".join(parsed.body).strip()
+            found.append((token.info.split()[0], parsed.arguments, parsed.options,
+                          body if "{" not in token.info.split()[0][1:] else body))
+        return found
+
+    before, after = directives(backtick), directives(rewritten)
+    assert len(before) == 3 and len(after) == 3
+    # the dropdown's body is the nested fence, written differently on purpose
+    assert [d[:3] for d in before] == [d[:3] for d in after]
+    assert before[0][3] == after[0][3] == "Body with $a_1 + b_1$."
