@@ -583,7 +583,8 @@ def offset_answer_of(task: OffsetTask, row: Sequence[int]) -> int:
 
 
 def offset_grid(task: OffsetTask, train_length: int, max_multiplier: int, count: int, *,
-                seed: int = 9_000, max_length: int | None = None, bins: int = 2) -> dict:
+                seed: int = 9_000, max_length: int | None = None, bins: int = 2,
+                cells: Sequence[str] | None = None) -> dict:
     """Fixed items of :class:`OffsetTask` on a grid of distance bands
     (:func:`bands`) by answer positions.
 
@@ -592,17 +593,22 @@ def offset_grid(task: OffsetTask, train_length: int, max_multiplier: int, count:
     band does not fix where the answer sits; distances are uniform on the
     band ``[lo, hi)`` less what is shorter than ``task.shortest_distance``
     or makes an item longer than ``max_length`` (default
-    ``max_multiplier · train_length``) for the latest answer.
+    ``max_multiplier · train_length``) for the latest answer. ``cells``:
+    only these cells (each cell's items come from its own seed).
 
     Returns:
-        ``{"<band>:a<lo>-<hi>": items of make_offset_items}`` (answer
-        positions ``[lo, hi)``), and each cell's ranges under
-        ``offset_grid_cells``' keys: see :func:`offset_grid_cells`.
+        ``{"<band>:a<lo>-<hi>": items}`` (answer positions ``[lo, hi)``;
+        the items as :func:`make_offset_items` returns them), the cells of
+        :func:`offset_grid_cells`.
     """
-    out = {}
-    for name, spec in offset_grid_cells(task, train_length, max_multiplier, count,
-                                        seed=seed, max_length=max_length,
-                                        bins=bins).items():
+    out, specs = {}, offset_grid_cells(task, train_length, max_multiplier, count,
+                                       seed=seed, max_length=max_length, bins=bins)
+    unknown = set(cells or ()) - set(specs)
+    if unknown:
+        raise ValueError(f"cells: {sorted(unknown)} are not cells of the grid {list(specs)}")
+    for name, spec in specs.items():
+        if cells is not None and name not in cells:
+            continue
         g = torch.Generator().manual_seed(spec["seed"])
         distances = torch.randint(*spec["distances"], (count,), generator=g)
         positions = torch.randint(*spec["answer_positions"], (count,), generator=g)
@@ -746,19 +752,20 @@ def offset_reader_panel(task: OffsetTask, inputs: torch.Tensor, lengths: torch.T
         for j in range(1, w + 1):
             out[f"after_query_{j}"].append(float(len(after) >= j and after[j - 1] == at))
     # the learned readers, cross-fitted: each half is scored by what the other taught
-    for i, (row, values, tokens, at, block) in enumerate(parsed):
-        teach = [p for j, p in enumerate(parsed) if j % 2 != i % 2]
-        seen, hits = {}, {}
-        for trow, _, ttokens, tat, _ in teach:
-            for t in ttokens:
-                seen[trow[-1], t] = seen.get((trow[-1], t), 0) + 1
-            hits[trow[-1], ttokens[tat]] = hits.get((trow[-1], ttokens[tat]), 0) + 1
-        share = [hits.get((row[-1], t), 0) / seen[row[-1], t] if (row[-1], t) in seen
-                 else 0.0 for t in tokens]
+    seen, hits, ranks = ({}, {}), ({}, {}), ({}, {})
+    for i, (row, _, tokens, at, block) in enumerate(parsed):
+        fold, query = i % 2, row[-1]
+        for t in tokens:
+            seen[fold][query, t] = seen[fold].get((query, t), 0) + 1
+        hits[fold][query, tokens[at]] = hits[fold].get((query, tokens[at]), 0) + 1
+        ranks[fold].setdefault(block, []).append(at)
+    for i, (row, _, tokens, at, block) in enumerate(parsed):
+        other, query = 1 - i % 2, row[-1]
+        share = [hits[other].get((query, t), 0) / seen[other][query, t]
+                 if (query, t) in seen[other] else 0.0 for t in tokens]
         out["bag_learned"].append(_best(share, at))
-        ranks = [tat for _, _, _, tat, tblock in teach if tblock == block]
-        freq = [ranks.count(r) for r in range(len(tokens))]
-        out["order_learned"].append(_best(freq, at))
+        taught = ranks[other].get(block, [])
+        out["order_learned"].append(_best([taught.count(r) for r in range(len(tokens))], at))
     return {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
 
 
@@ -800,6 +807,14 @@ def clopper_pearson(successes: int, items: int, level: float = 0.99) -> tuple:
     return float(r.low), float(r.high)
 
 
-__all__ += ["OffsetTask", "make_offset_items", "offset_answer_of", "offset_grid",
-            "offset_grid_cells", "OFFSET_READERS", "offset_reader_panel", "offset_margin",
-            "clopper_pearson"]
+__all__ += [
+    "OFFSET_READERS",
+    "OffsetTask",
+    "clopper_pearson",
+    "make_offset_items",
+    "offset_answer_of",
+    "offset_grid",
+    "offset_grid_cells",
+    "offset_margin",
+    "offset_reader_panel",
+]

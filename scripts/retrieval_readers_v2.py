@@ -84,19 +84,14 @@ def build(task: retrieval.OffsetTask | None = None, grid: dict | None = None,
     cells = retrieval.offset_grid_cells(task, count=count, **grid)
     margin = retrieval.offset_margin(count, task.width,
                                      len(held_readers(task)) * len(cells), LEVEL)
-    out_cells = {}
-    for name, spec in cells.items():
-        if only is not None and name not in only:
-            continue
-        g = torch.Generator().manual_seed(spec["seed"])
-        distances = torch.randint(*spec["distances"], (count,), generator=g)
-        positions = torch.randint(*spec["answer_positions"], (count,), generator=g)
-        items = retrieval.make_offset_items(task, distances, positions, g)
-        out_cells[name] = {**spec, **cell_record(task, items, margin)}
-    return {"schema_version": SCHEMA_VERSION, "task": dataclasses.asdict(task),
-            "grid": {**grid, "count": count}, "margin": margin,
-            "held_readers": held_readers(task), "compare_with": COMPARE_WITH,
-            "cells": out_cells}
+    grid_items = retrieval.offset_grid(task, count=count, cells=only, **grid)
+    out_cells = {name: {**cells[name], **cell_record(task, items, margin)}
+                 for name, items in grid_items.items()}
+    content = {"schema_version": SCHEMA_VERSION, "task": dataclasses.asdict(task),
+               "grid": {**grid, "count": count}, "margin": margin,
+               "held_readers": held_readers(task), "compare_with": COMPARE_WITH,
+               "cells": out_cells}
+    return json.loads(json.dumps(content))      # tuples as lists, as in the file
 
 
 def main(argv=None) -> None:
