@@ -648,12 +648,13 @@ def offset_grid_cells(task: OffsetTask, train_length: int, max_multiplier: int,
     return cells
 
 
-#: The readers of :func:`offset_reader_panel` that see no distance (each is
-#: held to :func:`offset_margin`), besides ``"ordinal_k"`` (the item's k-th
+#: The shortcut readers of :func:`offset_reader_panel` (each is held to
+#: :func:`offset_margin`; all but the last two see no distance), besides ``"ordinal_k"`` (the item's k-th
 #: value, ``k = 1 .. keys · width``) and ``"after_query_k"`` (the k-th value
 #: after the query key, ``k = 1 .. width``).
 OFFSET_READERS = ("bag_most_frequent", "bag_smallest_id", "bag_learned", "counting",
-                  "prefix_proportions", "primacy", "recency", "order_learned")
+                  "prefix_proportions", "primacy", "recency", "order_learned",
+                  "position_learned", "distance_learned")
 
 
 def _offset_parse(task: OffsetTask, row: list) -> tuple:
@@ -711,6 +712,14 @@ def offset_reader_panel(task: OffsetTask, inputs: torch.Tensor, lengths: torch.T
       answer's most frequent rank among the item's values, learned on the
       other half of the items.
 
+    Two readers of positions that ignore the key's position (shortcuts
+    through the answer's absolute position or its distance to the query):
+
+    * ``"position_learned"``: the value nearest the most frequent answer
+      position of the other half of the items;
+    * ``"distance_learned"``: the value nearest the most frequent distance
+      (query position minus the answer's) of the other half.
+
     And one reader that knows positions: ``"oracle_offset"``, the value
     whose position is the query key's plus ``width``, scoring 1 on valid
     items (it shows the task is solvable).
@@ -753,14 +762,23 @@ def offset_reader_panel(task: OffsetTask, inputs: torch.Tensor, lengths: torch.T
             out[f"after_query_{j}"].append(float(len(after) >= j and after[j - 1] == at))
     # the learned readers, cross-fitted: each half is scored by what the other taught
     seen, hits, ranks = ({}, {}), ({}, {}), ({}, {})
-    for i, (row, _, tokens, at, block) in enumerate(parsed):
+    where, far = ([], []), ([], [])
+    for i, (row, values, tokens, at, block) in enumerate(parsed):
         fold, query = i % 2, row[-1]
+        where[fold].append(values[at][1])
+        far[fold].append(len(row) - 1 - values[at][1])
         for t in tokens:
             seen[fold][query, t] = seen[fold].get((query, t), 0) + 1
         hits[fold][query, tokens[at]] = hits[fold].get((query, tokens[at]), 0) + 1
         ranks[fold].setdefault(block, []).append(at)
-    for i, (row, _, tokens, at, block) in enumerate(parsed):
+    mode = [[max(set(x), key=lambda v: (x.count(v), -v)) if x else 0 for x in fold]
+            for fold in (where, far)]
+    for i, (row, values, tokens, at, block) in enumerate(parsed):
         other, query = 1 - i % 2, row[-1]
+        out["position_learned"].append(
+            _best([-abs(p - mode[0][other]) for _, p in values], at))
+        out["distance_learned"].append(
+            _best([-abs(len(row) - 1 - p - mode[1][other]) for _, p in values], at))
         share = [hits[other].get((query, t), 0) / seen[other][query, t]
                  if (query, t) in seen[other] else 0.0 for t in tokens]
         out["bag_learned"].append(_best(share, at))

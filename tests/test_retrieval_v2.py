@@ -41,8 +41,12 @@ def stored():
 
 def test_a_regenerated_slice_matches_the_stored_panel(stored):
     cells = list(stored["cells"])
-    slice_ = [cells[0], cells[-1]]                 # the nearest and the farthest cell
+    slice_ = [cells[-1]]                           # the farthest cell, the longest items
     fresh = SCRIPT.build(only=slice_)
+    grid = {k: v for k, v in stored["grid"].items() if k != "count"}
+    nearest = retrieval.offset_grid(retrieval.OffsetTask(), count=stored["grid"]["count"],
+                                    cells=cells[:1], **grid)[cells[0]]
+    assert SCRIPT.digest(nearest) == stored["cells"][cells[0]]["sha256"]
     for key in ("schema_version", "task", "grid", "margin", "held_readers"):
         assert fresh[key] == stored[key], key
     assert list(fresh["cells"]) == slice_
@@ -112,7 +116,7 @@ def test_clopper_pearson_against_the_beta_quantiles():
 
 # -- planted shortcuts: the panel must catch each -------------------------------------
 
-CELL = "L-2L:a25-44"
+CELL = "L-2L:a25-64"
 
 
 def test_answer_always_first_after_the_key_is_caught(monkeypatch):
@@ -151,8 +155,9 @@ def _leaky_items(leak):
 
 
 def _above(task, items):
+    cells = retrieval.offset_grid_cells(task, **SCRIPT.GRID)
     margin = retrieval.offset_margin(len(items[2]), task.width,
-                                     len(SCRIPT.held_readers(task)) * 8)
+                                     len(SCRIPT.held_readers(task)) * len(cells))
     return SCRIPT.cell_record(task, items, margin)["above_margin"]
 
 
@@ -162,8 +167,8 @@ def test_the_distance_leaking_into_the_answer_token_is_caught():
 
 
 def test_the_answer_as_the_smallest_value_is_caught():
-    task, items = _leaky_items(
-        lambda i, d, row: min(t for t in row.tolist() if t in set(task_values())))
+    values = set(task_values())
+    task, items = _leaky_items(lambda i, d, row: min(t for t in row.tolist() if t in values))
     assert "bag_smallest_id" in _above(task, items)
 
 
