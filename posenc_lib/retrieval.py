@@ -727,6 +727,13 @@ def offset_reader_panel(task: OffsetTask, inputs: torch.Tensor, lengths: torch.T
     Raises:
         ValueError: if an answer is not what :func:`offset_answer_of` finds.
     """
+    if inputs.dim() != 2 or lengths.shape != (inputs.shape[0],) or \
+            answers.shape != (inputs.shape[0],):
+        raise ValueError("inputs must be (items, n), lengths and answers (items,): got "
+                         f"{tuple(inputs.shape)}, {tuple(lengths.shape)} and "
+                         f"{tuple(answers.shape)}")
+    if int(lengths.min()) < 1 or int(lengths.max()) > inputs.shape[1]:
+        raise ValueError(f"lengths must be in [1, {inputs.shape[1]}] (the columns of inputs)")
     w, k = task.width, len(task.keys)
     names = (("chance",) + OFFSET_READERS + ("oracle_offset",)
              + tuple(f"ordinal_{j}" for j in range(1, k * w + 1))

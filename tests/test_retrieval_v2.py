@@ -278,3 +278,13 @@ def test_bad_parameters_are_refused_by_name():
         retrieval.offset_grid_cells(task, 26, 8, 4)
     with pytest.raises(ValueError, match="level"):
         retrieval.offset_margin(256, 8, 10, level=1.5)
+
+
+def test_the_panel_refuses_mismatched_shapes():
+    task = retrieval.OffsetTask()
+    inputs, lengths, answers, _, _ = retrieval.make_offset_items(
+        task, [30], [30], torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="lengths and answers"):
+        retrieval.offset_reader_panel(task, inputs, lengths, answers[:0])
+    with pytest.raises(ValueError, match="lengths must be"):
+        retrieval.offset_reader_panel(task, inputs, lengths + 5, answers)
