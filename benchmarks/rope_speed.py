@@ -206,7 +206,11 @@ def run(*, device: str = "cpu", dtype: str = "float32", batch: int = 1, heads: i
         angles = rope.rope_angles(positions, f)
         return angles.cos().to(torch_dtype), angles.sin().to(torch_dtype)
 
-    fused_kernel = rope._compiled_formula()
+    def fused_kernel(x, cos, sin, layout, rdim):
+        """The compiled kernel that fused_apply calls, without its checks and views."""
+        kernel = rope._compiled_formula(("benchmark", layout, x.dtype, x.device.type))
+        return kernel(x, cos, sin, layout, rdim)
+
     for layout in rope.LAYOUTS:
         add("cos/sin included", f"posenc apply_rope {layout}", layout, dim,
             lambda layout=layout: (rope.apply_rope(q, positions, freqs, layout=layout),

@@ -408,15 +408,27 @@ def apply_cos_sin(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
 #: The compiled :func:`_rope_formula` (built on first use), or why it is not used.
 #: ``backend`` is torch.compile's (TorchInductor; the tests also use ``"eager"``,
 #: which traces the graph without generating code).
-_FUSED: dict = {"compiled": None, "fallback": None, "backend": "inductor"}
+_FUSED: dict = {"compiled": {}, "fallback": None, "backend": "inductor"}
 
 
-def _compiled_formula():
-    if _FUSED["compiled"] is None:
+def _compiled_formula(key) -> Callable:
+    """The compiled formula for ``key`` (layout, dtype, ...), one per key.
+
+    dynamo keeps at most ``recompile_limit`` (8) graphs per code object, and
+    ``fullgraph=True`` turns one more into an error; layouts, dtypes and
+    partial or full rotation would exceed that together. So each key gets its
+    own copy of the code object, with its own budget for the sizes it meets.
+    """
+    compiled = _FUSED["compiled"]
+    if key not in compiled:
+        import types
+
+        code = _rope_formula.__code__.replace(co_name=f"_rope_formula_{len(compiled)}")
+        fresh = types.FunctionType(code, _rope_formula.__globals__, code.co_name)
         # dynamic=True: one graph serves every size (a model's sequence length changes).
-        _FUSED["compiled"] = torch.compile(_rope_formula, dynamic=True, fullgraph=True,
-                                           backend=_FUSED["backend"])
-    return _FUSED["compiled"]
+        compiled[key] = torch.compile(fresh, dynamic=True, fullgraph=True,
+                                      backend=_FUSED["backend"])
+    return compiled[key]
 
 
 def fused_apply(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
@@ -472,14 +484,15 @@ def fused_apply(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
         x4, cos4, sin4 = (t.reshape((1,) * (rank - t.dim()) + tuple(t.shape))
                           for t in (x, cos, sin))
         try:
-            out = _compiled_formula()(x4, cos4, sin4, layout, rotary_dim)
+            key = (layout, rotary_dim == dim, x.dtype, x.device.type, rank)
+            out = _compiled_formula(key)(x4, cos4, sin4, layout, rotary_dim)
             return out.reshape(x.shape)
         except Exception as error:  # compile-time failure: inputs were checked above
             import warnings
 
             reason = " ".join(str(error).split()).split(" Set TORCHDYNAMO_VERBOSE")[0]
             _FUSED["fallback"] = f"{type(error).__name__}: {reason[:400]}"
-            warnings.warn(f"fused_apply: torch.compile is unavailable here "
+            warnings.warn(f"fused_apply: torch.compile is unavailable or failed here "
                           f"({_FUSED['fallback']}); computing the same formula eagerly "
                           f"(several passes over memory) from now on", RuntimeWarning,
                           stacklevel=2)
