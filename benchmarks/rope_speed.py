@@ -33,13 +33,13 @@ calls, after a ``synchronize``):
   forward pass: cos/sin computed once, then q and k rotated in every layer.
 * **partial**: only the first ``--rotary-dim`` features rotate; transformers'
   row is Phi-3's ``apply_rotary_pos_emb`` (4.57.6), which slices and
-  concatenates, with cos/sin from ``LlamaRotaryEmbedding`` with
-  ``partial_rotary_factor``.
+  concatenates, with cos/sin from ``LlamaRotaryEmbedding`` of a head of
+  ``--rotary-dim`` features (the frequencies ``partial_rotary_factor`` gives).
 * **copy**: ``copy_`` of q and k into preallocated outputs, and ``clone()``
   of both: the same bytes read and written as a rotation, no arithmetic. The
   "% of copy" column is the row's bytes per second over ``copy_``'s.
 
-The dense, complex and rotary-embedding-torch rows are float32 only.
+The dense, complex and rotary-embedding-torch rows are float32, CPU only.
 transformers' Llama has no interleaved layout; its (half-layout) row is the
 baseline of both layouts' ratios, which move the same bytes. ``--json PATH``
 writes every figure with the device, versions, shapes and bytes per call.
@@ -261,7 +261,9 @@ def run(*, device: str = "cpu", dtype: str = "float32", batch: int = 1, heads: i
                     rope.fused_apply(q, c, s, layout=layout, rotary_dim=rotary_dim),
                     rope.fused_apply(k, c, s, layout=layout, rotary_dim=rotary_dim)))
 
-    if extras and torch_dtype == torch.float32:
+    # The dense, complex and rotary-embedding-torch rows: float32 on the CPU (the
+    # dense one rebuilds 4096 matrices on the CPU in every call).
+    if extras and torch_dtype == torch.float32 and dev.type == "cpu":
         matrices = rope.rotation_matrix(positions.cpu(), freqs.cpu()).to(dev)
         add("cos/sin included", "dense matrix R_m x", "interleaved", dim,
             lambda: (lambda m: (dense_rotate(q, m), dense_rotate(k, m)))(
@@ -295,13 +297,15 @@ def run(*, device: str = "cpu", dtype: str = "float32", batch: int = 1, heads: i
 
         transformers_version = transformers.__version__
 
-        def rotary_for(factor):
+        def rotary_for(rdim):
+            # A head of rdim features: the same frequencies, base**(-2i/rdim), as
+            # partial_rotary_factor = rdim/dim gives (in 4.57 and 5.x alike).
             config = LlamaConfig(hidden_size=heads * dim, num_attention_heads=heads,
-                                 rope_theta=base, max_position_embeddings=seq,
-                                 partial_rotary_factor=factor)
+                                 head_dim=rdim, rope_theta=base,
+                                 max_position_embeddings=seq)
             return llama.LlamaRotaryEmbedding(config=config).to(dev)
 
-        rotary = rotary_for(1.0)
+        rotary = rotary_for(dim)
         position_ids = positions[None].expand(batch, -1)
 
         def transformers_included():
@@ -321,7 +325,7 @@ def run(*, device: str = "cpu", dtype: str = "float32", batch: int = 1, heads: i
         add(f"forward, {layers} layers", "transformers Llama", "half", dim,
             transformers_forward)
         if rotary_dim < dim:
-            part_cos, part_sin = rotary_for(rotary_dim / dim)(q, position_ids)
+            part_cos, part_sin = rotary_for(rotary_dim)(q, position_ids)
             assert part_cos.shape[-1] == rotary_dim, part_cos.shape
             add("partial", "transformers Phi-3", "half", rotary_dim,
                 lambda: modeling_phi3.apply_rotary_pos_emb(q, k, part_cos, part_sin))

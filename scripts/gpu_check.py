@@ -128,7 +128,8 @@ def step_diagnose(device: str) -> dict:
 
 
 def step_tests(device: str) -> dict:
-    env = dict(os.environ, POSENC_TEST_DEVICE=device, PYTHONPATH=str(ROOT))
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, POSENC_TEST_DEVICE=device, PYTHONPATH=path)
     code = ("import sys, torch, pytest; torch.set_default_device(sys.argv[1]); "
             "sys.exit(pytest.main(sys.argv[2:]))")
     args = [sys.executable, "-c", code, device, "-q", "-p", "no:cacheprovider",
