@@ -21,7 +21,8 @@ Four steps, each timed and recorded:
 
 It writes every figure, the device, the versions and the command to
 ``--out`` (default ``results/gpu.json``) and exits 1 if a step failed or a
-goal was not met (the file is written either way). Without a CUDA device it
+goal was not met (the file is written either way, and after each step with
+``"complete": false``, so that a run cut short keeps what it measured). Without a CUDA device it
 prints "no CUDA device: skipped", writes nothing and exits 0. ``--device
 cpu`` runs the same pipeline on the CPU to test it; it refuses to write
 ``results/gpu.json``, which holds GPU figures only.
@@ -135,7 +136,8 @@ def step_tests(device: str) -> dict:
     args = [sys.executable, "-c", code, device, "-q", "-p", "no:cacheprovider",
             "-m", "slow or not slow", "tests/test_fused_rope.py"]
     start = time.perf_counter()
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
     summary = (done.stdout.strip().splitlines() or [""])[-1]
     return {"command": f"POSENC_TEST_DEVICE={device} (default device {device}) "
                        f"pytest -m 'slow or not slow' tests/test_fused_rope.py",
@@ -229,6 +231,7 @@ def main(argv=None) -> int:
         results["steps"][name] = result
         print(f"   {'ok' if result['ok'] else 'FAILED'} in {result['seconds']} s"
               + (f": {result['error']}" if "error" in result else ""), flush=True)
+        write_results(dict(results, complete=False), out)   # what is done so far
         if name == "benchmark" and "runs" in result:
             sys.path.insert(0, str(ROOT / "benchmarks"))
             import rope_speed
@@ -237,6 +240,7 @@ def main(argv=None) -> int:
                 rope_speed.print_table(run)
     results["wall_time_s"] = round(time.perf_counter() - start, 1)
     results["ok"] = all(step["ok"] for step in results["steps"].values())
+    results["complete"] = True
     write_results(results, out)
     print(f"wrote {out} ({'all ok' if results['ok'] else 'FAILED: see the steps'}, "
           f"{results['wall_time_s']:.0f} s)")

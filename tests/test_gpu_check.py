@@ -74,7 +74,7 @@ def test_results_file_records_every_step_and_the_command(gpu_check, monkeypatch,
                                             "ok": True}
     assert written["steps"]["tests"]["ok"] is False
     assert "planted failure" in written["steps"]["tests"]["error"]
-    assert written["ok"] is False
+    assert written["ok"] is False and written["complete"] is True
     assert [p.name for p in out.parent.iterdir()] == ["gpu.json"]   # no temporary left
 
 
