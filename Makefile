@@ -37,6 +37,7 @@ help:
 	@echo "make designs-v5   re-run the transformers 5.x probes chapter 6 reads (results/conventions.json, designs_v5.json, config_v5.json)"
 	@echo "make layouts      refit the interactive figures' margins over their slider ranges (posenc_lib/data/figure_layouts.json)"
 	@echo "make slow         the slow tests (every figure at every slider end, long diagnose rows, coverage simulations)"
+	@echo "make gpu-check    on a CUDA GPU: RoPE benchmark, diagnose, fused-RoPE tests, a short training; writes results/gpu.json (skips without a GPU)"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -237,3 +238,13 @@ conformance: $(INSTALLED) $(PY5)
 	nice -n 10 $(PY) scripts/conformance.py --out results/conformance-4.json || status=1; \
 	nice -n 10 $(PY5) scripts/conformance.py --out results/conformance-5.json || status=1; \
 	exit $$status
+
+# Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
+# benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
+# transformers and the copy bandwidth), diagnose on kernels that run on the
+# GPU, tests/test_fused_rope.py with tensors on the GPU and a short training of
+# chapter 7's trainer; writes results/gpu.json. Without a GPU it says so and
+# exits 0, writing nothing.
+.PHONY: gpu-check
+gpu-check: $(INSTALLED)
+	PYTHONPATH=. $(PY) scripts/gpu_check.py --out results/gpu.json

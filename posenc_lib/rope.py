@@ -46,7 +46,7 @@ __all__ = ["LAYOUTS", "inv_freq", "rope_angles", "cos_sin", "rotate", "apply_rop
            "apply_cos_sin", "apply_rope_complex", "rotation_matrix", "layout_permutation",
            "interleaved_to_half", "qk_transform", "relative_score", "decay_bound",
            "cos_sin_error", "PARTIAL_SPACINGS", "partial_inv_freq", "rope_basis",
-           "rerotate"]
+           "rerotate", "fused_apply"]
 
 LAYOUTS = ("half", "interleaved")
 #: The two conventions for a partial rotary head (:func:`partial_inv_freq`).
@@ -237,6 +237,24 @@ def _complex_view_ok(t: Tensor) -> bool:
             and all(s % 2 == 0 for s in pairs.stride()[:-1]))
 
 
+def _rope_formula(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int) -> Tensor:
+    """The plain, differentiable formula: ``(a, b) -> (a cos - b sin, b cos + a sin)``
+    for pair ``i`` of ``x[..., :rotary_dim]``; the other features pass through.
+
+    ``cos`` and ``sin`` are ``(..., rotary_dim/2)``, one per pair. Eager, this
+    is several passes over memory; :func:`fused_apply` compiles it into one.
+    """
+    first, second = _pair_views(x[..., :rotary_dim], layout)
+    new_first, new_second = first * cos - second * sin, second * cos + first * sin
+    if layout == "half":
+        rotated = torch.cat([new_first, new_second], dim=-1)
+    else:
+        rotated = torch.stack([new_first, new_second], dim=-1).flatten(-2)
+    if rotary_dim == x.shape[-1]:
+        return rotated
+    return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+
+
 def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int) -> Tensor:
     """Rotate pair ``i`` of ``x[..., :rotary_dim]`` by the angle whose cos and sin are given.
 
@@ -245,16 +263,7 @@ def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: 
     """
     dim = x.shape[-1]
     if _needs_grad(x, cos, sin):
-        # The plain formula, differentiable: (a, b) -> (a cos - b sin, b cos + a sin).
-        first, second = _pair_views(x[..., :rotary_dim], layout)
-        new_first, new_second = first * cos - second * sin, second * cos + first * sin
-        if layout == "half":
-            rotated = torch.cat([new_first, new_second], dim=-1)
-        else:
-            rotated = torch.stack([new_first, new_second], dim=-1).flatten(-2)
-        if rotary_dim == dim:
-            return rotated
-        return torch.cat([rotated, x[..., rotary_dim:]], dim=-1)
+        return _rope_formula(x, cos, sin, layout, rotary_dim)
     out = torch.empty_like(x)
     if rotary_dim < dim:
         out[..., rotary_dim:].copy_(x[..., rotary_dim:])
@@ -394,6 +403,100 @@ def apply_cos_sin(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
                              f"(as cos_sin returns it)")
         halves.append(first.to(x.dtype))
     return _rotate_pairs(x, halves[0], halves[1], layout, rotary_dim)
+
+
+#: The compiled :func:`_rope_formula` (built on first use), or why it is not used.
+#: ``backend`` is torch.compile's (TorchInductor; the tests also use ``"eager"``,
+#: which traces the graph without generating code).
+_FUSED: dict = {"compiled": {}, "fallback": None, "backend": "inductor"}
+
+
+def _compiled_formula(key) -> Callable:
+    """The compiled formula for ``key`` (layout, dtype, ...), one per key.
+
+    dynamo keeps at most ``recompile_limit`` (8) graphs per code object, and
+    ``fullgraph=True`` turns one more into an error; layouts, dtypes and
+    partial or full rotation would exceed that together. So each key gets its
+    own copy of the code object, with its own budget for the sizes it meets.
+    """
+    compiled = _FUSED["compiled"]
+    if key not in compiled:
+        import types
+
+        code = _rope_formula.__code__.replace(co_name=f"_rope_formula_{len(compiled)}")
+        fresh = types.FunctionType(code, _rope_formula.__globals__, code.co_name)
+        # dynamic=True: one graph serves every size (a model's sequence length changes).
+        compiled[key] = torch.compile(fresh, dynamic=True, fullgraph=True,
+                                      backend=_FUSED["backend"])
+    return compiled[key]
+
+
+def fused_apply(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
+                rotary_dim: int | None = None) -> Tensor:
+    """RoPE as one fused elementwise kernel: ``torch.compile`` of the plain formula.
+
+    Reads ``x``, ``cos`` and ``sin`` once and writes the result once, where
+    the eager paths (:func:`apply_rope`, :func:`apply_cos_sin`) make several
+    passes over memory. The computation is the library's own differentiable
+    formula, ``(a, b) -> (a cos - b sin, b cos + a sin)`` for every pair,
+    compiled by ``torch.compile`` (TorchInductor: a Triton kernel on a GPU,
+    C++ on the CPU, which needs a C compiler). The eager formula stays the
+    reference the tests compare this with. In float16 and bfloat16 the
+    compiled kernel computes in float32 and rounds once, so it can differ
+    from the eager paths (which round each product) by a few units in the
+    last place.
+
+    Where ``torch.compile`` is unavailable or fails (no C compiler, an
+    unsupported Python), it warns once, saying why, and computes the same
+    formula eagerly from then on.
+
+    Args:
+        x: ``(..., seq, dim)`` queries or keys.
+        cos: ``(..., seq, rotary_dim/2)``, one cosine per pair (not repeated
+            as :func:`cos_sin` returns them): ``rope_angles(positions,
+            inv_freq).cos()``, times ``attention_factor`` if any; it must
+            broadcast to ``x[..., :rotary_dim/2]``. Cast to ``x``'s dtype.
+        sin: same shape as ``cos``.
+        layout: ``"half"`` or ``"interleaved"`` (see the module docstring).
+        rotary_dim: rotate only the first ``rotary_dim`` features (``None``: all).
+
+    Returns:
+        Tensor shaped like ``x``, in ``x``'s dtype, on its device.
+    """
+    _validate.tensor("x", x, min_dim=1, floating=True)
+    _validate.tensor("cos", cos, min_dim=1, floating=True)
+    _validate.tensor("sin", sin, min_dim=1, floating=True)
+    _validate.one_of("layout", layout, LAYOUTS)
+    dim = _validate.even_int("x.shape[-1]", x.shape[-1])
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} "
+                         f"and {tuple(sin.shape)}")
+    rotary_dim = _check_rotary_dim(rotary_dim, dim, cos.shape[-1], "cos")
+    _validate.broadcastable("cos", cos.shape, x[..., : rotary_dim // 2].shape)
+    for name, t in (("cos", cos), ("sin", sin)):
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} and x on {x.device}; move {name} "
+                             f"to x's device")
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    if _FUSED["fallback"] is None:
+        # Views of rank >= 4 with leading 1s: fewer distinct graphs to compile.
+        rank = max(4, x.dim())
+        x4, cos4, sin4 = (t.reshape((1,) * (rank - t.dim()) + tuple(t.shape))
+                          for t in (x, cos, sin))
+        try:
+            key = (layout, rotary_dim == dim, x.dtype, x.device.type, rank)
+            out = _compiled_formula(key)(x4, cos4, sin4, layout, rotary_dim)
+            return out.reshape(x.shape)
+        except Exception as error:  # compile-time failure: inputs were checked above
+            import warnings
+
+            reason = " ".join(str(error).split()).split(" Set TORCHDYNAMO_VERBOSE")[0]
+            _FUSED["fallback"] = f"{type(error).__name__}: {reason[:400]}"
+            warnings.warn(f"fused_apply: torch.compile is unavailable or failed here "
+                          f"({_FUSED['fallback']}); computing the same formula eagerly "
+                          f"(several passes over memory) from now on", RuntimeWarning,
+                          stacklevel=2)
+    return _rope_formula(x, cos, sin, layout, rotary_dim)
 
 
 def apply_rope_complex(x: Tensor, positions, inv_freq: Tensor, *,
