@@ -231,11 +231,15 @@ def test_static_html_holds_every_combination_and_starts_at_the_default():
     # The frame for (height=3, color=C2) is what the plotting function draws.
     flat = 2 * 3 + 2
     frame = base64.b64decode(payload["frames"][payload["index"][flat]])
-    assert frame == core._compress_png(figure.png(height=3, color="C2"))
-    # The initial <img> shows the defaults (height=2, color=C1).
+    assert frame == core._compress_png(figure.png(scale=core.STATIC_SCALE, height=3, color="C2"))
+    # Drawn at twice the book's resolution: sharp on a high-DPI screen.
+    assert _png_size(frame) == (2 * SHOWN_WIDTH, 2 * SHOWN_WIDTH)
+    # The initial <img> shows the defaults (height=2, color=C1), at the book's size.
     (img,) = [a for t, a in parser.tags if t == "img"]
-    default_frame = payload["frames"][payload["index"][1 * 3 + 1]]
+    assert payload["first"] == payload["index"][1 * 3 + 1]
+    default_frame = payload["frames"][payload["first"]]
     assert img["src"] == "data:image/png;base64," + default_frame
+    assert (img["width"], img["height"]) == (str(SHOWN_WIDTH), str(SHOWN_WIDTH))
     assert not re.search(r"<script[^>]+src=", figure.static_html()), "external script"
 
 
