@@ -7,17 +7,20 @@ An interactive figure is a pure plotting function (parameters -> matplotlib
 * a **live** ipywidgets UI (JupyterLab, Notebook 7, VS Code) whose sliders
   redraw the figure by calling the plotting function, and
 * a **static** HTML fragment for the rendered book, where no kernel runs: every
-  combination of the sliders' static values is rendered to a PNG frame when
-  the book is built, and a few lines of inline JavaScript swap the frame when a
-  ``<input type=range>`` moves or a radio button (a categorical choice) is
-  picked. It loads nothing from anywhere.
+  combination of the sliders' static values is rendered to a PNG frame (at
+  ``STATIC_SCALE`` times the book's resolution) when the book is built, and a
+  few lines of inline JavaScript swap the frame when a ``<input type=range>``
+  moves or a radio button (a categorical choice) is picked. It loads nothing
+  from anywhere but the frame files that the book build puts beside the page.
 
 Why precomputed frames: the book has no kernel, and JupyterLite or Pyodide
 cannot help (they fetch their runtime from a CDN, and torch has no Pyodide
 build). Frames show exactly what the Python function draws, so the static and
-the live figure can never disagree. The price is page weight, which grows with
+the live figure can never disagree. The price is bytes on disk, which grow with
 the product of the sliders' static value counts; :data:`MAX_FRAMES` caps it,
-identical frames are stored once, and PNGs are palette-compressed.
+identical frames are stored once, and PNGs are palette-compressed. The page
+itself carries one frame per figure (``book/_ext/posenc_book.py`` moves the
+others into files, loaded when a slider reaches them).
 
 Which rendering a figure uses follows the ``POSENC_LIB_FRONTEND`` environment
 variable: ``static`` (set by the book build, see ``book/_ext/posenc_book.py``)
@@ -470,7 +473,7 @@ class InteractiveFigure:
     # -- static rendering ---------------------------------------------------------
 
     def frames(self, *, progress: bool = False) -> tuple[list[bytes], list[int]]:
-        """Render every static combination, at :data:`STATIC_SCALE` times the book's resolution.
+        """Render every static combination, at ``STATIC_SCALE`` times the book's resolution.
 
         Returns:
             ``(unique_frames, index)``: palette-compressed PNGs, each stored
@@ -507,7 +510,7 @@ class InteractiveFigure:
         ``base`` + ``names``, and the script loads a frame by setting the
         ``<img>``'s ``src`` to its file when a slider reaches it. The ``<img>``
         carries the frame's size in CSS pixels (its pixels over
-        :data:`STATIC_SCALE`), at which the book shows it.
+        ``STATIC_SCALE``), at which the book shows it.
         """
         unique, index = self.frames()
         encoded = [base64.b64encode(f).decode("ascii") for f in unique]
