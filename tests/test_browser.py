@@ -110,7 +110,10 @@ def page(request, browser):
     page.remote_requests, page.js_errors, page.failed_requests = [], [], []
     page.on("request", lambda r: None if r.url.startswith(LOCAL_SCHEMES)
             else page.remote_requests.append(r.url))
-    page.on("requestfailed", lambda r: page.failed_requests.append((r.url, r.failure)))
+    # A frame load cut short because a slider moved on is aborted, not failed
+    # (a missing file from file:// is net::ERR_FILE_NOT_FOUND).
+    page.on("requestfailed", lambda r: None if r.failure == "net::ERR_ABORTED"
+            else page.failed_requests.append((r.url, r.failure)))
     page.on("pageerror", lambda error: page.js_errors.append(str(error)))
     page.goto(path.as_uri(), wait_until="load")
     page.name = request.param

@@ -826,7 +826,10 @@ def _compress_png(data: bytes) -> bytes:
                 palette[k:k + 3] = [255, 255, 255]
         quantized.putpalette(palette)
         buf = io.BytesIO()
-        quantized.save(buf, format="PNG", optimize=True)
+        # zlib level 7: at 2x (1504 px wide) level 9 with ``optimize`` took about 4x
+        # as long per frame (125 against 33 ms) for files 8 % smaller; the book
+        # draws some 960 frames on every cold build.
+        quantized.save(buf, format="PNG", compress_level=7)
     smaller = buf.getvalue()
     return smaller if len(smaller) < len(data) else data
 
