@@ -82,23 +82,38 @@ def test_every_figure_draws_through_the_layer_cache(name):
         f"{name}: an axis was drawn without the layer cache"
 
 
-# The smallest legend text, in CSS pixels of font size, where the book shows a
-# figure (at a 1280 x 900 window, SHOWN_WIDTH pixels wide).
-MIN_LEGEND_PX = 10
+# The smallest text (legends, titles, tick and axis labels, notes), in CSS pixels
+# of font size, where the book shows a figure (at a 1280 x 900 window,
+# SHOWN_WIDTH pixels wide; the static frames are drawn at twice that and shown
+# at that size).
+MIN_TEXT_PX = 10
+# A one-character subscript written as plain text ("W_q", "theta_i", "x_{i}")
+# instead of mathtext ($W_q$); config keys such as head_dim stay as they are.
+_PLAIN_SUBSCRIPT = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]+_(?:[A-Za-z0-9]|\{[^}]*\})"
+                              r"(?![A-Za-z0-9_])")
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_every_legend_is_legible_where_the_book_shows_it(name):
-    from matplotlib.legend import Legend
+def test_every_text_is_legible_where_the_book_shows_it(name):
+    from matplotlib.text import Text
 
     fig = FIGURES[name].figure()
     natural = int(fig.get_size_inches()[0] * fig.dpi)
     shown = min(natural, SHOWN_WIDTH)  # every figure image fills the column
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     small = [(round(t.get_fontsize() * fig.dpi / 72 * shown / natural, 1), t.get_text())
-             for legend in fig.findobj(Legend) for t in legend.get_texts()
-             if t.get_text() and t.get_fontsize() * fig.dpi / 72 * shown / natural
-             < MIN_LEGEND_PX]
-    assert not small, f"{name}: legend text below {MIN_LEGEND_PX} px in the book: {small}"
+             for t in texts
+             if t.get_fontsize() * fig.dpi / 72 * shown / natural < MIN_TEXT_PX]
+    assert not small, f"{name}: text below {MIN_TEXT_PX} px in the book: {small}"
+    plain = [t.get_text() for t in texts
+             if _PLAIN_SUBSCRIPT.search(re.sub(r"\$[^$]*\$", "", t.get_text()))]
+    assert not plain, f"{name}: subscripts written as plain text, not mathtext: {plain}"
+
+
+def test_plain_subscripts_are_told_from_config_keys():
+    assert all(_PLAIN_SUBSCRIPT.search(t) for t in ("W_q", "theta_i", "score of x_{i}"))
+    assert not any(_PLAIN_SUBSCRIPT.search(t) for t in (
+        "head_dim = 64", "max_distance", "original_max_position_embeddings", "p = 0.25"))
 
 
 def test_figures_are_drawn_as_wide_as_the_book_shows_them():
@@ -231,11 +246,15 @@ def test_static_html_holds_every_combination_and_starts_at_the_default():
     # The frame for (height=3, color=C2) is what the plotting function draws.
     flat = 2 * 3 + 2
     frame = base64.b64decode(payload["frames"][payload["index"][flat]])
-    assert frame == core._compress_png(figure.png(height=3, color="C2"))
-    # The initial <img> shows the defaults (height=2, color=C1).
+    assert frame == core._compress_png(figure.png(scale=core.STATIC_SCALE, height=3, color="C2"))
+    # Drawn at twice the book's resolution: sharp on a high-DPI screen.
+    assert _png_size(frame) == (2 * SHOWN_WIDTH, 2 * SHOWN_WIDTH)
+    # The initial <img> shows the defaults (height=2, color=C1), at the book's size.
     (img,) = [a for t, a in parser.tags if t == "img"]
-    default_frame = payload["frames"][payload["index"][1 * 3 + 1]]
+    assert payload["first"] == payload["index"][1 * 3 + 1]
+    default_frame = payload["frames"][payload["first"]]
     assert img["src"] == "data:image/png;base64," + default_frame
+    assert (img["width"], img["height"]) == (str(SHOWN_WIDTH), str(SHOWN_WIDTH))
     assert not re.search(r"<script[^>]+src=", figure.static_html()), "external script"
 
 

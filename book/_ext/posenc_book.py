@@ -13,12 +13,23 @@
   been declared" error on every page) and points at a CDN; the book does not
   use Thebe.
 * Removes duplicated inline scripts for the same reason.
+* Moves the frames of every slider figure out of its page (see
+  :func:`externalize_frames`): a notebook's output holds all of a figure's
+  frames inline, drawn at twice the book's resolution; the built page keeps the
+  first inline and loads each other frame from ``_images/frames/`` when a
+  slider reaches it. Run on a built book by hand with
+  ``python book/_ext/posenc_book.py _build/html``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 from sphinx.errors import ExtensionError
@@ -53,6 +64,81 @@ def _build_finished(app, exception) -> None:
         shutil.rmtree(target)
     shutil.copytree(_vendor_dir(app), target)
     shutil.copyfile(CSS, Path(app.outdir) / "_static" / CSS.name)
+    externalize_frames(app.outdir)
+
+
+#: Where the slider figures' frames go, relative to the output directory.
+FRAMES_DIR = "_images/frames"
+# A slider figure's JSON payload (posenc_lib.widgets.core.InteractiveFigure.static_html).
+_PAYLOAD = re.compile(r'(<div class="posenc-figure" data-posenc-figure="[^"]*">\n'
+                      r'<img [^>]*>\n.*?<script type="application/json">)(.*?)(</script>)',
+                      re.DOTALL)
+
+
+def _frame_name(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:24] + ".png"
+
+
+def externalize_frames(outdir: str | os.PathLike) -> dict:
+    """Move the slider figures' frames from the pages under ``outdir`` into files.
+
+    Each frame but the first (which the ``<img>`` shows inline) is written to
+    ``FRAMES_DIR/<sha256 of its bytes>.png``; the payload's ``frames`` (base64)
+    become ``base`` (the folder, relative to the page) and ``names`` (``null``
+    for the inline frame). A page done before is left as it is, so this can run
+    after every build; files no page names any more are removed.
+
+    Returns ``{page: (frames moved, bytes moved)}`` for the pages changed now.
+    """
+    outdir = Path(outdir)
+    frames = outdir / FRAMES_DIR
+    done, used = {}, set()
+    for page in sorted(outdir.rglob("*.html")):
+        if page.relative_to(outdir).parts[0].startswith("_"):
+            continue  # _static, _sources, _images: not the book's pages
+        text = page.read_text(encoding="utf-8")
+        if 'data-posenc-figure="' not in text:
+            continue
+        moved = [0, 0]
+        base = os.path.relpath(frames, page.parent).replace(os.sep, "/") + "/"
+
+        def move(match, page=page, base=base, moved=moved):
+            payload = json.loads(match.group(2).replace("<\\/", "</"))
+            if "frames" not in payload:
+                used.update(n for n in payload.get("names", []) if n)
+                return match.group(0)
+            src = re.search(r'<img [^>]*src="data:image/png;base64,([^"]*)"', match.group(1))
+            encoded_frames = payload.pop("frames")
+            # the frame the <img> shows inline; the script uses the img's own src
+            payload["first"] = encoded_frames.index(src.group(1)) if src else -1
+            names = []
+            for k, encoded in enumerate(encoded_frames):
+                if k == payload["first"]:
+                    names.append(None)
+                    continue
+                data = base64.b64decode(encoded)
+                name = _frame_name(data)
+                path = frames / name
+                if not path.is_file():
+                    frames.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                names.append(name)
+                used.add(name)
+                moved[0] += 1
+                moved[1] += len(data)
+            payload["base"], payload["names"] = base, names
+            text = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+            return match.group(1) + text + match.group(3)
+
+        new = _PAYLOAD.sub(move, text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            done[str(page.relative_to(outdir))] = tuple(moved)
+    if frames.is_dir():
+        for path in frames.glob("*.png"):
+            if path.name not in used:
+                path.unlink()
+    return done
 
 
 def _is_thebe(script) -> bool:
@@ -84,3 +170,10 @@ def setup(app):
     app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not Path(sys.argv[1], "index.html").is_file():
+        sys.exit("usage: python book/_ext/posenc_book.py BUILT_HTML_DIR (holding index.html)")
+    for page, (count, size) in externalize_frames(sys.argv[1]).items():
+        print(f"{page}: {count} frames, {size / 1e6:.2f} MB moved to {FRAMES_DIR}/")

@@ -429,7 +429,7 @@ def partial_conventions(partial_rotary_factor: float = 0.25, *, head_dim: int = 
                         extent=(-0.5, head_dim - 0.5, 2.5, -0.5))
     fig.colorbar(image, ax=left, label="log10 θ (rad per token)")
     left.set_yticks([0, 1, 2], [_CONVENTION_LABELS[c] for c in designs.CONVENTIONS],
-                    fontsize=7)
+                    fontsize=8.5)
     left.set_xlabel("feature of the head (white: never turns)")
     left.set_title(f"head_dim = {head_dim}, p = {partial_rotary_factor:g}", fontsize=10)
     for convention, style in zip(designs.CONVENTIONS, ("-", "--", ":")):
