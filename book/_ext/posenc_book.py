@@ -69,10 +69,12 @@ def _build_finished(app, exception) -> None:
 
 #: Where the slider figures' frames go, relative to the output directory.
 FRAMES_DIR = "_images/frames"
-# A slider figure's JSON payload (posenc_lib.widgets.core.InteractiveFigure.static_html).
-_PAYLOAD = re.compile(r'(<div class="posenc-figure" data-posenc-figure="[^"]*">\n'
-                      r'<img [^>]*>\n.*?<script type="application/json">)(.*?)(</script>)',
-                      re.DOTALL)
+# A slider figure's JSON payload (see InteractiveFigure.static_html in widgets/core.py).
+_PAYLOAD = re.compile(
+    r'(<div class="posenc-figure" data-posenc-figure="[^"]*">\n'
+    r'<img [^>]*>\n.*?<script type="application/json">)(.*?)(</script>)',
+    re.DOTALL,
+)
 
 
 def _frame_name(data: bytes) -> str:
@@ -107,7 +109,9 @@ def externalize_frames(outdir: str | os.PathLike) -> dict:
             if "frames" not in payload:
                 used.update(n for n in payload.get("names", []) if n)
                 return match.group(0)
-            src = re.search(r'<img [^>]*src="data:image/png;base64,([^"]*)"', match.group(1))
+            src = re.search(
+                r'<img [^>]*src="data:image/png;base64,([^"]*)"', match.group(1)
+            )
             encoded_frames = payload.pop("frames")
             # the frame the <img> shows inline; the script uses the img's own src
             payload["first"] = encoded_frames.index(src.group(1)) if src else -1
@@ -174,6 +178,8 @@ def setup(app):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or not Path(sys.argv[1], "index.html").is_file():
-        sys.exit("usage: python book/_ext/posenc_book.py BUILT_HTML_DIR (holding index.html)")
+        sys.exit(
+            "usage: python book/_ext/posenc_book.py BUILT_HTML_DIR (holding index.html)"
+        )
     for page, (count, size) in externalize_frames(sys.argv[1]).items():
         print(f"{page}: {count} frames, {size / 1e6:.2f} MB moved to {FRAMES_DIR}/")
