@@ -39,11 +39,12 @@ from checks import check_pdf  # noqa: E402
 from common import NAME, ROOT, package_version, toc_pages, version_mismatches  # noqa: E402
 
 TITLE = "Positional Encodings, Derived and Checked"
-NOTEBOOK_README = """\
-Positional Encodings, Derived and Checked, version {version}: the notebooks. With Python 3.10+:
-python -m venv .venv && .venv/bin/pip install -r requirements.txt -r requirements-lab.txt -c constraints.txt && .venv/bin/pip install --no-deps -e .
-.venv/bin/jupyter lab book/
-"""
+NOTEBOOK_README = (
+    "Positional Encodings, Derived and Checked, version {version}: "
+    "run its notebooks (Python 3.10+) with\n"
+    "python -m venv .venv && .venv/bin/pip install -r requirements.txt "
+    "-r requirements-lab.txt -c constraints.txt && .venv/bin/pip install --no-deps -e . "
+    "&& .venv/bin/jupyter lab book/\n")
 # What the notebooks need besides themselves: the library, the stored results
 # and data it reads (posenc_lib resolves them next to itself), the pins.
 NOTEBOOK_FILES = ["pyproject.toml", "LICENSE", "CITATION.cff", "requirements.txt",

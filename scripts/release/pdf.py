@@ -19,10 +19,9 @@ import io
 import tempfile
 from pathlib import Path
 
+from common import Page
 from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
-
-from common import Page
 
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"}
@@ -73,7 +72,8 @@ def print_pages(browser, html_dir: Path, pages: list[Page]) -> list[tuple[Page, 
         state = tab.evaluate(PREPARE)
         problems = []
         if state["math"] and state["typeset"] < state["math"]:
-            problems.append(f"{state['typeset']} typeset formulas for {state['math']} math elements")
+            problems.append(f"{state['typeset']} typeset formulas for "
+                            f"{state['math']} math elements")
         if state["errors"]:
             problems.append(f"{state['errors']} TeX errors")
         if state["broken"]:
