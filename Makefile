@@ -20,6 +20,7 @@ EXEC_KEY    := _build/.exec-inputs
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
+.PHONY: release release-check
 .PHONY: book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
 
 help:
@@ -38,6 +39,8 @@ help:
 	@echo "make layouts      refit the interactive figures' margins over their slider ranges (posenc_lib/data/figure_layouts.json)"
 	@echo "make slow         the slow tests (every figure at every slider end, long diagnose rows, coverage simulations)"
 	@echo "make gpu-check    on a CUDA GPU: RoPE benchmark, diagnose, fused-RoPE tests, a short training; writes results/gpu.json (skips without a GPU)"
+	@echo "make release      build the book, then write dist/: the HTML book, the notebooks, the PDF and SHA256SUMS"
+	@echo "make release-check  check dist/: every HTML page offline in Chromium, the PDF's pages, outline and math"
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -248,3 +251,20 @@ conformance: $(INSTALLED) $(PY5)
 .PHONY: gpu-check
 gpu-check: $(INSTALLED)
 	PYTHONPATH=. $(PY) scripts/gpu_check.py --out results/gpu.json
+
+# ---- release --------------------------------------------------------------
+
+# The downloadable files of this version (posenc_lib.__version__) in dist/:
+# the HTML book as a tarball, the notebooks (without outputs) with posenc_lib
+# and the pins as a zip, the book printed to one PDF by Chromium, and
+# SHA256SUMS (scripts/release/build.py; .github/workflows/release.yml publishes
+# them for a pushed v* tag). Then release-check opens the unpacked HTML with
+# the network blocked and checks the PDF again (tests/test_release.py).
+RELEASE_CHECK := $(PY) -m pytest -q -p no:cacheprovider tests/test_release.py
+
+release: $(INSTALLED) $(MATHJAX) $(CHROMIUM) book
+	$(PY) scripts/release/build.py --html _build/html --dist dist --chromium $(CHROMIUM)
+	$(RELEASE_CHECK)
+
+release-check: $(INSTALLED) $(CHROMIUM)
+	$(RELEASE_CHECK)

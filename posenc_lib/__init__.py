@@ -16,6 +16,8 @@ import importlib
 
 from . import absolute, attention, rope, toy
 
+# The one place the version is written: pyproject.toml reads it, CITATION.cff and
+# the book's front page name it (tests/test_release.py), `make release` uses it.
 __version__ = "0.1.0"
 
 __all__ = ["absolute", "attention", "rope", "toy", "__version__"]
