@@ -145,6 +145,10 @@ def test_licences_and_citation():
     assert citation["cff-version"] == "1.2.0"
     for key in ("message", "title", "authors"):  # required by CFF 1.2.0
         assert citation[key], key
-    assert citation["license"] == "MIT" and citation["version"] == PROJECT["version"]
+    # The version's one source is posenc_lib.__version__ (pyproject reads it).
+    import posenc_lib
+
+    assert PROJECT["dynamic"] == ["version"] and "version" not in PROJECT
+    assert citation["license"] == "MIT" and citation["version"] == posenc_lib.__version__
     readme = (ROOT / "README.md").read_text()
     assert "CC BY 4.0" in readme and "MIT" in readme
