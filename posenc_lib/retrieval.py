@@ -69,6 +69,16 @@ def band_names(train_length: int, max_multiplier: int) -> list[str]:
 
 # -- the task -------------------------------------------------------------------------
 
+def _check_symbols(keys, value_symbols, filler_symbols) -> None:
+    """A task's token groups are distinct ids below ``lm.BOS``, with 2+ keys."""
+    tokens = [t for g in (filler_symbols, value_symbols, keys) for t in g]
+    if len(set(tokens)) != len(tokens) or not all(0 <= t < lm.BOS for t in tokens):
+        raise ValueError("filler_symbols, value_symbols and keys must be distinct "
+                         f"token ids in [0, {lm.BOS})")
+    if len(keys) < 2:
+        raise ValueError(f"keys must hold at least 2 tokens, got {keys}")
+
+
 @dataclass(frozen=True)
 class PositionTask:
     """A key-value retrieval task (the most recent binding of a key).
@@ -100,13 +110,7 @@ class PositionTask:
     pairs: int = 10
 
     def __post_init__(self):
-        groups = (self.filler_symbols, self.value_symbols, self.keys)
-        tokens = [t for g in groups for t in g]
-        if len(set(tokens)) != len(tokens) or not all(0 <= t < lm.BOS for t in tokens):
-            raise ValueError("filler_symbols, value_symbols and keys must be distinct "
-                             f"token ids in [0, {lm.BOS})")
-        if len(self.keys) < 2:
-            raise ValueError(f"keys must hold at least 2 tokens, got {self.keys}")
+        _check_symbols(self.keys, self.value_symbols, self.filler_symbols)
         _validate.positive_int("pairs", self.pairs, minimum=len(self.keys) + 1)
         if self.pairs > len(self.value_symbols):
             raise ValueError(f"pairs ({self.pairs}) must be at most the number of "
@@ -449,13 +453,7 @@ class OffsetTask:
     width: int = 8
 
     def __post_init__(self):
-        groups = (self.filler_symbols, self.value_symbols, self.keys)
-        tokens = [t for g in groups for t in g]
-        if len(set(tokens)) != len(tokens) or not all(0 <= t < lm.BOS for t in tokens):
-            raise ValueError("filler_symbols, value_symbols and keys must be distinct "
-                             f"token ids in [0, {lm.BOS})")
-        if len(self.keys) < 2:
-            raise ValueError(f"keys must hold at least 2 tokens, got {self.keys}")
+        _check_symbols(self.keys, self.value_symbols, self.filler_symbols)
         if not self.filler_symbols:
             raise ValueError("filler_symbols must hold at least one token")
         _validate.positive_int("width", self.width, minimum=2)

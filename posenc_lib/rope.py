@@ -357,6 +357,19 @@ def apply_rope(x: Tensor, positions, inv_freq: Tensor, *, layout: str = "half",
     return _rotate_pairs(x, cos.to(x.dtype), sin.to(x.dtype), layout, rotary_dim)
 
 
+def _check_apply_args(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> int:
+    """The checks :func:`apply_cos_sin` and :func:`fused_apply` share; ``x``'s last dim."""
+    _validate.tensor("x", x, min_dim=1, floating=True)
+    _validate.tensor("cos", cos, min_dim=1, floating=True)
+    _validate.tensor("sin", sin, min_dim=1, floating=True)
+    _validate.one_of("layout", layout, LAYOUTS)
+    dim = _validate.even_int("x.shape[-1]", x.shape[-1])
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} "
+                         f"and {tuple(sin.shape)}")
+    return dim
+
+
 def apply_cos_sin(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
                   rotary_dim: int | None = None) -> Tensor:
     """Rotate ``x`` with precomputed cos and sin, e.g. cached once per sequence.
@@ -378,14 +391,7 @@ def apply_cos_sin(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
     Returns:
         Tensor shaped like ``x``, in ``x``'s dtype.
     """
-    _validate.tensor("x", x, min_dim=1, floating=True)
-    _validate.tensor("cos", cos, min_dim=1, floating=True)
-    _validate.tensor("sin", sin, min_dim=1, floating=True)
-    _validate.one_of("layout", layout, LAYOUTS)
-    dim = _validate.even_int("x.shape[-1]", x.shape[-1])
-    if cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} "
-                         f"and {tuple(sin.shape)}")
+    dim = _check_apply_args(x, cos, sin, layout)
     if rotary_dim is None:
         rotary_dim = dim
     rotary_dim = _validate.even_int("rotary_dim", rotary_dim)
@@ -463,14 +469,7 @@ def fused_apply(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
     Returns:
         Tensor shaped like ``x``, in ``x``'s dtype, on its device.
     """
-    _validate.tensor("x", x, min_dim=1, floating=True)
-    _validate.tensor("cos", cos, min_dim=1, floating=True)
-    _validate.tensor("sin", sin, min_dim=1, floating=True)
-    _validate.one_of("layout", layout, LAYOUTS)
-    dim = _validate.even_int("x.shape[-1]", x.shape[-1])
-    if cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} "
-                         f"and {tuple(sin.shape)}")
+    dim = _check_apply_args(x, cos, sin, layout)
     rotary_dim = _check_rotary_dim(rotary_dim, dim, cos.shape[-1], "cos")
     _validate.broadcastable("cos", cos.shape, x[..., : rotary_dim // 2].shape)
     for name, t in (("cos", cos), ("sin", sin)):
