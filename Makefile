@@ -181,7 +181,7 @@ benchmark: $(INSTALLED)
 EXPERIMENT_PROCS ?= 2
 experiment: $(INSTALLED)
 	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
-	    -m posenc_lib.experiment --out results/length_generalization.json
+	    -m posenc_lib experiment --out results/length_generalization.json
 
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
 retrieval: experiment

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from diagnose_generated import judge, make_case, sample  # noqa: E402
 
-from posenc_lib.diagnose import diagnose_rope  # noqa: E402
+from posenc_lib.tools.diagnose import diagnose_rope  # noqa: E402
 
 
 def run(n, seed, threads=2, verbose=False):

@@ -18,7 +18,7 @@ import warnings
 import torch
 
 from posenc_lib import scaling
-from posenc_lib.diagnose import diagnose_rope
+from posenc_lib.tools.diagnose import diagnose_rope
 
 
 def ladder(dim, base):

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from posenc_lib import experiment  # noqa: E402
+from posenc_lib.tools import experiment  # noqa: E402
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """The staleness check of chapter 7's results files, shared by
-:mod:`posenc_lib.experiment` and :mod:`posenc_lib.retrieval` (neither imports
+:mod:`posenc_lib.tools.experiment` and :mod:`posenc_lib.retrieval` (neither imports
 the other for it)."""
 
 from __future__ import annotations
@@ -17,4 +17,4 @@ def refuse_stale(results: Mapping, path, config_hash: str, schema_version: int) 
     if results.get("config_hash") != config_hash:
         raise ValueError(f"path: {path} was produced by configuration "
                          f"{results.get('config_hash')}, but the current one is "
-                         f"{config_hash}: re-run `python -m posenc_lib.experiment`")
+                         f"{config_hash}: re-run `python -m posenc_lib experiment`")

@@ -1,7 +1,7 @@
 """The fields of a ``config.json`` that fix the model's layout, checked in one place.
 
 :func:`validate_config` runs before anything reads a config (it is called by
-``posenc_lib._config._text_config``, which every reader goes through:
+``posenc_lib.config_reader._text_config``, which every reader goes through:
 :func:`posenc_lib.scaling.rope_from_config`, :mod:`posenc_lib.per_layer`,
 :mod:`posenc_lib.serving` and the inspector). Each problem is reported as a
 ``ValueError`` whose message starts with the field's name and says what to
@@ -328,7 +328,7 @@ def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
                  text.get("num_hidden_layers"))
     _heads(text, model_type, problems)
     _counts(text, problems)
-    from ._config import MODEL_DEFAULTS  # _config imports this module
+    from .config_reader import MODEL_DEFAULTS  # _config imports this module
     from .per_layer import LAYER_DEFAULTS
 
     for name in ("rope_theta", "rope_local_base_freq"):

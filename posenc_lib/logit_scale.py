@@ -3,7 +3,7 @@ softmax: the softmax scale (the ``scaling`` an attention module is called
 with), the rotary module's ``attention_factor``, DeepSeek's ``mscale²`` and
 the position-dependent query temperatures.
 
-The inspector's report lists them (:func:`posenc_lib.inspect.inspect_config`,
+The inspector's report lists them (:func:`posenc_lib.tools.inspector.inspect_config`,
 which exports both functions under its own name); the cross-check and the
 conformance sweep compare :func:`softmax_scale` with the scale that
 transformers' attention receives. It sits below all three, so that their
@@ -16,7 +16,7 @@ import math
 import warnings
 from collections.abc import Mapping
 
-from . import _config, serving
+from . import config_reader, serving
 
 __all__ = ["logit_factors", "softmax_scale"]
 
@@ -38,9 +38,9 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     Each entry: ``name``, ``value`` (a number, or ``None`` for a factor that
     depends on the position), ``formula`` and ``source``.
     """
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    block, _ = _config._rope_block(text)
+    block, _ = config_reader._rope_block(text)
     out = []
     head_dim = rope.head_dim if rope is not None else \
         serving.cache_head(config)["key_dim"]
@@ -109,13 +109,13 @@ def softmax_scale(config: Mapping) -> float | None:
     without RoPE too (the head size from :func:`posenc_lib.serving.cache_head`).
     """
     rope = None
-    _, model_type = _config._text_config(config)
-    if model_type in _config.ATTENTION_FREE:
+    _, model_type = config_reader._text_config(config)
+    if model_type in config_reader.ATTENTION_FREE:
         return None  # no attention, no softmax
-    if _config.positional_scheme(config) == "rotary":
+    if config_reader.positional_scheme(config) == "rotary":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rope = _config.parse_rope_config(config)
+            rope = config_reader.parse_rope_config(config)
     factors = logit_factors(config, rope, 1.0)
     return math.prod(f["value"] for f in factors if f["value"] is not None
                      and not f["name"].startswith("cos/sin"))

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import _config, _validate
+from . import config_reader, _validate
 
 __all__ = ["LayerRope", "LAYER_DEFAULTS", "layer_types", "layer_layout",
            "layer_config", "llama4_no_rope_layers"]
@@ -141,16 +141,16 @@ def _no_rope_layers(text: Mapping, model_type: str, n: int, used: list) -> list:
 
 
 def _defaults_warning(used: list, model_type: str | None) -> None:
-    _config.warn_defaults(used, LAYER_DEFAULTS.get(model_type, {}), model_type,
+    config_reader.warn_defaults(used, LAYER_DEFAULTS.get(model_type, {}), model_type,
                           stacklevel=5)
 
 
 def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
         model_type = model_type.removesuffix("_text")
     used: list = []
-    n = _config.num_layers(text)  # n_layer, num_layers, n_layers: the same field
+    n = config_reader.num_layers(text)  # n_layer, num_layers, n_layers: the same field
     if n is None:
         n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
@@ -168,8 +168,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             raise ValueError(f"layer_types has {len(given)} entries for "
                              f"num_hidden_layers={n}")
         kinds = list(given)
-    elif model_type in _config.ATTENTION_FREE:  # no attention at all
-        kinds = [_config.ATTENTION_FREE[model_type]] * n
+    elif model_type in config_reader.ATTENTION_FREE:  # no attention at all
+        kinds = [config_reader.ATTENTION_FREE[model_type]] * n
     elif model_type == "jamba":  # JambaConfig.layers_block_type
         period = _validate.positive_int("attn_layer_period",
                                         text.get("attn_layer_period", 8))
@@ -222,9 +222,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         rope: str | None = "global"
         temperature = None
         if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
-                _config._granite_nope(text, model_type):
+                config_reader._granite_nope(text, model_type):
             rope = None
-        elif kind == "recurrent" or model_type in _config.NOT_ROTARY:
+        elif kind == "recurrent" or model_type in config_reader.NOT_ROTARY:
             rope = None  # attention-free, or positions that are not rotary
         elif model_type == "cohere2" and not (kind == "sliding_attention"
                                               and window is not None):
@@ -286,7 +286,7 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
         return None
     out = {**text, "model_type": model_type}
     nested = text.get("rope_parameters")
-    if _config.is_per_layer_type(nested):
+    if config_reader.is_per_layer_type(nested):
         # transformers 5.x: one rope_parameters per layer type, as stated
         if entry.attention not in nested:
             raise ValueError(f"rope_parameters has no entry for layer {layer}'s "

@@ -14,10 +14,10 @@ working on longer inputs, not whether an encoding is needed for it.
 two order-free readers (bag of tokens, sets of keys).
 
 Chapter 7's study trains and scores the models on it: the models of
-:data:`posenc_lib.experiment.MODELS`, trained by
-:func:`posenc_lib.experiment.train_model` with ``study="task"`` (one trainer
-and one configuration, :class:`posenc_lib.experiment.Config`, for both
-studies), and ``python -m posenc_lib.experiment`` writes
+:data:`posenc_lib.tools.experiment.MODELS`, trained by
+:func:`posenc_lib.tools.experiment.train_model` with ``study="task"`` (one trainer
+and one configuration, :class:`posenc_lib.tools.experiment.Config`, for both
+studies), and ``python -m posenc_lib experiment`` writes
 ``results/retrieval.json`` (and the reader panel on the same items,
 ``results/retrieval_readers.json``). This module reads the results file
 back (:func:`load_results`, :func:`outcomes`, :func:`cell_outcomes`).
@@ -356,18 +356,18 @@ def reader_panel(task: PositionTask, inputs: torch.Tensor, answers: torch.Tensor
 
 def load_results(path: str | Path = RESULTS_PATH, *, config) -> dict:
     """Load ``results/retrieval.json`` (written by ``python -m
-    posenc_lib.experiment``) and refuse it (``ValueError``) if another schema
+    posenc_lib.tools.experiment``) and refuse it (``ValueError``) if another schema
     version or another configuration made it.
 
     Args:
         config: the configuration the file must come from, any object with
-            a ``hash()`` (a :class:`posenc_lib.experiment.Config`;
-            :func:`posenc_lib.experiment.load_retrieval_results` passes the
+            a ``hash()`` (a :class:`posenc_lib.tools.experiment.Config`;
+            :func:`posenc_lib.tools.experiment.load_retrieval_results` passes the
             study's own). This module does not import the trainer.
     """
     if not callable(getattr(config, "hash", None)):
         raise ValueError("config: pass the configuration the file must come from "
-                         "(e.g. posenc_lib.experiment.Config())")
+                         "(e.g. posenc_lib.tools.experiment.Config())")
     results = json.loads(Path(path).read_text())
     _stale.refuse_stale(results, path, config.hash(), SCHEMA_VERSION)
     return results
@@ -383,7 +383,7 @@ def _model(results: Mapping, name: str) -> Mapping:
 def cell_outcomes(results: Mapping, name: str, cell: str) -> np.ndarray:
     """``(seeds, items)`` 0/1 array: which test items of ``cell``
     (``"<length>:<band>"``) model (or reading) ``name`` answered correctly,
-    per seed; what :func:`posenc_lib.experiment.accuracy_interval` reads."""
+    per seed; what :func:`posenc_lib.tools.experiment.accuracy_interval` reads."""
     table = _model(results, name)
     if cell not in table:
         raise ValueError(f"cell: {cell!r} is not one of {list(table)}")

@@ -58,7 +58,7 @@ import torch
 from torch import Tensor
 
 from . import _validate, _validate_config
-from ._config import parse_rope_config
+from .config_reader import parse_rope_config
 from .per_layer import layer_config, llama4_no_rope_layers  # noqa: F401 (kept importable here)
 
 __all__ = [

@@ -1,6 +1,6 @@
 """What serving a rotary model needs, read from its ``config.json``.
 
-Four answers the inspector (:mod:`posenc_lib.inspect`) reports:
+Four answers the inspector (:mod:`posenc_lib.tools.inspector`) reports:
 
 - :func:`transformers_warnings`: the warnings the installed transformers logs
   when it loads the config (4.57.6's ``rope_config_validation`` or 5.24.0's
@@ -26,7 +26,7 @@ from typing import Mapping
 
 import torch
 
-from . import _config, _validate, _validate_config, per_layer, rope
+from . import config_reader, _validate, _validate_config, per_layer, rope
 
 __all__ = ["transformers_warnings", "mimicked_transformers_version",
            "MIMICKED_VERSIONS", "KEEPS_TYPE_KEY", "validates_rope", "VALIDATING_MODEL_TYPES",
@@ -78,7 +78,7 @@ def validates_rope(config: Mapping) -> bool:
     """Whether transformers 4.57.6 runs ``rope_config_validation`` on this
     config's rope block (see :data:`VALIDATING_MODEL_TYPES`; Granite 4.0's
     class runs it only with ``position_embedding_type`` ``"rope"``)."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     if model_type == "granitemoehybrid":
         return text.get("position_embedding_type") == "rope"
     inner = config.get("text_config")
@@ -146,9 +146,9 @@ KEEPS_TYPE_KEY = frozenset({
 def _rotary_dim(text: Mapping, model_type) -> int:
     """``int(head_dim * partial_rotary_factor)``, the rotated features, with
     the class defaults for fields the config omits (GPT-NeoX's ``rotary_pct``)."""
-    fields = {**_config.MODEL_DEFAULTS.get(model_type, {}), **text}
+    fields = {**config_reader.MODEL_DEFAULTS.get(model_type, {}), **text}
     partial = fields.get("partial_rotary_factor", fields.get("rotary_pct", 1.0))
-    return int(_config._head_dim(fields) * partial)
+    return int(config_reader._head_dim(fields) * partial)
 
 
 def _missing_keys(rope_type: str, block: Mapping, required: set[str],
@@ -212,14 +212,14 @@ def transformers_warnings(config: Mapping, version: str | None = None) -> list[s
 
 def _transformers_5_warnings(config: Mapping) -> list[str]:
     """transformers 5.24.0's RoPE messages (see :func:`transformers_warnings`)."""
-    text, model_type = _config._raw_text_config(config)
+    text, model_type = config_reader._raw_text_config(config)
     if config.get("model_type") == "kimi_k2":
         return []  # no class in transformers 5.24 (it has DeepSeek-V3.2's); remote code
     block = text.get("rope_scaling") or text.get("rope_parameters")
     if not isinstance(block, Mapping) or not block:
         return []
     max_len = text.get("max_position_embeddings",
-                       _config.MODEL_DEFAULTS.get(model_type, {})
+                       config_reader.MODEL_DEFAULTS.get(model_type, {})
                        .get("max_position_embeddings"))
     labels = text.get("layer_types") or ()
     nested = [key for key in block if key in labels]
@@ -362,7 +362,7 @@ def _validate_5(entry: dict, text: Mapping, model_type, max_len, config) -> list
 
 def _transformers_4_warnings(config: Mapping) -> list[str]:
     """transformers 4.57.6's RoPE messages (see :func:`transformers_warnings`)."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     block = text.get("rope_scaling")
     if not isinstance(block, Mapping) or not validates_rope(config):
         return []
@@ -377,7 +377,7 @@ def _transformers_4_warnings(config: Mapping) -> list[str]:
                 block[key] = float(block[key])
     rope_type = block.get("rope_type", block.get("type", "default"))
     max_len = text.get("max_position_embeddings",  # Gemma 3's class fills it in
-                       _config.MODEL_DEFAULTS.get(model_type, {})
+                       config_reader.MODEL_DEFAULTS.get(model_type, {})
                        .get("max_position_embeddings"))
     out: list[str] = []
     if rope_type not in ("default", "linear", "dynamic", "yarn", "llama3", "longrope"):
@@ -592,7 +592,7 @@ def _mla(text: Mapping, model_type) -> dict | None:
             "kv_lora_rank" in text and "qk_rope_head_dim" in text):
         return None
     used = [k for k in MLA_DEFAULTS if text.get(k) is None]
-    _config.warn_defaults(used, MLA_DEFAULTS, model_type, stacklevel=4)
+    config_reader.warn_defaults(used, MLA_DEFAULTS, model_type, stacklevel=4)
     return {k: _validate.positive_int(k, text.get(k) if text.get(k) is not None
                                       else MLA_DEFAULTS[k]) for k in MLA_DEFAULTS}
 
@@ -610,9 +610,9 @@ def cache_head(config: Mapping) -> dict:
         dict with ``kv_heads``, ``key_dim``, ``value_dim`` (per head) and, for
         MLA, ``mla`` (the four MLA sizes).
     """
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    _, heads = _config._one_of_aliases(text, _config._HEADS_ALIASES)
+    _, heads = config_reader._one_of_aliases(text, config_reader._HEADS_ALIASES)
     heads = _validate.positive_int("num_attention_heads", heads)
     kv_heads = text.get("num_key_value_heads")
     if model_type == "falcon":  # FalconAttention.num_kv_heads
@@ -637,12 +637,12 @@ def cache_head(config: Mapping) -> dict:
                 "key_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
                 "value_dim": mla["v_head_dim"]}
     if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
-        _, hidden = _config._one_of_aliases(text, _config._HIDDEN_ALIASES)
+        _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
         head_dim = _validate.positive_int("hidden_size", hidden) // heads
     else:
-        filled = _config._with_defaults(text, {}, model_type)
+        filled = config_reader._with_defaults(text, {}, model_type)
         filled.pop("qk_rope_head_dim", None)
-        head_dim = _config._head_dim(filled)
+        head_dim = config_reader._head_dim(filled)
     return {"kv_heads": kv_heads, "key_dim": head_dim, "value_dim": head_dim}
 
 
@@ -700,13 +700,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
     if model_type not in STATE_DEFAULTS:
         return None
     layout = _layout(config)
     b = _validate.positive_int("bytes_per_value", bytes_per_value)
-    _, hidden = _config._one_of_aliases(text, _config._HIDDEN_ALIASES)
+    _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
 
     def get(key):
         return _state(text, model_type, key)
@@ -790,7 +790,7 @@ def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
 
 def _layout(config: Mapping) -> list:
     with warnings.catch_warnings():  # the inspector reports the defaults once
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         return per_layer.layer_layout(config)
 
 
@@ -798,13 +798,13 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
                                                           str]:
     """Per layer: the cache kind (a layer type) and the window it keeps, or
     ``None``; and where the kinds come from."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
     layout = _layout(config)
     if engine == "vllm":
         return ([(x.attention, x.window) for x in layout],
                 "the model's layer layout (posenc_lib.per_layer)")
-    if model_type in _config.ATTENTION_FREE:  # their caches hold no keys or values
+    if model_type in config_reader.ATTENTION_FREE:  # their caches hold no keys or values
         return ([(x.attention, None) for x in layout],
                 "the model has no attention layers")
     if model_type not in HYBRID_CACHES and any(x.attention in NO_KV for x in layout):
@@ -934,8 +934,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
     modelled = (mimicked_transformers_version(transformers_version)
                 if engine == "transformers" else None)
-    text, _ = _config._text_config(config)
-    if _config.num_layers(text) is None and text.get("layer_types") is None:
+    text, _ = config_reader._text_config(config)
+    if config_reader.num_layers(text) is None and text.get("layer_types") is None:
         return None
     kinds, source = _cache_kinds(config, engine)
     shared = text.get("num_kv_shared_layers") or 0

@@ -16,7 +16,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from posenc_lib import experiment
+from posenc_lib.tools import experiment
 
 
 def _refuse(*args, **kwargs):

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from posenc_lib import _config, scaling
+from posenc_lib import scaling
+from posenc_lib import config_reader
 
 GEMMA = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 2,
          "num_key_value_heads": 1, "head_dim": 32, "num_hidden_layers": 12,
@@ -123,9 +124,9 @@ def main(argv=None) -> int:
         theirs = ref["cases"][name]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            text, _ = _config._text_config(config)
+            text, _ = config_reader._text_config(config)
         said = [str(w.message) for w in caught
-                if issubclass(w.category, _config.V5LayoutWarning)]
+                if issubclass(w.category, config_reader.V5LayoutWarning)]
         ours = text["rope_parameters"]
         problems = []
         for kind, entry in ours.items():

@@ -19,7 +19,7 @@ and its fixed part are measured, not predicted), while
 The library's answers for the same config (``config.to_dict()``): which layers
 rotate and with which frequencies and cos/sin factor
 (:func:`posenc_lib.scaling.rope_from_config` per layer), the softmax scale
-(the constant logit factors of :func:`posenc_lib.inspect.logit_factors`,
+(the constant logit factors of :func:`posenc_lib.tools.inspector.logit_factors`,
 without the cos/sin factor, which the cos/sin carry), the KV cache per token
 and the fixed state (:func:`posenc_lib.serving.kv_cache_bytes` in float32).
 Each difference is recorded with its reason; a type that cannot be built is
@@ -49,8 +49,8 @@ import transformers  # noqa: E402
 from transformers.models.auto.modeling_auto import (  # noqa: E402
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
-from posenc_lib import conformance  # noqa: E402
-from posenc_lib.tiny_model import TOKENS, run_model  # noqa: E402
+from posenc_lib.tools import conformance  # noqa: E402
+from posenc_lib.tools.tiny_model import TOKENS, run_model  # noqa: E402
 
 def sweep(types: list[str]) -> dict:
     results = {}

@@ -10,13 +10,13 @@ Four steps, each timed and recorded:
    ``apply_rotary_pos_emb``, the library's eager paths, ``rope.fused_apply``
    and the copy bandwidth, with the goals (fused >= 50 % of the copy
    bandwidth and >= 2.5x transformers) judged per row;
-2. **diagnose**: :func:`posenc_lib.diagnose.diagnose_rope` on RoPE kernels
+2. **diagnose**: :func:`posenc_lib.tools.diagnose.diagnose_rope` on RoPE kernels
    that run on the device (the eager ``apply_rope``, ``fused_apply``'s
    generated kernel, both layouts), which must come back clean, and on a
    kernel with a planted bug (the sign of sin flipped), which must not;
 3. **tests**: ``tests/test_fused_rope.py``, slow tests included, with
    ``POSENC_TEST_DEVICE`` and torch's default device set to the device;
-4. **training**: chapter 7's trainer (:mod:`posenc_lib.experiment`), its
+4. **training**: chapter 7's trainer (:mod:`posenc_lib.tools.experiment`), its
    smoke configuration cut to the RoPE model and one seed, on the device.
 
 It writes every figure, the device, the versions and the command to
@@ -94,7 +94,7 @@ def step_diagnose(device: str) -> dict:
     import torch
 
     from posenc_lib import rope
-    from posenc_lib.diagnose import diagnose_rope
+    from posenc_lib.tools.diagnose import diagnose_rope
 
     dim = 64
     freqs = rope.inv_freq(dim, dtype=torch.float32).to(device)
@@ -148,7 +148,7 @@ def step_tests(device: str) -> dict:
 
 
 def step_training(device: str) -> dict:
-    from posenc_lib import experiment
+    from posenc_lib.tools import experiment
 
     config = dataclasses.replace(experiment.Config.smoke(), models=("rope",), seeds=(0,))
     start = time.perf_counter()

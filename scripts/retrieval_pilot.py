@@ -2,11 +2,11 @@
 
 Trains one model of chapter 7's study, either on the retrieval task alone
 (``--mode task``: the study's own task training,
-:func:`posenc_lib.experiment.train_model` with ``study="task"``, for
+:func:`posenc_lib.tools.experiment.train_model` with ``study="task"``, for
 ``task_steps`` steps) or on text with ``--rows`` task rows added to every text
 batch (``--mode mixed``, ``steps`` steps: the text's mean loss plus the
 answers' mean loss). It prints the test accuracy per (length, band) cell of
-:func:`posenc_lib.experiment.retrieval_grid`, and the accuracy on 256 fresh
+:func:`posenc_lib.tools.experiment.retrieval_grid`, and the accuracy on 256 fresh
 items of each of the lengths L - 2, L and L + 2, distances uniform over what
 fits. ``--task-lengths fixed`` trains on items of one length, L - 2, so that
 every first query sits at one position: the design chapter 7 replaced.
@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from posenc_lib import experiment as ex
+from posenc_lib.tools import experiment as ex
 from posenc_lib import retrieval
 
 

@@ -12,7 +12,7 @@ heads, ``layer_types``).
 loads a model: the config class (``AutoConfig.for_model``, which runs the rope
 validation where the class does), then a one-layer model of that class and a
 forward pass over three tokens; its logged warnings are captured.
-:func:`project_outcome` runs ``posenc_lib.inspect.inspect_config`` (which reads
+:func:`project_outcome` runs ``posenc_lib.tools.inspector.inspect_config`` (which reads
 the layout and the rope block; ``rope_from_config`` for the frequencies).
 :func:`compare` says whether they agree, and when they do not, whether the
 difference is a deliberate one (:data:`DELIBERATE`, each with its reason).
@@ -37,7 +37,8 @@ from hypothesis import strategies as st
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from posenc_lib import _config, _validate_config, scaling  # noqa: E402
+from posenc_lib import _validate_config, scaling  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
@@ -79,8 +80,8 @@ def rope_block(draw, head_dim: int):
                                            [[1.0] * (pairs - 1), None]),
             "mscale": _number([1.0]), "truncate": st.sampled_from([True, False, None]),
             "foo": st.just(1.0)}
-    used = set(_config.ROPE_KEYS.get(kind, ((), ()))[0] +
-               _config.ROPE_KEYS.get(kind, ((), ()))[1])
+    used = set(config_reader.ROPE_KEYS.get(kind, ((), ()))[0] +
+               config_reader.ROPE_KEYS.get(kind, ((), ()))[1])
     for key, values in keys.items():
         if draw(st.integers(0, 9)) < (7 if key in used else 1):
             block[key] = draw(values)
@@ -181,7 +182,7 @@ def _transformers_outcome(config: dict):
 
 #: Warnings of posenc_lib that transformers has no counterpart for: the
 #: fields filled in from a class default (transformers fills them in silently).
-_SILENT = (_config.DefaultValueWarning,)
+_SILENT = (config_reader.DefaultValueWarning,)
 
 
 def project_outcome(config: dict) -> tuple[str, object]:
@@ -243,7 +244,7 @@ DELIBERATE = [
      "transformers fills in its class default (LlamaConfig: "
      "max_position_embeddings 2048), which is rarely the model's length; "
      "posenc_lib reports a missing length instead of guessing it "
-     "(_config.MODEL_DEFAULTS leaves lengths out on purpose)",
+     "(config_reader.MODEL_DEFAULTS leaves lengths out on purpose)",
      lambda c, t, p: p[0] == "raise" and "config is incomplete" in str(p[1])
      and "max_position_embeddings" in str(p[1])
      and "max_position_embeddings" not in c),

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_diagnose_styles import (  # noqa: E402
     BASE, BUGS, DIM, SCALINGS, STYLES, plain, transformers_rope, yarn_ramp_inverted)
 
-from posenc_lib.diagnose import diagnose_rope  # noqa: E402
+from posenc_lib.tools.diagnose import diagnose_rope  # noqa: E402
 
 
 def rows(max_position):

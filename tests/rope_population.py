@@ -105,7 +105,7 @@ def table_configs() -> list[dict]:
     import copy
     import warnings
 
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     out = []
     with warnings.catch_warnings():

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc_lib import _validate, _validate_config, inspect, per_layer, scaling, serving
+from posenc_lib import _validate, _validate_config, per_layer, scaling, serving
+from posenc_lib.tools import inspector
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
@@ -37,11 +38,11 @@ class _Result:
 
 
 def _cli(*args):
-    """``python -m posenc_lib.inspect ARGS``, in this process (the same main())."""
+    """``python -m posenc_lib inspect ARGS``, in this process (the same main())."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = inspect.main(list(args))
+            code = inspector.main(list(args))
         except SystemExit as stop:  # argparse
             code = stop.code
     return _Result(code, out.getvalue(), err.getvalue())
@@ -69,7 +70,7 @@ def test_a_bad_window_is_named_in_serving_and_the_inspector(window, pattern):
     with pytest.raises(ValueError, match=pattern):
         serving.kv_cache_bytes(config, length=100)
     with pytest.raises(ValueError, match=pattern):  # not target_length
-        inspect.inspect_config(config)
+        inspector.inspect_config(config)
 
 
 def test_a_good_window_caps_the_cache():
@@ -134,14 +135,14 @@ def test_valid_layer_types_still_read():
 ])
 def test_a_bad_field_is_named(config, pattern):
     with pytest.raises(ValueError, match=pattern):
-        inspect.inspect_config(config)
+        inspector.inspect_config(config)
     with pytest.raises(ValueError, match=pattern):
         scaling.rope_from_config(config)
 
 
 def test_hidden_size_not_divisible_stays_accepted_where_5x_accepts_it():
     config = {**BASE, "model_type": "qwen2", "hidden_size": 250}  # Qwen2: no check
-    assert inspect.inspect_config(config)["head_dim"] == 62
+    assert inspector.inspect_config(config)["head_dim"] == 62
 
 
 @pytest.mark.parametrize("block, given", [
@@ -174,11 +175,11 @@ def test_rope_from_config_warns_the_yarn_warning_the_inspector_shows():
                                        "original_max_position_embeddings": 2048}}
     with pytest.warns(scaling.RopeConfigWarning) as caught:
         scaling.rope_from_config(config)
-    shown = inspect.inspect_config(config)["transformers_warnings"]
+    shown = inspector.inspect_config(config)["transformers_warnings"]
     ours = [str(w.message) for w in caught
             if str(w.message).startswith(_validate_config.YARN_LENGTH_MESSAGES)]
     assert ours and ours[0] in shown
-    report = inspect.inspect_config(config)
+    report = inspector.inspect_config(config)
     assert ours[0] not in report["warnings"]  # listed once, as transformers warns
 
 
@@ -214,15 +215,15 @@ def test_the_kv_head_defaults_are_the_classes():
 # ---- lengths -------------------------------------------------------------------
 
 def test_lengths_are_capped_at_2_53_and_the_cap_works():
-    report = inspect.inspect_config(BASE, target_length=_validate.MAX_LENGTH)
+    report = inspector.inspect_config(BASE, target_length=_validate.MAX_LENGTH)
     assert report["target_length"] == 2**53
     with pytest.raises(ValueError, match="target_length must be at most"):
-        inspect.inspect_config(BASE, target_length=2**53 + 1)
+        inspector.inspect_config(BASE, target_length=2**53 + 1)
     with pytest.raises(ValueError, match="length must be at most"):
         serving.kv_cache_bytes(BASE, length=10**30)
     # the default target (2 L) above the cap names where it comes from
     with pytest.raises(ValueError, match=r"target_length defaults to 2 x L = "):
-        inspect.inspect_config({**BASE, "max_position_embeddings": 2**53})
+        inspector.inspect_config({**BASE, "max_position_embeddings": 2**53})
 
 
 # ---- the command line's front door ----------------------------------------------
@@ -273,7 +274,7 @@ def test_unreadable_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_text", refuse)
     with pytest.raises(ValueError, match=f"cannot read {re.escape(str(path))}: "
                                          f"Permission denied"):
-        inspect.load_config(path)
+        inspector.load_config(path)
 
 
 def test_cli_unreadable_file(tmp_path):
@@ -311,8 +312,8 @@ def test_the_front_door_turns_any_failure_into_one_line(monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise TypeError("unsupported operand type(s) for -: 'str' and 'int'")
 
-    monkeypatch.setattr(inspect, "inspect_config", broken)
-    assert inspect.main(["llama-3.1-8b"]) == 2
+    monkeypatch.setattr(inspector, "inspect_config", broken)
+    assert inspector.main(["llama-3.1-8b"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: llama-3.1-8b: a value of this "
                                                "config could not be used (TypeError")

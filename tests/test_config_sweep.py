@@ -24,7 +24,8 @@ pytest.importorskip("transformers")
 
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
-from posenc_lib import _config, scaling  # noqa: E402
+from posenc_lib import scaling  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
 from test_models import assert_same, hf_config, hf_rope  # noqa: E402
 
 SWEEP = settings(max_examples=40, deadline=None, derandomize=True,
@@ -200,7 +201,7 @@ def test_hunyuan_alpha_is_the_models_rule():
     generic, _ = ROPE_INIT_FUNCTIONS["dynamic"](hf_config(config), "cpu")
     got, _ = ours(config)
     assert math.isclose(generic[-1] / got[-1], 1000.0, rel_tol=1e-5)
-    assert _config.parse_rope_config(config).ntk_alpha == 1000.0
+    assert config_reader.parse_rope_config(config).ntk_alpha == 1000.0
     with pytest.raises(ValueError, match="head_dim"):
         ours({k: v for k, v in config.items() if k != "head_dim"})
     with pytest.raises(ValueError, match="alpha"):
@@ -255,10 +256,10 @@ def test_one_error_lists_every_problem():
 def test_silent_defaults_are_reported():
     config = {"model_type": "gemma3_text", "hidden_size": 512,
               "num_attention_heads": 4, "max_position_embeddings": 1024}
-    with pytest.warns(_config.DefaultValueWarning, match="rope_theta.*head_dim"):
-        rope = _config.parse_rope_config(config)
+    with pytest.warns(config_reader.DefaultValueWarning, match="rope_theta.*head_dim"):
+        rope = config_reader.parse_rope_config(config)
     assert rope.defaults_used == ("rope_theta", "head_dim")
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     report = model_inspect.inspect_config(config)
     assert any("leaves out" in w for w in report["warnings"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc_lib import conformance
+from posenc_lib.tools import conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "results").glob("conformance*.json"))
@@ -117,7 +117,7 @@ def test_live_subset_matches_the_stored_observations():
     data = _load(path)
     if data["transformers"] != transformers.__version__:
         pytest.skip(f"stored for {data['transformers']}")
-    from posenc_lib import tiny_model
+    from posenc_lib.tools import tiny_model
 
     for name in ("llama", "qwen3_next"):
         run = tiny_model.run_model(name)
@@ -150,15 +150,15 @@ HUNYUAN_7B = {
 
 @pytest.mark.slow
 def test_granite_h_report_and_crosscheck():
-    from posenc_lib import crosscheck, inspect
+    from posenc_lib.tools import crosscheck, inspector
 
-    report = inspect.inspect_config(GRANITE_H)
+    report = inspector.inspect_config(GRANITE_H)
     cache = report["kv_cache"]
     assert cache["bytes_per_token"] == 16 * 1024
     assert cache["fixed_state"]["layers"] == 36
     assert round(cache["fixed_state"]["bytes"] / 2**20, 1) == 74.3
     assert report["logit_factors"][0]["value"] == 0.0078125
-    assert "serving" in inspect.format_report(report)
+    assert "serving" in inspector.format_report(report)
     result = crosscheck.crosscheck(GRANITE_H)
     assert result["ok"], result["problems"]
     assert result["scales_received"] == [0.0078125]
@@ -169,13 +169,13 @@ def test_gemma3n_report_and_crosscheck():
     pytest.importorskip("transformers")
     from transformers import Gemma3nConfig
 
-    from posenc_lib import crosscheck, inspect
+    from posenc_lib.tools import crosscheck, inspector
 
     config = Gemma3nConfig().to_dict()  # E4B's text sizes: 35 layers, 15 sharing
-    report = inspect.inspect_config(config)
+    report = inspector.inspect_config(config)
     assert report["kv_cache"]["bytes_per_token"] == 40 * 1024
     assert report["kv_cache"]["kv_layers"] == 20
-    assert inspect.softmax_scale(config) == 1.0
+    assert inspector.softmax_scale(config) == 1.0
     local = {e["rope"]["base"] for e in report["layers"]
              if e["attention"] == "sliding_attention"}
     assert local == {10_000.0}
@@ -187,9 +187,9 @@ def test_gemma3n_report_and_crosscheck():
 @pytest.mark.slow
 def test_hunyuan_alpha_base_and_the_4_57_cliff():
     transformers = pytest.importorskip("transformers")
-    from posenc_lib import crosscheck, inspect
+    from posenc_lib.tools import crosscheck, inspector
 
-    report = inspect.inspect_config(HUNYUAN_7B)
+    report = inspector.inspect_config(HUNYUAN_7B)
     assert round(report["effective_base"], -3) == 11_159_000
     assert report["full_turn_pairs"] == 42
     assert report["frequencies"]["length_dependent"]
@@ -201,7 +201,7 @@ def test_hunyuan_alpha_base_and_the_4_57_cliff():
 
 @pytest.mark.slow
 def test_minimax_m2_rotary_dim_under_5x():
-    from posenc_lib import crosscheck, inspect
+    from posenc_lib.tools import crosscheck, inspector
 
     config = {"model_type": "minimax_m2", "hidden_size": 3072,
               "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
@@ -209,7 +209,7 @@ def test_minimax_m2_rotary_dim_under_5x():
               "max_position_embeddings": 196608, "rope_theta": 5000000,
               "num_local_experts": 256, "num_experts_per_tok": 8,
               "use_mtp": True, "num_mtp_modules": 3}
-    report = inspect.inspect_config(config)
+    report = inspector.inspect_config(config)
     assert (report["rotary_dim"], report["pairs"]) == (64, 32)
     assert any("multi-token-prediction" in n for n in report["engine_needs"])
     from conftest import PYTHON5 as python

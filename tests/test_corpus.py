@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc_lib import corpus, experiment
+from posenc_lib import corpus
+from posenc_lib.tools import experiment
 
 
 def test_the_archive_gives_the_pinned_digests():

@@ -1,4 +1,4 @@
-"""``python -m posenc_lib.inspect CONFIG --crosscheck``: the report against a
+"""``python -m posenc_lib inspect CONFIG --crosscheck``: the report against a
 tiny model of the config's class, built with the installed transformers."""
 
 from __future__ import annotations
@@ -9,21 +9,22 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from posenc_lib import crosscheck, inspect, serving
+from posenc_lib import serving
+from posenc_lib.tools import crosscheck, inspector
 
 
 @pytest.mark.parametrize("name", ["lfm2-1.2b", "gpt-oss-20b", "deepseek-v3",
                                   "qwen2.5-7b-instruct-yarn", "smollm3-3b",
                                   "qwen2.5-vl-7b-instruct"])
 def test_table_configs_pass(name, capsys):
-    assert inspect.main([name, "--crosscheck"]) == 0
+    assert inspector.main([name, "--crosscheck"]) == 0
     out = capsys.readouterr().out
     assert "verdict            the report matches what transformers runs" in out
     assert "MISMATCH" not in out
 
 
 def test_every_layer_and_the_cache_are_compared():
-    result = crosscheck.crosscheck(inspect.model_config("lfm2-1.2b"))
+    result = crosscheck.crosscheck(inspector.model_config("lfm2-1.2b"))
     assert len(result["layers"]) == 16
     assert sum(e["rope"] for e in result["layers"]) == 6  # conv layers: none
     # 6 attention layers x 2 x 2 heads x 64 dims x 2 bytes x 10 tokens
@@ -42,7 +43,7 @@ def test_a_wrong_report_is_caught(monkeypatch, capsys):
         return out
 
     monkeypatch.setattr(serving, "kv_cache_bytes", off_by_one_layer)
-    assert inspect.main(["qwen3-8b", "--crosscheck"]) == 1
+    assert inspector.main(["qwen3-8b", "--crosscheck"]) == 1
     out = capsys.readouterr().out
     assert "MISMATCH           cache after 10 tokens" in out
     assert "do not trust the report" in out
@@ -58,7 +59,7 @@ def test_wrong_frequencies_are_caught(monkeypatch):
         return None if got is None else (got[0] * (1 + 1e-4), got[1])
 
     monkeypatch.setattr(scaling, "rope_from_config", shifted)
-    result = crosscheck.crosscheck(inspect.model_config("qwen3-8b"))
+    result = crosscheck.crosscheck(inspector.model_config("qwen3-8b"))
     assert not result["ok"]
     assert any("inv_freq differs" in p for p in result["problems"])
 
@@ -76,7 +77,7 @@ def test_clear_errors(monkeypatch, capsys):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_transformers)
-    assert inspect.main(["qwen3-8b", "--crosscheck"]) == 2
+    assert inspector.main(["qwen3-8b", "--crosscheck"]) == 2
     err = capsys.readouterr().err
     assert "--crosscheck needs transformers" in err
 
@@ -93,7 +94,7 @@ def test_cos_sin_from_the_running_module_are_compared(monkeypatch):
         return cos, sin * (1 + 2**-10)
 
     monkeypatch.setattr(modeling_qwen3.Qwen3RotaryEmbedding, "forward", off)
-    result = crosscheck.crosscheck(inspect.model_config("qwen3-8b"))
+    result = crosscheck.crosscheck(inspector.model_config("qwen3-8b"))
     assert not result["ok"]
     assert any("cos/sin off by" in p for p in result["problems"])
 
@@ -101,7 +102,7 @@ def test_cos_sin_from_the_running_module_are_compared(monkeypatch):
 def test_configs_without_rope_are_checked():
     """ALiBi (and NoPE, hybrids): no rotary layer, but the scale attention
     receives and the cache are compared, not refused."""
-    result = crosscheck.crosscheck(inspect.model_config("bloom-560m"))
+    result = crosscheck.crosscheck(inspector.model_config("bloom-560m"))
     assert not any(e["rope"] for e in result["layers"])
     assert result["cache"]["kv"] == result["cache"]["kv_predicted"] > 0
     assert result["ok"], result["problems"]

@@ -1,4 +1,4 @@
-"""posenc_lib.diagnose: a RoPE written here independently of the library, with
+"""posenc_lib.tools.diagnose: a RoPE written here independently of the library, with
 bugs planted one, two or three at a time, must get exactly the planted codes."""
 
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from posenc_lib import rope, scaling
-from posenc_lib.diagnose import CODES, diagnose_inv_freq, diagnose_rope, round_significand
+from posenc_lib.tools.diagnose import CODES, diagnose_inv_freq, diagnose_rope, round_significand
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -273,19 +273,19 @@ def test_command_line(tmp_path):
             return x[:, :1]
     """))
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([sys.executable, "-m", "posenc_lib.diagnose", f"{module}:rope",
+    run = subprocess.run([sys.executable, "-m", "posenc_lib.tools.diagnose", f"{module}:rope",
                           "--dim", "128", "--base", "500000", "--layout", "half"],
                          capture_output=True, text=True, env=env, cwd=tmp_path)
     assert run.returncode == 1, run.stderr
     assert run.stdout.startswith("findings: layout, positions-precision"), run.stdout
-    run = subprocess.run([sys.executable, "-m", "posenc_lib.diagnose", f"{module}:rope",
+    run = subprocess.run([sys.executable, "-m", "posenc_lib.tools.diagnose", f"{module}:rope",
                           "--dim", "128", "--base", "500000", "--layout", "interleaved"],
                          capture_output=True, text=True, env=env, cwd=tmp_path)
     assert run.stdout.startswith("findings: positions-precision"), run.stdout
     for target, message in ((f"{module}:broken", "error: fn returned shape"),
                             (f"{module}:missing", "error: target:"),
                             ("nofile.py:rope", "error: target: no file")):
-        run = subprocess.run([sys.executable, "-m", "posenc_lib.diagnose", target,
+        run = subprocess.run([sys.executable, "-m", "posenc_lib.tools.diagnose", target,
                               "--dim", "128"], capture_output=True, text=True, env=env,
                              cwd=tmp_path)
         assert run.returncode == 2 and run.stderr.startswith(message), run.stderr
@@ -429,14 +429,14 @@ def test_catalogue_mutants_of_rope(mutant_id, code):
 def test_readme_example_output_is_current(tmp_path, capsys):
     """The README's "Check your own RoPE" example: its code, run through the
     command line's main, prints exactly the output pasted under it."""
-    from posenc_lib.diagnose import main
+    from posenc_lib.tools.diagnose import main
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Check your own RoPE"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
     shown = section[section.index("```console\n") + 11:]
     shown = shown[:shown.index("```")].splitlines()
-    command = shown[0].removeprefix("$ python -m posenc_lib.diagnose ").split()
+    command = shown[0].removeprefix("$ python -m posenc_lib diagnose ").split()
     (tmp_path / "my_rope.py").write_text(code)
     command[0] = str(tmp_path / command[0])
     assert main(command) == 1

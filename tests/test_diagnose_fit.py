@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from posenc_lib import diagnose
-from posenc_lib.diagnose import diagnose_rope
+from posenc_lib.tools import diagnose
+from posenc_lib.tools.diagnose import diagnose_rope
 
 L31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -349,7 +349,7 @@ def test_command_line_front_door(tmp_path, capsys, monkeypatch):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from posenc_lib import _diagnose_fit  # noqa: E402
+from posenc_lib.tools import _diagnose_fit  # noqa: E402
 
 
 @settings(max_examples=30, deadline=None)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diagnose_generated import PERTURBATIONS, judge, make_case, strategy  # noqa: E402
 
-from posenc_lib.diagnose import CODES, diagnose_rope  # noqa: E402
+from posenc_lib.tools.diagnose import CODES, diagnose_rope  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "diagnose_rates.json"
 

@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from posenc_lib.diagnose import diagnose_rope
+from posenc_lib.tools.diagnose import diagnose_rope
 
 DIM = 64
 BASE = 10000.0
@@ -273,7 +273,7 @@ def test_config_json_on_the_command_line(tmp_path):
     import json
     import textwrap
 
-    from posenc_lib.diagnose import main
+    from posenc_lib.tools.diagnose import main
     inv, att = transformers_rope(SCALINGS["yarn"])
     config = {"model_type": "llama", "hidden_size": 4 * DIM, "num_attention_heads": 4,
               "head_dim": DIM, "rope_theta": BASE, "max_position_embeddings": 8192,
@@ -371,7 +371,7 @@ def test_unknown_scaling_bug_names_the_pair():
 
 
 def test_bad_scaling_arguments_name_the_parameter(tmp_path):
-    from posenc_lib.diagnose import main
+    from posenc_lib.tools.diagnose import main
     fn = hf_rotate_half(plain())
     for kwargs, name in ((dict(rope_scaling=[1, 2]), "rope_scaling"),
                          (dict(seq_len=100), "seq_len"),

@@ -1,4 +1,4 @@
-"""posenc_lib.engines against the engines and transformers 4.57.6 (its
+"""posenc_lib.tools.engines against the engines and transformers 4.57.6 (its
 ROPE_INIT_FUNCTIONS and apply_rotary_pos_emb): vLLM 0.33.0's own
 rotary-embedding code and SGLang 0.5.23's (both vendored, sha256-checked
 against the release, run), the llama.cpp transcriptions, and every table
@@ -27,7 +27,8 @@ from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from posenc_lib import _vendor, engines, rope, scaling
+from posenc_lib import _vendor, rope, scaling
+from posenc_lib.tools import engines
 
 U = 2.0 ** -24
 SETTINGS = settings(max_examples=10, deadline=None, derandomize=True)
@@ -57,7 +58,7 @@ def _tol(x, n_dims, extra=0.0):
 
 # ---- vLLM 0.33.0, run from the vendored files --------------------------------
 
-VENDOR = Path(engines.__file__).parent / "_vendor" / "vllm"
+VENDOR = Path(_vendor.__file__).parent / "vllm"
 
 
 def _rotary():
@@ -471,9 +472,9 @@ def test_llama_cpp_llama3_freq_factors_match_transformers():
 
 
 def test_every_table_model_has_a_llama_cpp_layout_and_shift_answer():
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    names = inspect.model_names() if hasattr(inspect, "model_names") else None
+    names = inspector.model_names() if hasattr(inspector, "model_names") else None
     import json
     from importlib import resources
 
@@ -605,14 +606,14 @@ def test_every_engine_pairs_the_checkpoint_rows_as_transformers_does():
     llama.cpp's NORM/NEOX (with the converter's permutation). The tables are
     read from three code bases, independently of transformers' modelling code
     (TRANSFORMERS_NEIGHBOURS, and the inspector's INTERLEAVED_PAIRS)."""
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
     checked = 0
     for m in _table():
         c = m["config"]
         tf = engines.transformers_pairs(c)
         if c["model_type"] not in ("bloom", "t5"):  # the inspector's own record
-            assert (inspect._pair_layout(c) == "interleaved") == (tf == "neighbours")
+            assert (inspector._pair_layout(c) == "interleaved") == (tf == "neighbours")
         v, s = engines.vllm_pairs(c), engines.sglang_pairs(c)
         cpp = engines.llama_cpp_pairs(c["model_type"])
         if cpp == "none":
@@ -676,7 +677,7 @@ def test_vllm_llama4_permutation_makes_neox_rotate_the_checkpoints_neighbours():
 
 # ---- SGLang 0.5.23, run from the vendored files ------------------------------
 
-SGL_VENDOR = Path(engines.__file__).parent / "_vendor" / "sglang"
+SGL_VENDOR = Path(_vendor.__file__).parent / "sglang"
 
 
 def test_vendored_sglang_files_are_the_release_files():
@@ -994,10 +995,10 @@ def _hf_rope(config, seq_len=None):
     part), then ROPE_INIT_FUNCTIONS of its rope type."""
     from transformers import AutoConfig
 
-    from posenc_lib import _config
+    from posenc_lib import config_reader
 
     d = dict(config)
-    model_type = _config.MODEL_TYPE_ALIASES.get(d.pop("model_type"), config["model_type"])
+    model_type = config_reader.MODEL_TYPE_ALIASES.get(d.pop("model_type"), config["model_type"])
     text = AutoConfig.for_model(model_type, **d).get_text_config()
     rs = getattr(text, "rope_scaling", None) or {}
     rope_type = rs.get("rope_type", rs.get("type")) or "default"
@@ -1098,9 +1099,9 @@ def test_sglang_deepseek_builds_deepseek_scaling_with_the_softmax_mscale_squared
 # ---- the inspector's engine rows ----------------------------------------------
 
 def _rows(capsys, *argv):
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    assert inspect.main(list(argv)) == 0
+    assert inspector.main(list(argv)) == 0
     out = capsys.readouterr().out.splitlines()
     return {r.strip()[:18].strip(): r.strip()[19:] for r in out if r.startswith("  ")}
 
@@ -1180,7 +1181,7 @@ def test_make_engines_results_are_a_complete_passing_run_of_the_library_tree():
     ("phi3-longrope", 256), ("phi3-longrope-short-prompt", 256), ("llama", None),
 ])
 def test_make_engines_predictions_are_the_librarys(case, n_ctx):
-    """Each case's prediction in the script is what posenc_lib.engines computes
+    """Each case's prediction in the script is what posenc_lib.tools.engines computes
     for that case's config: llama.cpp's frequencies or factor differ from
     transformers' exactly where the script predicts "differ"."""
     script = _script()
@@ -1199,21 +1200,21 @@ def test_crosscheck_engine_vllm_runs_vllm_and_checks_the_report(capsys):
     """--crosscheck --engine vllm compares vLLM's own cos/sin (vendored, run)
     with transformers' at positions up to the report's length, with a float32
     bound below 1, and fails when the report's frequency claim is wrong."""
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    _, config = inspect.load_config("gpt-oss-20b")
-    report = inspect.inspect_config(config, engine="vllm")
-    ok, text = inspect.crosscheck_vllm(config, report)
+    _, config = inspector.load_config("gpt-oss-20b")
+    report = inspector.inspect_config(config, engine="vllm")
+    ok, text = inspector.crosscheck_vllm(config, report)
     assert ok and "as reported" in text and "131071" in text
     wrong = {**report, "engine_rope": {**report["engine_rope"],
                                        "frequencies": {"pairs_differ": 3}}}
-    assert not inspect.crosscheck_vllm(config, wrong)[0]
-    _, phi = inspect.load_config("phi-3-mini-128k-instruct")
-    ok, text = inspect.crosscheck_vllm(phi, inspect.inspect_config(phi, engine="vllm"))
+    assert not inspector.crosscheck_vllm(config, wrong)[0]
+    _, phi = inspector.load_config("phi-3-mini-128k-instruct")
+    ok, text = inspector.crosscheck_vllm(phi, inspector.inspect_config(phi, engine="vllm"))
     assert ok and "differ from transformers'" in text
     # Llama 4's 10M positions: cut where the float32 bound would pass 1/4
-    _, l4 = inspect.load_config("llama-4-scout-17b-16e-instruct")
-    ok, text = inspect.crosscheck_vllm(l4, inspect.inspect_config(l4, engine="vllm"))
+    _, l4 = inspector.load_config("llama-4-scout-17b-16e-instruct")
+    ok, text = inspector.crosscheck_vllm(l4, inspector.inspect_config(l4, engine="vllm"))
     assert ok and "positions cut to" in text
 
 
@@ -1338,7 +1339,7 @@ def test_vllm_kv_pages_are_vllm_0_33_0s_for_mla_full_and_sliding():
     the page size and per-layer reservation of DeepSeek's MLA latent, full
     attention and gpt-oss's sliding layers, in bfloat16 and fp8, are the
     library's."""
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
     stored = _engines_json()["vllm_kv"]
     assert stored["package"] == "vllm==0.33.0"
@@ -1348,7 +1349,7 @@ def test_vllm_kv_pages_are_vllm_0_33_0s_for_mla_full_and_sliding():
                                                        "SlidingWindowSpec"}
     for e in stored["entries"]:
         ours = engines.engine_kv_cache_bytes(
-            inspect.model_config(e["model"]), "vllm", n_ctx=stored["max_model_len"],
+            inspector.model_config(e["model"]), "vllm", n_ctx=stored["max_model_len"],
             cache_dtype=e["kv_cache_dtype"], block_size=stored["block_size"],
             scheduled_tokens=stored["max_in_flight_tokens"])
         info = ours["by_layer_type"][e["layer_type"]]
@@ -1400,9 +1401,9 @@ def test_llama_cpp_f16_and_vllm_bf16_agree_where_both_cache_every_token(
     ({"engine": "llama.cpp", "cache_dtype": {"k": "f16"}}, "cache_dtype"),
 ])
 def test_engine_kv_cache_bytes_names_the_bad_parameter(kwargs, name):
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    config = inspect.model_config("llama-3.1-8b")
+    config = inspector.model_config("llama-3.1-8b")
     kwargs = {"n_ctx": 4096, **kwargs}
     with pytest.raises(ValueError, match=name):
         engines.engine_kv_cache_bytes(config, **kwargs)
@@ -1411,9 +1412,9 @@ def test_engine_kv_cache_bytes_names_the_bad_parameter(kwargs, name):
 def test_engine_kv_cache_bytes_refuses_what_llama_cpp_refuses():
     """MLA with two cache types (llama_init_from_model refuses), a head that
     is not a whole number of q8_0 blocks, DeepSeek-V3.2's DSA cache."""
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    ds = inspect.model_config("deepseek-v3.1")
+    ds = inspector.model_config("deepseek-v3.1")
     with pytest.raises(ValueError, match="cache_dtype_v"):
         engines.engine_kv_cache_bytes(ds, "llama.cpp", n_ctx=4096, cache_dtype="q8_0",
                                       cache_dtype_v="f16")
@@ -1422,7 +1423,7 @@ def test_engine_kv_cache_bytes_refuses_what_llama_cpp_refuses():
     with pytest.raises(ValueError, match="multiple of 32"):
         engines.engine_kv_cache_bytes(odd, "llama.cpp", n_ctx=256, cache_dtype="q8_0")
     with pytest.raises(ValueError, match="indexer"):
-        engines.engine_kv_cache_bytes(inspect.model_config("deepseek-v3.2"), "llama.cpp",
+        engines.engine_kv_cache_bytes(inspector.model_config("deepseek-v3.2"), "llama.cpp",
                                       n_ctx=4096)
 
 
@@ -1430,27 +1431,27 @@ def test_inspector_kv_row_is_the_engines(capsys):
     """--engine llama.cpp / vllm with --cache-dtype: the report's KV cache is
     that engine's (labelled by it), never transformers' number; a cache type the
     engine does not take is refused naming --cache-dtype."""
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
-    config = inspect.model_config("deepseek-v3.1")
-    cpp = inspect.inspect_config(config, engine="llama.cpp")["kv_cache"]
+    config = inspector.model_config("deepseek-v3.1")
+    cpp = inspector.inspect_config(config, engine="llama.cpp")["kv_cache"]
     n = cpp["length"]
     assert cpp["engine"] == "llama.cpp" and cpp["bytes_at_length"] == \
         engines.engine_kv_cache_bytes(config, "llama.cpp", n_ctx=n)["bytes"] == \
         61 * 576 * 2 * n  # the latent, f16, once: n is a multiple of 256
-    fp8 = inspect.inspect_config(config, engine="vllm", cache_dtype="fp8")["kv_cache"]
-    auto = inspect.inspect_config(config, engine="vllm")["kv_cache"]
+    fp8 = inspector.inspect_config(config, engine="vllm", cache_dtype="fp8")["kv_cache"]
+    auto = inspector.inspect_config(config, engine="vllm")["kv_cache"]
     assert fp8["bytes_per_value"] == 1 and 2 * fp8["bytes_at_length"] == \
         auto["bytes_at_length"] == cpp["bytes_at_length"]
     assert fp8["page_size_bytes"] == {"full_attention": 16 * 576}
-    assert inspect.main(["gpt-oss-20b", "--engine", "llama.cpp", "--cache-dtype",
+    assert inspector.main(["gpt-oss-20b", "--engine", "llama.cpp", "--cache-dtype",
                          "q8_0"]) == 0
     out = capsys.readouterr().out
     kv_row = next(line for line in out.splitlines() if line.strip().startswith("KV cache"))
     assert "llama.cpp:" in kv_row and "-ctk q8_0" in kv_row and "keeps 768 tokens" in kv_row
     assert "not transcribed" not in out
-    assert inspect.main(["llama-3.1-8b", "--engine", "transformers", "--cache-dtype",
+    assert inspector.main(["llama-3.1-8b", "--engine", "transformers", "--cache-dtype",
                          "fp8"]) == 2
     assert "--cache-dtype" in capsys.readouterr().err
-    assert inspect.main(["llama-3.1-8b", "--engine", "vllm", "--cache-dtype",
+    assert inspector.main(["llama-3.1-8b", "--engine", "vllm", "--cache-dtype",
                          "q8_0"]) == 2

@@ -1,4 +1,4 @@
-"""Every grader of posenc_lib.exercises: a right answer passes, the starter gets
+"""Every grader of posenc_lib.tools.exercises: a right answer passes, the starter gets
 "not written yet", and each planted wrong answer gets a message naming its bug."""
 
 import math
@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from posenc_lib import exercises, multidim, relative, rope, scaling
+from posenc_lib import multidim, relative, rope, scaling
+from posenc_lib.tools import exercises
 
 
 def starter(*args):

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from posenc_lib import experiment, lm
+from posenc_lib import lm
+from posenc_lib.tools import experiment
 
 SMOKE = experiment.Config.smoke()
 
@@ -129,7 +130,7 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
     out = tmp_path / "distributed.json"
     env = {**os.environ, "PYTHONPATH": str(experiment._ROOT), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    "--nproc_per_node", "2", "-m", "posenc_lib.experiment", "--smoke",
+                    "--nproc_per_node", "2", "-m", "posenc_lib.tools.experiment", "--smoke",
                     "--no-cache", "--quiet", "--device", "cpu", "--out", str(out)],
                    check=True, env=env, cwd=experiment._ROOT, capture_output=True)
     distributed = json.loads(out.read_text())

@@ -12,6 +12,12 @@ imports its package first).
 
 Known cycles, each named with the reason it is not broken yet
 (:data:`KNOWN_CYCLES`); any other cycle fails, the cycle printed.
+
+The same graph checks the layers (:func:`layer_of`): base -> numerics -> tools ->
+figures -> widgets -> command line, each module importing only its own layer or
+the ones before it. And no file of the repository imports a module by the path it
+had before it moved (``posenc_lib._moved.MOVED``): those aliases are for readers'
+code only.
 """
 
 from __future__ import annotations
@@ -25,13 +31,33 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Strongly connected groups that exist today, and why each is kept.
 KNOWN_CYCLES = {
-    frozenset({"posenc_lib._config", "posenc_lib._validate_config",
+    frozenset({"posenc_lib.config_reader", "posenc_lib._validate_config",
                "posenc_lib.per_layer", "posenc_lib.scaling", "posenc_lib.serving"}):
         "_validate_config's checks import _config, per_layer, scaling and "
         "serving inside functions, and each of those imports _validate_config: "
         "the validator sits below its own users; breaking it splits the "
         "validator, a refactor of the whole config layer",
 }
+
+
+#: The layers in import order; :func:`layer_of` places every module.
+LAYERS = ("base", "numerics", "tools", "figures", "widgets", "command line")
+BASE = {"posenc_lib._validate", "posenc_lib._stale", "posenc_lib.config_reader",
+        "posenc_lib._validate_config"}
+
+
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of a posenc_lib module."""
+    if module in BASE:
+        return 0
+    if module in ("posenc_lib.__main__", "posenc_lib._moved"):
+        return 5
+    if module == "posenc_lib":  # the package imports four numerics and _moved
+        return 5
+    for i, package in ((2, "tools"), (3, "figures"), (4, "widgets")):
+        if module == f"posenc_lib.{package}" or module.startswith(f"posenc_lib.{package}."):
+            return i
+    return 1
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -57,6 +83,8 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     modules = _modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
+        if name.startswith("posenc_lib._vendor"):
+            continue
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         tree = ast.parse(path.read_text(), filename=str(path))
         tree.body = [n for n in tree.body if not _is_main_guard(n)]
@@ -74,7 +102,8 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
         graph[name] = {d for d in deps if d in modules and d != name
-                       and not name.startswith(d + ".")}
+                       and not name.startswith(d + ".")
+                       and not d.startswith("posenc_lib._vendor")}
     return graph
 
 
@@ -151,8 +180,8 @@ def test_no_import_cycle_but_the_named_ones():
 @pytest.mark.parametrize("into, planted, back", [
     # scaling imports _validate: _validate importing scaling closes a cycle
     ("_validate", "scaling", "posenc_lib.scaling"),
-    # inspect.main imports crosscheck: crosscheck importing inspect again
-    ("crosscheck", "inspect", "posenc_lib.inspect"),
+    # inspector.main imports crosscheck: crosscheck importing inspector again
+    ("tools/crosscheck", "inspector", "posenc_lib.tools.inspector"),
 ])
 def test_a_planted_cycle_inside_a_function_is_caught(tmp_path, into, planted, back):
     """An import planted inside a function of posenc_lib.<into> that closes a
@@ -163,12 +192,13 @@ def test_a_planted_cycle_inside_a_function_is_caught(tmp_path, into, planted, ba
                     ignore=shutil.ignore_patterns("data", "__pycache__", "_vendor*"))
     graph = import_graph(tmp_path)
     assert not unexplained_cycles(graph)
-    assert f"posenc_lib.{into}" in _reaching(graph, back)
+    module = "posenc_lib." + into.replace("/", ".")
+    assert module in _reaching(graph, back)
     target = tmp_path / "posenc_lib" / f"{into}.py"
     target.write_text(target.read_text() + "\n\ndef _planted():\n"
                       f"    from . import {planted}  # noqa: F401\n")
     bad = unexplained_cycles(import_graph(tmp_path))
-    assert any(f"posenc_lib.{into}" in c and back in c for c in bad), bad
+    assert any(module in c and back in c for c in bad), bad
 
 
 def _reaching(graph, start):
@@ -179,3 +209,86 @@ def _reaching(graph, start):
             seen.add(w)
             todo.append(w)
     return seen
+
+
+def layer_violations(graph) -> list[str]:
+    """Imports from a layer into a later one (an edge inside a cycle of
+    :data:`KNOWN_CYCLES` is that cycle's, reported there)."""
+    return sorted(f"{a} ({LAYERS[layer_of(a)]}) imports {b} ({LAYERS[layer_of(b)]})"
+                  for a, deps in graph.items() for b in deps
+                  if layer_of(b) > layer_of(a)
+                  and not any({a, b} <= group for group in KNOWN_CYCLES))
+
+
+def test_the_layers_import_one_way():
+    graph = import_graph()
+    assert {layer_of(m) for m in graph} == set(range(len(LAYERS)))
+    bad = layer_violations(graph)
+    assert not bad, "imports against the layers: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("into, planted", [
+    # a numerics module reaching up into a tool, inside a function
+    ("rope", "from .tools import diagnose"),
+    # a tool reaching up into the figures
+    ("tools/engines", "from ..figures import models"),
+    # the config reader (base) reaching up into the numerics
+    ("config_reader", "from . import rope"),
+])
+def test_a_planted_upward_import_is_caught(tmp_path, into, planted):
+    import shutil
+
+    shutil.copytree(ROOT / "posenc_lib", tmp_path / "posenc_lib",
+                    ignore=shutil.ignore_patterns("data", "__pycache__", "_vendor*"))
+    assert not layer_violations(import_graph(tmp_path))
+    target = tmp_path / "posenc_lib" / f"{into}.py"
+    target.write_text(target.read_text() + "\n\ndef _planted():\n"
+                      f"    {planted}  # noqa: F401\n")
+    bad = layer_violations(import_graph(tmp_path))
+    assert any(b.startswith("posenc_lib." + into.replace("/", ".")) for b in bad), bad
+
+
+def _old_path_uses(text: str) -> list[str]:
+    """Old module paths (``posenc_lib.inspect``, ``posenc_lib/inspect.py``,
+    ``from posenc_lib import inspect``, ``-m posenc_lib.inspect``) in ``text``."""
+    import re
+
+    from posenc_lib._moved import MOVED
+
+    leaves = sorted((old.split(".", 1)[1] for old in MOVED), key=len, reverse=True)
+    alt = "|".join(map(re.escape, leaves))
+    found = re.findall(rf"posenc_lib[./](?:{alt})(?![\w])", text)
+    for names in re.findall(r"^\s*from posenc_lib import ([^\n#]*)", text, re.M):
+        found += [n for n in re.split(r"[\s,()]+", names) if n in leaves]
+    return found
+
+
+def test_nothing_in_the_repository_uses_an_old_path():
+    """The aliases of posenc_lib._moved are for readers' code: the book, the
+    library, the tests and the scripts use the new paths."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    skip = ("results/", "posenc_lib/_vendor/", "posenc_lib/_moved.py",
+            "tests/test_import_graph.py", "tests/test_moved.py")
+    bad = {}
+    for name in files:
+        path = ROOT / name
+        if name.startswith(skip) or not path.is_file() or path.suffix not in (
+                ".py", ".ipynb", ".md", ".yml", ".toml", ".txt", ".sh", ".cff") \
+                and path.name != "Makefile":
+            continue
+        uses = _old_path_uses(path.read_text(errors="replace"))
+        if uses:
+            bad[name] = sorted(set(uses))
+    assert not bad, f"old module paths (see posenc_lib/_moved.py): {bad}"
+
+
+def test_the_old_path_check_can_fail():
+    assert _old_path_uses("from posenc_lib import rope, inspect\n") == ["inspect"]
+    assert _old_path_uses("python -m posenc_lib.experiment --smoke") == [
+        "posenc_lib.experiment"]
+    assert _old_path_uses("see posenc_lib/_config.py") == ["posenc_lib/_config"]
+    assert not _old_path_uses("from posenc_lib.tools import inspector\n"
+                              "posenc_lib.tools.experiment, posenc_lib.config_reader")

@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 
-from posenc_lib import inspect, scaling
+from posenc_lib import scaling
+from posenc_lib.tools import inspector
 
 EXTENDED = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
             "num_key_value_heads": 8, "num_hidden_layers": 32, "rope_theta": 500000.0,
@@ -24,9 +25,9 @@ def test_baseline_flag_against_the_shipped_llama3_frequencies(tmp_path, capsys):
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(EXTENDED))
-    assert inspect.main([str(path), "--json", "--baseline", "llama-3.1-8b"]) == 0
+    assert inspector.main([str(path), "--json", "--baseline", "llama-3.1-8b"]) == 0
     got = json.loads(capsys.readouterr().out)["baseline"]
-    shipped = PretrainedConfig(**inspect.model_config("llama-3.1-8b"))
+    shipped = PretrainedConfig(**inspector.model_config("llama-3.1-8b"))
     extended = PretrainedConfig(**EXTENDED)
     trained, _ = ROPE_INIT_FUNCTIONS["llama3"](shipped, "cpu")
     now, _ = ROPE_INIT_FUNCTIONS["yarn"](extended, "cpu")
@@ -41,14 +42,14 @@ def test_baseline_flag_against_the_shipped_llama3_frequencies(tmp_path, capsys):
 def test_baseline_and_python_errors_are_one_line(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(EXTENDED))
-    assert inspect.main([str(path), "--baseline", str(tmp_path / "missing.json")]) == 2
+    assert inspector.main([str(path), "--baseline", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --baseline:") and err.count("\n") == 1
     with pytest.raises(SystemExit) as stop:
-        inspect.main([str(path), "--python", sys.executable])
+        inspector.main([str(path), "--python", sys.executable])
     assert stop.value.code == 2
     assert "give --crosscheck too" in capsys.readouterr().err
-    assert inspect.main([str(path), "--crosscheck", "--python",
+    assert inspector.main([str(path), "--crosscheck", "--python",
                          str(tmp_path / "no-python")]) == 2
     err = capsys.readouterr().err
     assert "crosscheck error" in err and "Traceback" not in err

@@ -23,7 +23,9 @@ from transformers import AutoModel  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from posenc_lib import _config, crosscheck, inspect, serving  # noqa: E402
+from posenc_lib import serving  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
+from posenc_lib.tools import crosscheck, inspector  # noqa: E402
 from test_per_layer import CLASS_TYPE  # noqa: E402
 
 #: The tiny sizes of the issue's table: 8 layers, 2 KV heads of 16 dims.
@@ -95,7 +97,7 @@ def filled(config: dict, tokens: int) -> tuple[int, int]:
 
 def ours(config: dict, tokens: int) -> tuple[int, int]:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         cache = serving.kv_cache_bytes(config, length=tokens)
     state = cache["fixed_state"]["bytes"] if cache["fixed_state"] else 0
     return cache["bytes_at_length"], state
@@ -121,14 +123,14 @@ def test_the_published_measurements(name):
 
 
 def test_lfm2_caches_only_its_attention_layers():
-    cache = serving.kv_cache_bytes(inspect.model_config("lfm2-1.2b"), length=1)
+    cache = serving.kv_cache_bytes(inspector.model_config("lfm2-1.2b"), length=1)
     # 6 attention layers x 2 (keys, values) x 8 KV heads x 64 dims x 2 bytes
     assert cache["bytes_per_token"] == 6 * 2 * 8 * 64 * 2 == 12 * 1024
     assert cache["by_layer_type"]["conv"] == {
         "layers": 10, "bytes_per_token": 0, "window": None, "cap": None, "kv": False,
         "tokens_at_length": 0}
-    text = inspect.format_report(inspect.inspect_config(
-        inspect.model_config("lfm2-1.2b")))
+    text = inspector.format_report(inspector.inspect_config(
+        inspector.model_config("lfm2-1.2b")))
     assert "12 KiB per token" in text
 
 
@@ -139,8 +141,8 @@ def test_gemma_without_head_dim_uses_one_head_dim():
               "num_key_value_heads": 16, "num_hidden_layers": 28,
               "max_position_embeddings": 8192, "rope_theta": 1e4}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
-        report = inspect.inspect_config(config)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
+        report = inspector.inspect_config(config)
     assert report["head_dim"] == report["kv_cache"]["key_dim"] == 256
     assert report["kv_cache"]["bytes_per_token"] == 2 * 28 * 16 * 256 * 2
 
@@ -177,7 +179,7 @@ def test_state_defaults_are_the_classes():
 
 
 def test_vllm_caches_the_mla_latent():
-    config = inspect.model_config("deepseek-v3")
+    config = inspector.model_config("deepseek-v3")
     text = config.get("text_config", config)
     text.setdefault("num_hidden_layers", 61)
     theirs = serving.kv_cache_bytes(config, engine="vllm", length=16)
@@ -219,18 +221,18 @@ def test_engine_must_be_known():
 
 
 def _deepseek():
-    config = inspect.model_config("deepseek-v3")
+    config = inspector.model_config("deepseek-v3")
     config.setdefault("num_hidden_layers", 61)
     return config
 
 
 def test_deepseek_kv_line_states_the_sizes_its_number_uses():
-    text = inspect.format_report(inspect.inspect_config(_deepseek()))
+    text = inspector.format_report(inspector.inspect_config(_deepseek()))
     line = next(x for x in text.splitlines() if x.strip().startswith("KV cache"))
     # 61 layers x 128 heads x (128 + 64 + 128) x 2 bytes = 4,880 KiB
     assert "4,880 KiB per token" in line
     assert "61 layers x 128 KV heads x (key 128 + 64 + value 128) x 2 bytes" in line
-    vllm = inspect.format_report(inspect.inspect_config(_deepseek(), engine="vllm"))
+    vllm = inspector.format_report(inspector.inspect_config(_deepseek(), engine="vllm"))
     line = next(x for x in vllm.splitlines() if x.strip().startswith("KV cache"))
     assert "68.62 KiB per token (vllm: 61 layers x (kv_lora_rank 512 + " \
         "qk_rope_head_dim 64)" in line
@@ -243,7 +245,7 @@ def test_angle_error_uses_the_configured_frequencies():
               "num_hidden_layers": 2, "max_position_embeddings": 8192,
               "rope_theta": 1e4, "rope_scaling": {"rope_type": "linear",
                                                   "factor": 4.0}}
-    report = inspect.inspect_config(config, target_length=32768)
+    report = inspector.inspect_config(config, target_length=32768)
     freq = 1e4 ** -(torch.arange(0, 128, 2, dtype=torch.float64) / 128) / 4
     p = torch.arange(32768 - 256, 32768)
     for name, dtype in serving.ANGLE_DTYPES.items():
@@ -256,7 +258,7 @@ def test_angle_error_uses_the_configured_frequencies():
         assert report["angle_error"][name] == expected, name
     plain = serving.angle_errors(128, 1e4, 32768)
     assert report["angle_error"] != plain
-    assert "position interpolation (PI) frequencies" in inspect.format_report(report)
+    assert "position interpolation (PI) frequencies" in inspector.format_report(report)
 
 
 def test_kv_at_the_supported_length_and_a_verdict():
@@ -267,7 +269,7 @@ def test_kv_at_the_supported_length_and_a_verdict():
               "num_hidden_layers": 92, "max_position_embeddings": 131072,
               "rope_theta": 1e6, "partial_rotary_factor": 0.5,
               "num_nextn_predict_layers": 1}
-    report = inspect.inspect_config(config)
+    report = inspector.inspect_config(config)
     assert report["kv_cache"]["length"] == report["supported_length"] == 131072
     assert report["angle_error_length"] == 131072  # pairs are probed at 2L
     assert report["target_length"] == 262144
@@ -279,36 +281,36 @@ def test_kv_at_the_supported_length_and_a_verdict():
     [mtp] = report["engine_needs"]
     assert mtp.startswith("1 multi-token-prediction layer(s)")
     assert "4 KiB per token more" in mtp  # one layer: 2 x 8 x 128 x 2 bytes
-    text = inspect.format_report(report)
+    text = inspector.format_report(report)
     assert "  serving            supported up to 131,072" in text
 
 
 def test_engine_needs_sinks_and_state():
-    gpt = inspect.inspect_config(inspect.model_config("gpt-oss-20b"))
+    gpt = inspector.inspect_config(inspector.model_config("gpt-oss-20b"))
     assert any(n.startswith("learned attention sinks") for n in gpt["engine_needs"])
-    lfm = inspect.inspect_config(inspect.model_config("lfm2-1.2b"))
+    lfm = inspector.inspect_config(inspector.model_config("lfm2-1.2b"))
     [state] = lfm["engine_needs"]
     assert "192 KiB per sequence" in state  # 16 layers x 2048 x 3 x 2 bytes
     assert state.startswith("keep the fixed state of layers without KV")
-    plain = inspect.inspect_config(inspect.model_config("qwen3-8b"))
+    plain = inspector.inspect_config(inspector.model_config("qwen3-8b"))
     assert plain["engine_needs"] == []
 
 
 def test_engine_flag(capsys):
-    assert inspect.main(["deepseek-v3", "--engine", "vllm", "--json"]) == 0
+    assert inspector.main(["deepseek-v3", "--engine", "vllm", "--json"]) == 0
     import json
 
     report = json.loads(capsys.readouterr().out)
     if report["kv_cache"] is not None:
         assert report["kv_cache"]["engine"] == "vllm"
     with pytest.raises(SystemExit):  # an engine the inspector does not know
-        inspect.main(["deepseek-v3", "--engine", "tgi"])
+        inspector.main(["deepseek-v3", "--engine", "tgi"])
     # SGLang: its RoPE is reported, its KV cache is not sized
-    assert inspect.main(["deepseek-v3", "--engine", "sglang", "--json"]) == 0
+    assert inspector.main(["deepseek-v3", "--engine", "sglang", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert "kv_cache" not in report and report["engine_rope"]["engine"] == "sglang"
     with pytest.raises(ValueError, match="engine must be one of"):
-        inspect.inspect_config(inspect.model_config("qwen3-8b"), engine="tgi")
+        inspector.inspect_config(inspector.model_config("qwen3-8b"), engine="tgi")
 
 
 # ---- at full scale ---------------------------------------------------------------
@@ -352,26 +354,26 @@ def test_full_scale_figures():
 
 
 def test_verdict_names_the_extension():
-    yarn = inspect.inspect_config(inspect.model_config("qwen2.5-7b-instruct-yarn"))
+    yarn = inspector.inspect_config(inspector.model_config("qwen2.5-7b-instruct-yarn"))
     assert yarn["serving_verdict"].startswith(
         "supported up to 131,072 tokens (YaRN x4 from L = 32,768); beyond, needs a "
         "larger factor")
     linear = {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4,
               "num_hidden_layers": 2, "max_position_embeddings": 131072,
               "rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
-    assert inspect.inspect_config(linear)["serving_verdict"].startswith(
+    assert inspector.inspect_config(linear)["serving_verdict"].startswith(
         "supported up to 131,072 tokens (max_position_embeddings, with position "
         "interpolation (PI) x8)")
     dynamic = dict(linear, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
     assert "dynamic NTK raises the base" in \
-        inspect.inspect_config(dynamic)["serving_verdict"]
+        inspector.inspect_config(dynamic)["serving_verdict"]
 
 
 def test_vllm_fixed_state():
     """vLLM's state shapes (MambaStateShapeCalculator, transcribed): a
     convolution keeps kernel - 1 steps, only layers without attention keep
     one, everything in the model's dtype."""
-    lfm = serving.kv_cache_bytes(inspect.model_config("lfm2-1.2b"), engine="vllm")
+    lfm = serving.kv_cache_bytes(inspector.model_config("lfm2-1.2b"), engine="vllm")
     assert lfm["fixed_state"]["bytes"] == 10 * (3 - 1) * 2048 * 2  # 10 conv layers
     qwen = serving.kv_cache_bytes(QWEN3_NEXT_80B, engine="vllm")
     per = ((4 - 1) * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128) * 2

@@ -1,7 +1,9 @@
 """posenc_lib's layers depend on each other in one direction only, and on what pyproject says.
 
-numerics (every top-level module) -> figures -> widgets. Numerics import
-neither matplotlib nor ipywidgets; figures never import ipywidgets or pyplot.
+numerics (every top-level module) -> tools -> figures -> widgets. Numerics and
+tools import neither matplotlib nor ipywidgets; figures never import ipywidgets or
+pyplot. (tests/test_import_graph.py checks the same order on the source, imports
+inside functions counted; this test checks what importing really loads.)
 Each layer imports no third-party package beyond the dependencies that
 ``pyproject.toml`` declares for it: the numerics need ``torch`` and ``numpy``
 only, the figures and the widgets are extras.
@@ -19,7 +21,7 @@ import yaml
 
 from conftest import ROOT
 
-LAYERED_PACKAGES = ("figures", "widgets")
+LAYERED_PACKAGES = ("tools", "figures", "widgets")
 
 # In one fresh interpreter: import what a layer may use (its declared
 # distributions), then the layer, module by module, and record (1) after each
@@ -69,6 +71,13 @@ for name in numerics:
     importlib.import_module(name)
     report[name] = sorted(m for m in ("matplotlib", "ipywidgets") if m in sys.modules)
 packages["numerics"] = added(before)
+before = allow("tools")
+import posenc_lib.tools as tools
+for name in ["posenc_lib.tools"] + sorted("posenc_lib.tools." + m.name
+                                          for m in pkgutil.iter_modules(tools.__path__)):
+    importlib.import_module(name)
+    report[name] = sorted(m for m in ("matplotlib", "ipywidgets") if m in sys.modules)
+packages["tools"] = added(before)
 before = allow("figures")
 import posenc_lib.figures as figures
 for name in ["posenc_lib.figures"] + sorted("posenc_lib.figures." + m.name
@@ -109,6 +118,7 @@ PROBE = _probe()
 def test_layers_import_only_downwards():
     report = PROBE["report"]
     assert "posenc_lib.attention" in report and "posenc_lib.figures.absolute" in report
+    assert "posenc_lib.tools.inspector" in report
     offenders = {module: loaded for module, loaded in report.items() if loaded}
     assert not offenders, f"modules that import a higher layer: {offenders}"
 
@@ -126,7 +136,7 @@ def test_each_extra_covers_its_layer():
         assert not extra, f"the {layer} layer imports {extra} beyond pyproject's [{layer}]"
     extras = {k: set(_names(v)) for k, v in PROJECT["optional-dependencies"].items()}
     assert "matplotlib" in extras["figures"] and "ipywidgets" in extras["widgets"]
-    assert extras["figures"] | extras["widgets"] | extras["experiment"] <= extras["book"]
+    assert extras["figures"] | extras["widgets"] | extras["tools"] <= extras["book"]
 
 
 def test_the_probe_sees_an_undeclared_import():

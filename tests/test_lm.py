@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc_lib import attention, experiment, lm
+from posenc_lib import attention, lm
+from posenc_lib.tools import experiment
 
 SMOKE = experiment.Config.smoke()
 

@@ -31,8 +31,9 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from posenc_lib import _config, alibi, bounds, multidim, scaling  # noqa: E402
-from posenc_lib import inspect as model_inspect  # noqa: E402
+from posenc_lib import alibi, bounds, multidim, scaling  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
+from posenc_lib.tools import inspector as model_inspect  # noqa: E402
 from posenc_lib.figures import models as figures  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
@@ -40,7 +41,7 @@ from conftest import ROOT  # noqa: E402
 EPS32 = torch.finfo(torch.float32).eps
 EPS64 = torch.finfo(torch.float64).eps
 NAMES = model_inspect.model_names()
-ROTARY = [n for n in NAMES if _config.positional_scheme(model_inspect.model_config(n))
+ROTARY = [n for n in NAMES if config_reader.positional_scheme(model_inspect.model_config(n))
           == "rotary"]
 
 
@@ -51,7 +52,7 @@ def hf_config(config: dict) -> PretrainedConfig:
     d = copy.deepcopy(config)
     model_type = d.pop("model_type", "llama")
     # Kimi K2 and DeepSeek-V3.2 have no 4.57 class; they run DeepSeek-V3's
-    model_type = _config.MODEL_TYPE_ALIASES.get(model_type, model_type)
+    model_type = config_reader.MODEL_TYPE_ALIASES.get(model_type, model_type)
     built = AutoConfig.for_model(model_type, **d)
     return built.get_text_config()
 
@@ -94,7 +95,7 @@ def assert_same(ours, theirs, message=""):
 @pytest.mark.parametrize("name", ROTARY)
 def test_table_model_matches_transformers(name):
     config = model_inspect.model_config(name)
-    rope = _config.parse_rope_config(config)
+    rope = config_reader.parse_rope_config(config)
     lengths = {None, rope.train_length, rope.train_length + 1, rope.extended_length,
                2 * rope.train_length}
     for seq_len in sorted(lengths - {None}) + [None]:
@@ -107,15 +108,15 @@ def test_table_model_matches_transformers(name):
 
 
 def test_table_covers_the_models_the_book_needs():
-    methods = {_config.parse_rope_config(model_inspect.model_config(n)).rope_type
+    methods = {config_reader.parse_rope_config(model_inspect.model_config(n)).rope_type
                for n in ROTARY}
     assert methods == {"default", "linear", "yarn", "llama3", "longrope"}
     assert len(NAMES) >= 12 and len(set(NAMES)) == len(NAMES)
-    schemes = {_config.positional_scheme(model_inspect.model_config(n)) for n in NAMES}
+    schemes = {config_reader.positional_scheme(model_inspect.model_config(n)) for n in NAMES}
     assert {"ALiBi", "T5 relative buckets", "rotary"} <= schemes
-    vl = _config.parse_rope_config(model_inspect.model_config("qwen2.5-vl-7b-instruct"))
+    vl = config_reader.parse_rope_config(model_inspect.model_config("qwen2.5-vl-7b-instruct"))
     assert vl.mrope_section == (16, 24, 24)
-    neox = _config.parse_rope_config(model_inspect.model_config("gpt-neox-20b"))
+    neox = config_reader.parse_rope_config(model_inspect.model_config("gpt-neox-20b"))
     assert neox.partial_rotary_factor == 0.25 and neox.dim == 24
 
 
@@ -138,7 +139,7 @@ def test_table_entry_is_a_valid_transformers_config(name, caplog):
         hf_logging.disable_propagation()
         hf_logging.set_verbosity(verbosity)
     model_type = entry["config"]["model_type"]
-    assert built.model_type.startswith(_config.MODEL_TYPE_ALIASES.get(model_type,
+    assert built.model_type.startswith(config_reader.MODEL_TYPE_ALIASES.get(model_type,
                                                                      model_type))
     warnings = sorted({r.getMessage() for r in caplog.records})
     if name == "qwen2.5-7b-instruct-yarn":
@@ -167,7 +168,7 @@ def test_phi3_lists_are_complete():
 def test_model_defaults_are_each_config_class_default():
     import inspect as std_inspect  # the standard library's, not posenc_lib's
 
-    for model_type, defaults in _config.MODEL_DEFAULTS.items():
+    for model_type, defaults in config_reader.MODEL_DEFAULTS.items():
         cls = CONFIG_MAPPING[model_type]
         cls = cls.sub_configs.get("text_config", cls)
         params = std_inspect.signature(cls.__init__).parameters
@@ -200,7 +201,7 @@ def layouts(config: dict) -> dict[str, dict]:
     if "text_config" in config:  # nested (Qwen3-VL): the text part in each layout
         return {layout: {**config, "text_config": text}
                 for layout, text in layouts(config["text_config"]).items()}
-    rope = _config.parse_rope_config(config)
+    rope = config_reader.parse_rope_config(config)
     block = dict(config.get("rope_scaling") or {})
     block.pop("type", None)
     block.pop("rope_type", None)
@@ -223,7 +224,7 @@ def layouts(config: dict) -> dict[str, dict]:
 @pytest.mark.parametrize("name", ROTARY)
 def test_three_layouts_give_the_same_numbers(name):
     config = model_inspect.model_config(name)
-    rope = _config.parse_rope_config(config)
+    rope = config_reader.parse_rope_config(config)
     for seq_len in (None, rope.train_length + 1):
         reference = scaling.rope_from_config(config, seq_len=seq_len, dtype=torch.float64)
         for layout, variant in layouts(config).items():
@@ -234,7 +235,7 @@ def test_three_layouts_give_the_same_numbers(name):
                 with pytest.raises(ValueError, match="Phi3Config"):
                     scaling.rope_from_config(variant)
                 continue
-            assert _config.parse_rope_config(variant).layout == layout
+            assert config_reader.parse_rope_config(variant).layout == layout
             got = scaling.rope_from_config(variant, seq_len=seq_len, dtype=torch.float64)
             assert torch.equal(got[0], reference[0]) and got[1] == reference[1], layout
 
@@ -402,7 +403,7 @@ def test_unknown_rope_keys_are_ignored_with_a_warning():
     accepts works here too, with the same numbers, and the warning names the key."""
     typo = {"rope_type": "yarn", "factor": 4.0, "orginal_max_position_embeddings": 1024}
     meant = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
-    with pytest.warns(_config.UnknownRopeKeyWarning,
+    with pytest.warns(config_reader.UnknownRopeKeyWarning,
                       match="orginal_max_position_embeddings") as record:
         got = scaling.rope_from_config({**LLAMA, "rope_scaling": typo},
                                        dtype=torch.float64)
@@ -414,14 +415,14 @@ def test_unknown_rope_keys_are_ignored_with_a_warning():
         {**LLAMA, "rope_scaling": meant}, dtype=torch.float64)[0])
     # The inspector lists the key in its report instead of warning.
     with warnings.catch_warnings():
-        warnings.simplefilter("error", _config.UnknownRopeKeyWarning)
+        warnings.simplefilter("error", config_reader.UnknownRopeKeyWarning)
         report = model_inspect.inspect_config({**LLAMA, "rope_scaling": typo})
     assert len(report["warnings"]) == 1 and "orginal_max" in report["warnings"][0]
     assert "orginal_max" in model_inspect.format_report(report)
     assert model_inspect.inspect_config(LLAMA)["warnings"] == []
     # Keys M-RoPE configs carry are exempt, as in transformers: no warning.
     with warnings.catch_warnings():
-        warnings.simplefilter("error", _config.UnknownRopeKeyWarning)
+        warnings.simplefilter("error", config_reader.UnknownRopeKeyWarning)
         scaling.rope_from_config({**LLAMA, "rope_scaling": {
             "rope_type": "default", "mrope_section": [16, 8, 8]}})
 
@@ -434,7 +435,7 @@ def test_unknown_rope_keys_are_ignored_with_a_warning():
 def test_configs_transformers_accepts_with_unknown_keys_work(config, extra):
     block = config.get("rope_scaling") or {"rope_type": "default"}
     noisy = {**config, "rope_scaling": {**block, **extra}}
-    with pytest.warns(_config.UnknownRopeKeyWarning) as record:
+    with pytest.warns(config_reader.UnknownRopeKeyWarning) as record:
         got = scaling.rope_from_config(noisy, dtype=torch.float64)
     assert all(name in str(record[0].message) for name in extra)
     assert_same(got, hf_rope(noisy), json.dumps(noisy)[:300])
@@ -496,31 +497,31 @@ def test_inspector_errors_list_the_known_names(tmp_path, capsys):
     assert info.value.code == 2 and "llama-3.1-8b" in capsys.readouterr().err
 
 
-def test_inspector_does_not_shadow_the_standard_library():
+def test_the_inspector_runs_only_as_a_module():
     import inspect as std_inspect
     import runpy
 
     assert sys.modules["inspect"] is std_inspect and hasattr(std_inspect, "signature")
-    assert model_inspect.__name__ == "posenc_lib.inspect"
-    assert sys.modules["posenc_lib.inspect"] is model_inspect
-    # Run as a file, the module refuses before it could stand in for `inspect`.
-    with pytest.raises(ImportError, match="python -m posenc_lib.inspect"):
-        runpy.run_path(str(ROOT / "posenc_lib" / "inspect.py"))
+    assert model_inspect.__name__ == "posenc_lib.tools.inspector"
+    assert sys.modules["posenc_lib.tools.inspector"] is model_inspect
+    # Run as a file, the module refuses with the command that works.
+    with pytest.raises(ImportError, match="python -m posenc_lib inspect"):
+        runpy.run_path(str(ROOT / "posenc_lib" / "tools" / "inspector.py"))
 
 
 def test_console_entry(monkeypatch, capsys):
-    """``python -m posenc_lib.inspect`` runs ``main`` and exits with its status
+    """``python -m posenc_lib inspect`` runs ``main`` and exits with its status
     (in-process: runpy executes the module as ``__main__``, as ``-m`` does)."""
     import runpy
     import warnings
 
     for argv, status in ((["--list"], 0), (["no-such-model"], 2)):
-        monkeypatch.setattr(sys, "argv", ["posenc_lib.inspect", *argv])
+        monkeypatch.setattr(sys, "argv", ["posenc_lib.tools.inspector", *argv])
         with warnings.catch_warnings(), pytest.raises(SystemExit) as info:
             # The package is imported already; runpy warns that it re-executes it.
-            warnings.filterwarnings("ignore", "'posenc_lib.inspect' found in sys.modules",
+            warnings.filterwarnings("ignore", "'posenc_lib.tools.inspector' found in sys.modules",
                                     RuntimeWarning)
-            runpy.run_module("posenc_lib.inspect", run_name="__main__")
+            runpy.run_module("posenc_lib.tools.inspector", run_name="__main__")
         assert info.value.code == status
     out = capsys.readouterr()
     assert out.out.split() == NAMES and "known models: llama-2-7b" in out.err
@@ -530,7 +531,7 @@ def test_console_entry(monkeypatch, capsys):
 def test_inspector_numbers_agree_with_closed_forms(name):
     config = model_inspect.model_config(name)
     report = model_inspect.inspect_config(config)
-    rope = _config.parse_rope_config(config)
+    rope = config_reader.parse_rope_config(config)
     d, base, L = rope.dim, rope.base, report["train_length"]
     if rope.rope_type != "longrope":
         # Pair i turns within L iff 2π·base^(2i/d) <= L: i <= d ln(L/2π) / (2 ln base),
@@ -655,7 +656,7 @@ def hf_pair_partner(config: dict) -> int:
     model's own rotary module and apply function, query e_0 scores non-zero
     against e_0 (cos) and its partner (sin) only."""
     text = hf_config(config)
-    model_type = _config.MODEL_TYPE_ALIASES.get(config["model_type"],
+    model_type = config_reader.MODEL_TYPE_ALIASES.get(config["model_type"],
                                                 config["model_type"])
     module = importlib.import_module(
         f"transformers.models.{model_type}.modeling_{model_type}")

@@ -27,8 +27,9 @@ from transformers import AutoModel  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from posenc_lib import _config, per_layer, scaling  # noqa: E402
-from posenc_lib import inspect as model_inspect  # noqa: E402
+from posenc_lib import per_layer, scaling  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
+from posenc_lib.tools import inspector as model_inspect  # noqa: E402
 from test_models import assert_same  # noqa: E402
 
 TINY = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
@@ -42,9 +43,9 @@ EXTRA = {"llama4": {"intermediate_size_mlp": 32, "num_local_experts": 2},
          "gpt_oss": {"num_local_experts": 2}}
 CLASS_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text",
               "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
-              **_config.MODEL_TYPE_ALIASES}  # Kimi K2, DeepSeek-V3.2: DeepseekV3
+              **config_reader.MODEL_TYPE_ALIASES}  # Kimi K2, DeepSeek-V3.2: DeepseekV3
 TABLE_ROTARY = [n for n in model_inspect.model_names()
-                if _config.positional_scheme(model_inspect.model_config(n)) == "rotary"]
+                if config_reader.positional_scheme(model_inspect.model_config(n)) == "rotary"]
 
 
 def tiny_model(config: dict):
@@ -88,7 +89,7 @@ def check_every_layer(config: dict, ours: dict | None = None) -> list:
     ours = config if ours is None else ours
     model, built = tiny_model(config)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         layout = per_layer.layer_layout(ours)
         if getattr(built, "layer_types", None) is not None:
             assert [x.attention for x in layout] == list(built.layer_types)
@@ -295,7 +296,7 @@ def test_layer_types_of_other_sliding_models(model_type, extra):
     d = {k: v for k, v in config.items() if k != "model_type"}
     built = CONFIG_MAPPING[model_type](**d)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         ours = per_layer.layer_layout(config)
     if hasattr(built, "layer_types"):
         assert [x.attention for x in ours] == list(built.layer_types)
@@ -330,7 +331,7 @@ def test_granite4_without_rope_has_no_positions():
     config = {k: v for k, v in GRANITE4.items() if k != "position_embedding_type"}
     model, _ = tiny_model(config)
     assert model.rotary_emb is None
-    assert _config.positional_scheme(config) == "no positional encoding (NoPE)"
+    assert config_reader.positional_scheme(config) == "no positional encoding (NoPE)"
     with pytest.raises(ValueError, match="position_embedding_type"):
         scaling.rope_from_config(config)
     assert all(scaling.rope_from_config(config, layer=i) is None for i in range(4))
@@ -364,10 +365,10 @@ def test_layout_defaults_are_the_config_classes_and_are_reported():
                   **EXTRA.get(model_type, {})}
         built = CONFIG_MAPPING[CLASS_TYPE.get(model_type, model_type)](
             **{k: v for k, v in config.items() if k != "model_type"})
-        with pytest.warns(_config.DefaultValueWarning, match="leaves out"):
+        with pytest.warns(config_reader.DefaultValueWarning, match="leaves out"):
             assert per_layer.layer_types(config) == list(built.layer_types)
     no_layers = {k: v for k, v in GEMMA3.items() if k != "num_hidden_layers"}
-    with pytest.warns(_config.DefaultValueWarning, match="num_hidden_layers"):
+    with pytest.warns(config_reader.DefaultValueWarning, match="num_hidden_layers"):
         assert len(per_layer.layer_layout(no_layers)) == 26
 
 
@@ -382,7 +383,7 @@ GEMMA3_27B_LAYOUT = {"model_type": "gemma3_text", "hidden_size": 5376, "head_dim
 
 
 def test_inspector_summarises_the_layers():
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     report = model_inspect.inspect_config(GEMMA3_27B_LAYOUT)
     assert report["layer_summary"] == (
@@ -407,7 +408,7 @@ def test_sliding_layers_are_judged_against_their_window():
     1,024, L = 1,024): at 2,048 tokens plain RoPE would put every pair that
     has not closed its circle out of range, but no distance above 1,023 occurs
     in the layer."""
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     local = {"model_type": "mistral", "hidden_size": 5376, "head_dim": 128,
              "num_attention_heads": 32, "max_position_embeddings": 1024,
@@ -429,7 +430,7 @@ def test_sliding_layers_are_judged_against_their_window():
 def test_inspector_json_has_one_entry_per_layer(capsys, tmp_path):
     import json
 
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(OLMO3))
@@ -446,7 +447,7 @@ def test_layer_layout_figure():
 
     layouts = {"Gemma 3": GEMMA3, "Llama 4": LLAMA4, "Qwen3-Next": QWEN3_NEXT}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         fig = figures.layer_layouts(layouts)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "layer index" and ax.get_title()
@@ -474,14 +475,14 @@ def test_pair_layout_of_current_models(model_type):
     ``hf_pair_partner``), against the inspector."""
     from test_models import hf_pair_partner
 
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     config = {"model_type": model_type, **{k: v for k, v in TINY.items()
                                            if k != "pad_token_id"},
               "num_hidden_layers": 2, "rope_theta": 1e4,
               "max_position_embeddings": 256}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         report = model_inspect.inspect_config(config)
     partner = hf_pair_partner(config)
     assert partner == (1 if report["pair_layout"] == "interleaved"
@@ -492,7 +493,7 @@ def test_llama4_pairs_neighbours():
     """Llama 4 views features (2i, 2i + 1) as one complex number."""
     from transformers.models.llama4 import modeling_llama4 as m
 
-    from posenc_lib import inspect as model_inspect
+    from posenc_lib.tools import inspector as model_inspect
 
     model, built = tiny_model(LLAMA4)
     freqs = model.rotary_emb(torch.zeros(1), torch.tensor([[0, 1]]))
@@ -514,7 +515,7 @@ def test_no_import_cycle_between_scaling_and_per_layer():
     from pathlib import Path
 
     package = Path(per_layer.__file__).parent
-    for name in ("per_layer.py", "_config.py"):
+    for name in ("per_layer.py", "config_reader.py"):
         tree = ast.parse((package / name).read_text())
         imported = set()
         for node in ast.walk(tree):

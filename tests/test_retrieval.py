@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc_lib import experiment, lm, retrieval
+from posenc_lib import lm, retrieval
+from posenc_lib.tools import experiment
 
 SMOKE = experiment.Config.smoke()
 
@@ -299,7 +300,7 @@ def test_the_task_module_does_not_import_the_trainer():
     import sys
 
     code = ("import sys, posenc_lib.retrieval; "
-            "assert 'posenc_lib.experiment' not in sys.modules, 'experiment imported'")
+            "assert 'posenc_lib.tools.experiment' not in sys.modules, 'experiment imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=experiment._ROOT, env={**__import__("os").environ,
                                               "PYTHONPATH": str(experiment._ROOT)})

@@ -4,23 +4,24 @@ and the float16 overflow of positions."""
 import pytest
 import torch
 
-from posenc_lib import inspect, rope
+from posenc_lib import rope
+from posenc_lib.tools import inspector
 
 
 @pytest.mark.parametrize("target, label", [(131072, "(4 x L)"), (65536, "(2 x L)"),
                                            (49152, "(1.5 x L)")])
 def test_out_of_range_label_states_the_ratio_to_L(target, label):
-    report = inspect.inspect_config(inspect.model_config("qwen2.5-7b-instruct"),
+    report = inspector.inspect_config(inspector.model_config("qwen2.5-7b-instruct"),
                                     target_length=target)
     assert report["train_length"] == 32768
-    line = next(line for line in inspect.format_report(report).splitlines()
+    line = next(line for line in inspector.format_report(report).splitlines()
                 if "out of range" in line)
     assert f"at {target:,} tokens {label}" in line
 
 
 def test_out_of_range_label_is_absent_at_the_configured_length():
-    config = inspect.model_config("qwen2.5-7b-instruct-yarn")
-    text = inspect.format_report(inspect.inspect_config(config))
+    config = inspector.model_config("qwen2.5-7b-instruct-yarn")
+    text = inspector.format_report(inspector.inspect_config(config))
     line = next(line for line in text.splitlines() if "out of range" in line)
     assert "x L)" not in line
 
@@ -114,7 +115,7 @@ def test_transformers_warnings_are_what_transformers_logs(model_type, block):
 
 
 def test_deepseek_integers_are_floats_to_transformers():
-    config = inspect.model_config("deepseek-v3")
+    config = inspector.model_config("deepseek-v3")
     assert _transformers_log(config) == serving.transformers_warnings(config) == []
     assert serving.transformers_warnings(dict(config, model_type="llama")) == [
         "`rope_scaling`'s factor field must be a float >= 1, got 40",
@@ -127,29 +128,29 @@ def test_qwen25_model_card_yarn_warning_is_in_the_report(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     [message] = _transformers_log(config)
     assert "does not match the ratio implicitly set" in message
-    report = inspect.inspect_config(config)
+    report = inspector.inspect_config(config)
     assert report["transformers_warnings"] == [message]
-    assert f"transformers warns {message}" in inspect.format_report(report)
+    assert f"transformers warns {message}" in inspector.format_report(report)
 
 
 def test_a_model_directory_is_read(tmp_path, capsys):
     folder = tmp_path / "Qwen2.5-7B-Instruct"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(QWEN25_7B))
-    assert inspect.load_config(folder) == ("Qwen2.5-7B-Instruct", QWEN25_7B)
-    assert inspect.main([str(folder), "--json", "--target-length", "131072"]) == 0
+    assert inspector.load_config(folder) == ("Qwen2.5-7B-Instruct", QWEN25_7B)
+    assert inspector.main([str(folder), "--json", "--target-length", "131072"]) == 0
     report = json.loads(capsys.readouterr().out)
     # 2 (keys and values) x 28 layers x 4 KV heads x 128 dims x 2 bytes
     assert report["kv_cache"]["bytes_per_token"] == 2 * 28 * 4 * 128 * 2 == 57344
     assert report["kv_cache"]["bytes_at_length"] == 57344 * 131072
-    assert inspect.main([str(folder)]) == 0
+    assert inspector.main([str(folder)]) == 0
     assert "KV cache           56 KiB per token" in capsys.readouterr().out
 
 
 def test_a_directory_without_config_and_a_hub_id_say_what_to_do(tmp_path, capsys):
     with pytest.raises(ValueError, match="holds no config.json"):
-        inspect.load_config(tmp_path)
-    assert inspect.main(["Qwen/Qwen2.5-7B-Instruct"]) == 2
+        inspector.load_config(tmp_path)
+    assert inspector.main(["Qwen/Qwen2.5-7B-Instruct"]) == 2
     err = capsys.readouterr().err
     assert "looks like a Hugging Face hub id" in err and "download its config.json" in err
 
@@ -201,28 +202,28 @@ def test_length_dependence_is_measured_not_declared():
     # dynamic and LongRoPE: frequencies at two lengths differ; static: equal.
     for name in ("phi-3-mini-128k-instruct", "qwen2.5-7b-instruct-yarn",
                  "llama-3.1-8b"):
-        config = inspect.model_config(name)
-        rope_type = inspect.inspect_config(config)["rope_type"]
-        length = inspect.trained_and_extended(config)["train_length"]
+        config = inspector.model_config(name)
+        rope_type = inspector.inspect_config(config)["rope_type"]
+        length = inspector.trained_and_extended(config)["train_length"]
         a, _ = scaling.rope_from_config(config, seq_len=length, dtype=torch.float64)
         b, _ = scaling.rope_from_config(config, seq_len=4 * length,
                                         dtype=torch.float64)
-        report = inspect.inspect_config(config)
+        report = inspector.inspect_config(config)
         assert report["frequencies"]["length_dependent"] == (not torch.equal(a, b))
         assert (rope_type in serving.LENGTH_DEPENDENT) == (not torch.equal(a, b))
     dynamic = dict(QWEN25_7B, rope_scaling={"type": "dynamic", "factor": 2.0})
     a, _ = scaling.rope_from_config(dynamic, seq_len=32768)
     b, _ = scaling.rope_from_config(dynamic, seq_len=65536)
     assert not torch.equal(a, b)
-    assert inspect.inspect_config(dynamic)["frequencies"]["length_dependent"]
+    assert inspector.inspect_config(dynamic)["frequencies"]["length_dependent"]
 
 
 def test_static_methods_change_short_prompts_and_plain_rope_does_not():
-    yarn = inspect.inspect_config(dict(QWEN25_7B, rope_scaling=QWEN_YARN))
-    plain = inspect.inspect_config(QWEN25_7B)
+    yarn = inspector.inspect_config(dict(QWEN25_7B, rope_scaling=QWEN_YARN))
+    plain = inspector.inspect_config(QWEN25_7B)
     assert yarn["frequencies"]["short_prompt_pairs_changed"] > 0
     assert plain["frequencies"]["short_prompt_pairs_changed"] == 0
-    assert "short prompts included" in inspect.format_report(yarn)
+    assert "short prompts included" in inspector.format_report(yarn)
 
 
 def test_angle_errors_order_and_float16_overflow():
@@ -248,8 +249,8 @@ def test_gemma3_without_max_position_embeddings_gets_its_class_default(tmp_path)
     config = {"model_type": "gemma3", "text_config": text}
     expected = AutoConfig.for_model(**json.loads(json.dumps(text)))
     (tmp_path / "config.json").write_text(json.dumps(config))
-    _, loaded = inspect.load_config(tmp_path)
-    report = inspect.inspect_config(loaded)
+    _, loaded = inspector.load_config(tmp_path)
+    report = inspector.inspect_config(loaded)
     assert report["train_length"] == expected.max_position_embeddings == 131072
     assert any("max_position_embeddings" in w and "131072" in w
                for w in report["warnings"])
@@ -262,9 +263,9 @@ def test_gemma3_without_max_position_embeddings_gets_its_class_default(tmp_path)
 ])
 def test_engine_flag_reports_the_engines_rope(engine, when, capsys):
     """``--engine`` names the chosen engine's pair layout, factor and frequency
-    schedule (``posenc_lib.engines``, whose transcriptions tests/test_engines.py
+    schedule (``posenc_lib.tools.engines``, whose transcriptions tests/test_engines.py
     checks): for Phi-3's LongRoPE the two engines switch at different times."""
-    assert inspect.main(["phi-3-mini-128k-instruct", "--engine", engine]) == 0
+    assert inspector.main(["phi-3-mini-128k-instruct", "--engine", engine]) == 0
     (line,) = [row for row in capsys.readouterr().out.splitlines()
                if row.strip().startswith("engine RoPE")]
     assert f"{engine}: pairs" in line and when in line
@@ -283,18 +284,18 @@ def test_engine_flag_reports_the_engines_rope(engine, when, capsys):
 ])
 def test_engine_flag_reports_the_per_model_pair_layout(model, engine, pairs, capsys):
     """``--engine vllm|sglang`` reports the layout the engine's model file sets
-    (posenc_lib.engines.VLLM_PAIRS / SGLANG_PAIRS); on the checkpoint's rows it
+    (posenc_lib.tools.engines.VLLM_PAIRS / SGLANG_PAIRS); on the checkpoint's rows it
     is the inspector's own record of transformers' pairs (INTERLEAVED_PAIRS),
     and the JSON report cites the model file's line."""
-    assert inspect.main([model, "--engine", engine]) == 0
+    assert inspector.main([model, "--engine", engine]) == 0
     (line,) = [row for row in capsys.readouterr().out.splitlines()
                if row.strip().startswith("engine RoPE")]
     assert f"{engine}: {pairs}" in line
-    _, config = inspect.load_config(model)
-    report = inspect.inspect_config(config, engine=engine)
-    from posenc_lib import engines
+    _, config = inspector.load_config(model)
+    report = inspector.inspect_config(config, engine=engine)
+    from posenc_lib.tools import engines
 
-    expected = "neighbours" if inspect._pair_layout(config) == "interleaved" else "halves"
+    expected = "neighbours" if inspector._pair_layout(config) == "interleaved" else "halves"
     layout = (engines.vllm_pairs if engine == "vllm" else engines.sglang_pairs)(config)
     assert layout["checkpoint_pairs"] == expected
     source = report["engine_rope"]["pairs_source"]
@@ -306,11 +307,11 @@ def test_engine_flag_reports_the_per_model_pair_layout(model, engine, pairs, cap
 def test_sglang_engine_has_no_kv_cache_size(capsys):
     """SGLang's KV-cache sizing is not transcribed: the report says so rather
     than give transformers' or vLLM's number under SGLang's name."""
-    _, config = inspect.load_config("llama-3.1-8b")
-    report = inspect.inspect_config(config, engine="sglang")
+    _, config = inspector.load_config("llama-3.1-8b")
+    report = inspector.inspect_config(config, engine="sglang")
     assert "kv_cache" not in report and "not transcribed" in report["kv_cache_not_covered"]
     with pytest.raises(ValueError, match="engine"):
-        inspect.inspect_config(config, engine="tensorrt-llm")
+        inspector.inspect_config(config, engine="tensorrt-llm")
     with pytest.raises(ValueError, match="engine"):
         serving.kv_cache_bytes(config, length=10, engine="sglang")
 
@@ -319,7 +320,7 @@ def test_sglang_engine_has_no_kv_cache_size(capsys):
 
 
 def _deepseek_61():
-    config = inspect.model_config("deepseek-v3")
+    config = inspector.model_config("deepseek-v3")
     assert config["num_hidden_layers"] == 61  # the table's, cited in models.json
     return config
 
@@ -341,7 +342,7 @@ def test_kv_cache_says_which_transformers_it_models():
         serving.mimicked_transformers_version()
     assert serving.kv_cache_bytes(_deepseek_61(), engine="vllm")[
         "transformers_version"] is None
-    line = next(x for x in inspect.format_report(inspect.inspect_config(
+    line = next(x for x in inspector.format_report(inspector.inspect_config(
         _deepseek_61())).splitlines() if x.strip().startswith("KV cache"))
     assert f"(transformers {serving.mimicked_transformers_version()}:" in line
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from posenc_lib import _config, inspect
+from posenc_lib import config_reader
+from posenc_lib.tools import inspector
 
 #: Table entries without a layer count, and why: no public copy of the
 #: model's own config (or of its authors' file stating the count) was found
@@ -16,17 +17,17 @@ NO_CITED_LAYER_COUNT: dict[str, str] = {}
 
 def test_every_entry_has_a_layer_count_or_a_reason():
     missing = []
-    for name in inspect.model_names():
-        text, _ = _config._text_config(inspect.model_config(name))
-        if _config.num_layers(text) is None and name not in NO_CITED_LAYER_COUNT:
+    for name in inspector.model_names():
+        text, _ = config_reader._text_config(inspector.model_config(name))
+        if config_reader.num_layers(text) is None and name not in NO_CITED_LAYER_COUNT:
             missing.append(name)
     assert not missing, f"no num_hidden_layers and no listed reason: {missing}"
 
 
 def test_listed_reasons_are_still_needed():
     for name in NO_CITED_LAYER_COUNT:
-        text, _ = _config._text_config(inspect.model_config(name))
-        assert _config.num_layers(text) is None, f"{name} has one now: unlist it"
+        text, _ = config_reader._text_config(inspector.model_config(name))
+        assert config_reader.num_layers(text) is None, f"{name} has one now: unlist it"
 
 
 @pytest.mark.parametrize("name, layers, cited", [
@@ -40,7 +41,7 @@ def test_listed_reasons_are_still_needed():
     ("phi-3-mini-128k-instruct", 32, "arxiv.org/abs/2404.14219"),
 ])
 def test_added_layer_counts_are_cited(name, layers, cited):
-    entry = inspect.model_entry(name)
-    text, _ = _config._text_config(entry["config"])
-    assert _config.num_layers(text) == layers
+    entry = inspector.model_entry(name)
+    text, _ = config_reader._text_config(entry["config"])
+    assert config_reader.num_layers(text) == layers
     assert any(cited in url for url in entry["source"]["read_from"])

@@ -26,8 +26,9 @@ pytest.importorskip("transformers")
 
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from posenc_lib import inspect as model_inspect  # noqa: E402
-from posenc_lib import _config, per_layer, scaling, serving  # noqa: E402
+from posenc_lib.tools import inspector as model_inspect  # noqa: E402
+from posenc_lib import per_layer, scaling, serving  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -126,7 +127,7 @@ def _check(config: dict) -> list[str]:
 @pytest.mark.parametrize("name", TABLE)
 def test_table_models_warn_as_transformers_logs(name):
     config = model_inspect.model_config(name)
-    if config["model_type"] in _config.MODEL_TYPE_ALIASES:
+    if config["model_type"] in config_reader.MODEL_TYPE_ALIASES:
         # transformers 4.57 has no such class (the model runs remote code)
         assert config["model_type"] not in CONFIG_MAPPING
         assert serving.transformers_warnings(config) == []

@@ -24,8 +24,9 @@ pytest.importorskip("transformers")
 
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from posenc_lib import _config, rope, scaling  # noqa: E402
-from posenc_lib import inspect as model_inspect  # noqa: E402
+from posenc_lib import rope, scaling  # noqa: E402
+from posenc_lib import config_reader  # noqa: E402
+from posenc_lib.tools import inspector as model_inspect  # noqa: E402
 from test_per_layer import GEMMA3, OLMO3, check_every_layer  # noqa: E402
 
 
@@ -45,7 +46,7 @@ def per_layer_type(config: dict, local: dict) -> dict:
 def test_per_layer_type_rope_parameters(config, local):
     v5 = per_layer_type(config, local)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         check_every_layer(config)  # the 4.x form against transformers 4.57.6
         for i in range(config["num_hidden_layers"]):
             a = scaling.rope_from_config(v5, layer=i, dtype=torch.float64)
@@ -54,11 +55,11 @@ def test_per_layer_type_rope_parameters(config, local):
         glob = scaling.rope_from_config(v5, dtype=torch.float64)
     assert torch.equal(glob[0], scaling.rope_from_config(config,
                                                          dtype=torch.float64)[0])
-    assert _config.parse_rope_config(v5).layout == "5.x"
+    assert config_reader.parse_rope_config(v5).layout == "5.x"
     # 5.x fills a missing full_attention entry with plain RoPE on the
     # top-level base, else the class default (see the next test)
     only_sliding = {**v5, "rope_parameters": {"sliding_attention": local}}
-    with pytest.warns(_config.V5LayoutWarning, match="no 'full_attention' entry"):
+    with pytest.warns(config_reader.V5LayoutWarning, match="no 'full_attention' entry"):
         inv_freq, _ = scaling.rope_from_config(only_sliding, dtype=torch.float64)
     base = {"gemma3": 1e6, "olmo3": 5e5}[config["model_type"]]
     assert torch.equal(inv_freq, scaling.rope_parameters(
@@ -106,8 +107,8 @@ V5_EXPECTED = [
 
 @pytest.mark.parametrize("config, expected", V5_EXPECTED)
 def test_v5_per_layer_type_defaults_and_merges(config, expected):
-    with pytest.warns(_config.V5LayoutWarning, match="as transformers 5.x reads it"):
-        text, _ = _config._text_config(config)
+    with pytest.warns(config_reader.V5LayoutWarning, match="as transformers 5.x reads it"):
+        text, _ = config_reader._text_config(config)
     assert text["rope_parameters"] == expected
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -217,7 +218,7 @@ def test_ledger_lists_position_dependent_temperatures():
                "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
                                    "llama_4_scaling_beta": 0.1,
                                    "original_max_position_embeddings": 16384}}
-    with pytest.warns(_config.UnknownRopeKeyWarning):  # 4.57 ignores the key
+    with pytest.warns(config_reader.UnknownRopeKeyWarning):  # 4.57 ignores the key
         scaling.rope_from_config(mistral)
     report = model_inspect.inspect_config(mistral)
     temps = [f for f in report["logit_factors"] if f["value"] is None]

@@ -816,7 +816,7 @@ def test_steady_limit_rejects_what_is_not_a_positive_number(value):
 
 def test_experiment_explorer_starts_at_twice_the_training_length():
     """Not at the longest length: at 2L, the first length past training."""
-    from posenc_lib import experiment
+    from posenc_lib.tools import experiment
     from posenc_lib.widgets import experiment as explorer
 
     config = experiment.Config()

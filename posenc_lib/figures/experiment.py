@@ -1,7 +1,7 @@
 """Figures for chapter 7: the measured length-generalization study.
 
 Every curve is a mean over seeds and held-out windows with its 95 %
-t-interval (:func:`posenc_lib.experiment.interval`, the windows clustered by
+t-interval (:func:`posenc_lib.tools.experiment.interval`, the windows clustered by
 source file) drawn as a band or an error bar. Perplexity is ``exp`` of the
 mean loss, and its interval ``exp`` of the loss interval.
 """
@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib.ticker import LogLocator
 
-from .. import experiment
+from ..tools import experiment
 from ._base import BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves",
            "training_curves", "retrieval_accuracy", "explorer"]
@@ -69,7 +69,7 @@ def _cached_interval(values: bytes, shape: tuple, other: bytes | None,
 
 
 def _clusters(results: Mapping) -> tuple | None:
-    """The source file of every window, as :func:`posenc_lib.experiment.compare`
+    """The source file of every window, as :func:`posenc_lib.tools.experiment.compare`
     uses them (``None`` when all windows come from one file)."""
     files = experiment.window_files(results)
     return tuple(files.tolist()) if len(set(files.tolist())) > 1 else None
@@ -227,7 +227,7 @@ def retrieval_accuracy(results: Mapping, models: Sequence[str]) -> BookFigure:
     """Accuracy on the retrieval task per distance band for ``models``, from
     the retrieval results file (``results/retrieval.json``'s content), with
     95 % intervals made for 0/1 outcomes
-    (:func:`posenc_lib.experiment.accuracy_interval`), and the chance level
+    (:func:`posenc_lib.tools.experiment.accuracy_interval`), and the chance level
     and the order-free bound of each band."""
     from .. import retrieval
 

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from matplotlib.patches import Rectangle
 
-from .. import _config, per_layer, scaling
-from .. import inspect as model_inspect
+from .. import config_reader, per_layer, scaling
+from ..tools import inspector as model_inspect
 from ._base import BookFigure, new_subplots, plain_log_axis
 
 __all__ = ["ROTARY_MODELS", "LAYER_KINDS", "overview", "wavelengths", "layer_layouts"]
@@ -19,7 +19,7 @@ __all__ = ["ROTARY_MODELS", "LAYER_KINDS", "overview", "wavelengths", "layer_lay
 #: The table's models with rotary positions, in table order.
 ROTARY_MODELS = tuple(
     name for name in model_inspect.model_names()
-    if _config.positional_scheme(model_inspect.model_config(name)) == "rotary")
+    if config_reader.positional_scheme(model_inspect.model_config(name)) == "rotary")
 
 @contextlib.contextmanager
 def _table_quietly():
@@ -28,7 +28,7 @@ def _table_quietly():
     equal smoothing factors; the inspector's report lists both, so drawing the
     table need not warn about them again."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         warnings.simplefilter("ignore", scaling.RopeConfigWarning)
         yield
 
@@ -44,7 +44,7 @@ def overview() -> BookFigure:
     One row per model; each dot is one pair's wavelength ``2π/θ_i`` under the
     config's own frequencies (hollow: plain RoPE with the same base and dim,
     where the config changes it). The black bar is ``L`` (see
-    :func:`~posenc_lib.inspect.trained_and_extended`),
+    :func:`~posenc_lib.tools.inspector.trained_and_extended`),
     the red bar the length the config extends to.
     """
     fig, ax = new_subplots(7.6, 1.6 + 0.27 * len(ROTARY_MODELS))  # 4.6 at 11 rows
@@ -177,7 +177,7 @@ def layer_layouts(configs) -> BookFigure:
     with warnings.catch_warnings():
         # A layout spelled out with the layer fields only: the other fields
         # are the class's defaults by design, which need no warning here.
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         rows = [(label, per_layer.layer_layout(config))
                 for label, config in configs.items()]
     depth = max(len(layers) for _, layers in rows)

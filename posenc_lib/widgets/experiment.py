@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Mapping
 
-from .. import experiment
+from ..tools import experiment
 from ..figures import experiment as figures
 from .core import InteractiveFigure, Slider
 
@@ -61,7 +61,7 @@ def explorer_for(results: Mapping) -> InteractiveFigure:
     """The explorer over any results file's content (its models and lengths).
 
     ``EXPLORER`` is this figure for the stored results of the default
-    :class:`~posenc_lib.experiment.Config`.
+    :class:`~posenc_lib.tools.experiment.Config`.
     """
     config = experiment.Config.from_dict(results["config"])
     return InteractiveFigure(figures.explorer, _sliders(results["models"], config),

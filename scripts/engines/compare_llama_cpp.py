@@ -1,14 +1,14 @@
 """make engines: run llama.cpp (through llama-cpp-python) on tiny random
 transformers models converted by llama.cpp's own converter, and compare its
 logits with transformers: on each case, the agreements AND the divergences that
-posenc_lib.engines predicts, and write every figure to results/engines.json.
+posenc_lib.tools.engines predicts, and write every figure to results/engines.json.
 
 Runs in the project's venv (torch, transformers); the converter comes from
 the vendored llama.cpp tree of the llama-cpp-python source distribution
 (its gguf-py on sys.path, nothing installed), and llama.cpp runs in the
 separate venv given by --engine-python. Not part of make test.
 
-Each case names a prediction (posenc_lib.engines: llama_cpp_params and its
+Each case names a prediction (posenc_lib.tools.engines: llama_cpp_params and its
 notes): "agree" (llama.cpp's logits are transformers' within float32 rounding,
 1e-3 of the logit scale) or "differ" (more than 10x that from transformers',
 and within 1e-3 of transformers run on the config llama.cpp effectively
@@ -367,7 +367,7 @@ def main():
     parser.add_argument("--update", action="store_true",
                         help="rerun only --cases and replace their records in --out")
     args = parser.parse_args()
-    from posenc_lib import engines
+    from posenc_lib.tools import engines
 
     print(f"llama.cpp: {engines.LLAMA_CPP['repo']}@{engines.LLAMA_CPP['commit']} "
           f"(vendored by {engines.LLAMA_CPP['package']})")

@@ -15,7 +15,7 @@ one line per cache (two for an iSWA model: the full layers' cache, then the
 sliding layers'). The cell and layer counts are exact; the sizes are MiB to
 two decimals. Nothing is predicted here: the records are merged into
 results/engines.json (a "kv" list per case, the other figures untouched) and
-tests/test_engines.py compares posenc_lib.engines.engine_kv_cache_bytes with
+tests/test_engines.py compares posenc_lib.tools.engines.engine_kv_cache_bytes with
 them.
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make engines: build llama-cpp-python from its source distribution (CPU only)
 # in a separate venv and run llama.cpp on tiny models, case by case, against
-# transformers and the predictions of posenc_lib.engines; writes
+# transformers and the predictions of posenc_lib.tools.engines; writes
 # results/engines.json. Never installs into the project's .venv. Needs network
 # the first time.
 set -euo pipefail

@@ -9,7 +9,7 @@ results/engines.json. The spec arguments are what vLLM's layers pass
 (mla_attention.py 1371-1388: num_kv_heads 1, head_size = kv_lora_rank +
 qk_rope_head_dim; attention.py 611-677: the config's KV heads and head_dim;
 torch_utils.py 40-57: fp8 -> torch.uint8). tests/test_engines.py compares
-posenc_lib.engines.engine_kv_cache_bytes with these figures.
+posenc_lib.tools.engines.engine_kv_cache_bytes with these figures.
 
     python scripts/engines/vllm_kv_pages.py --wheel vllm-0.33.0-...whl
 """
@@ -39,7 +39,7 @@ def main():
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from posenc_lib import inspect
+    from posenc_lib.tools import inspector
 
     tmp = tempfile.mkdtemp()
     with zipfile.ZipFile(args.wheel) as wheel:
@@ -56,7 +56,7 @@ def main():
     entries = []
     for model, kind in (("deepseek-v3.1", "mla"), ("llama-3.1-8b", "full"),
                         ("gpt-oss-20b", "full"), ("gpt-oss-20b", "sliding")):
-        c = inspect.model_config(model)
+        c = inspector.model_config(model)
         for cache_dtype, dtype in dtypes.items():
             common = {"block_size": 16, "dtype": dtype}
             if kind == "mla":

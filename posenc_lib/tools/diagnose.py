@@ -41,9 +41,9 @@ bug (the book's mutation catalogue) that reproduces it.
 
 Run from a shell::
 
-    python -m posenc_lib.diagnose path/to/module.py:function --dim 128 \\
+    python -m posenc_lib diagnose path/to/module.py:function --dim 128 \\
         --base 500000 --layout half
-    python -m posenc_lib.diagnose path/to/module.py:function \\
+    python -m posenc_lib diagnose path/to/module.py:function \\
         --config path/to/config.json
 """
 
@@ -62,7 +62,7 @@ import torch
 from torch import Tensor
 
 from . import _diagnose_fit as _fit
-from . import _validate, rope
+from .. import _validate, rope
 
 __all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_inv_freq",
            "round_significand", "main"]
@@ -426,7 +426,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
     0 to ``max_position`` (the model's context by default): 0..63, every
     power of two and its neighbours, positions that bfloat16 and float16
     round (257, 2049, 8191, ...) and a geometric spread. The fit is general
-    first (``posenc_lib._diagnose_fit``: the position map, per-pair
+    first (``posenc_lib.tools._diagnose_fit``: the position map, per-pair
     frequencies against the intended schedule, the 2x2 blocks entry by
     entry, output rounding), then the older fit below; an internal failure
     is the finding ``"not-fitted"``, never an exception.
@@ -621,7 +621,7 @@ def _context(cfg, max_position_embeddings) -> int:
 
 
 def _fit_general(fn, m, positions, intended, fit):
-    """Fit, then explain (see ``posenc_lib._diagnose_fit``): the position map
+    """Fit, then explain (see ``posenc_lib.tools._diagnose_fit``): the position map
     with the intended frequencies, the per-pair frequencies against the
     intended schedule, the 2x2 blocks entry by entry. ``None`` where none of
     these models explains ``fn`` (the older fit then runs)."""
@@ -754,7 +754,7 @@ def _clean(fit, intended, positions, g):
 def _scaled_twice(factor, intended):
     """A common ratio of the frequencies against a scaled RoPE's."""
     kind = _rope_type(intended["config"])
-    from ._config import parse_rope_config
+    from ..config_reader import parse_rope_config
     intended_factor = parse_rope_config(intended["config"]).params.get("factor")
     twice = (intended_factor is not None
              and abs(factor / intended_factor - 1) < 1e-4)
@@ -871,7 +871,7 @@ def _explain_schedule(free, intended):
 
 
 def _scaling_factor(intended):
-    from ._config import parse_rope_config
+    from ..config_reader import parse_rope_config
     if intended["config"] is None:
         return None
     factor = parse_rope_config(intended["config"]).params.get("factor")
@@ -881,8 +881,8 @@ def _scaling_factor(intended):
 def _scaling_parameter_fit(free, intended):
     """Which change of one scaling parameter (or one step of its formula)
     reproduces ``free``: a sentence, or ``None``."""
-    from ._config import parse_rope_config
-    from . import scaling
+    from ..config_reader import parse_rope_config
+    from .. import scaling
     cfg = parse_rope_config(intended["config"])
     kind, params = cfg.rope_type, dict(cfg.params)
     rotary, base = intended["rotary"], intended["base"]
@@ -1087,8 +1087,8 @@ def _from_config(config, dim, base, layout, rotary_dim, rope_scaling,
                  max_position_embeddings):
     """``(dim, base, layout, rotary_dim, config)`` read from a ``config.json``
     mapping; an argument given as well must agree with it."""
-    from ._config import parse_rope_config
-    from .inspect import _pair_layout
+    from ..config_reader import parse_rope_config
+    from .inspector import _pair_layout
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "
                          f"{type(config).__name__}")
@@ -1125,13 +1125,13 @@ def _scaling_config(dim, base, rotary, rope_scaling, max_position_embeddings):
 
 
 def _rope_type(config) -> str:
-    from ._config import parse_rope_config
+    from ..config_reader import parse_rope_config
     return parse_rope_config(config).rope_type
 
 
 def _expected(config, rotary, base, seq_len):
     """The intended ``(inv_freq (rotary/2,) float64, attention factor)``."""
-    from . import scaling
+    from .. import scaling
     if config is None:
         if seq_len is not None:
             raise ValueError("seq_len is read only with rope_scaling (dynamic, "
@@ -1241,7 +1241,7 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
 def _dynamic_length(findings, lines, fitted, intended):
     """A plain ladder with another base, for a dynamic rope_scaling: the length
     at which dynamic NTK gives that base."""
-    from ._config import parse_rope_config
+    from ..config_reader import parse_rope_config
     cfg = parse_rope_config(intended["config"])
     if cfg.rope_type != "dynamic":
         return findings, lines
@@ -1627,7 +1627,7 @@ def _direct_ladders(angles, positions, intended, n_pairs, theta_fit):
     bugs of a scaling, a flat ladder (integer division in the exponent), a
     rising one (``base ** (2i/d)``) and a reversed one. ``(codes, lines,
     theta, sign)`` of the first that reproduces every angle, or ``None``."""
-    from ._config import parse_rope_config
+    from ..config_reader import parse_rope_config
     expected, rotary = intended["expected"], intended["rotary"]
     if n_pairs != len(expected):
         return None
@@ -1913,7 +1913,7 @@ INV_FREQ_CODES = {
 
 def _inv_freq_candidates(rope_cfg, config: Mapping) -> dict:
     """Frequencies of every known variant or bug that applies to this config."""
-    from . import scaling
+    from .. import scaling
     dim, base, kind, params = rope_cfg.dim, rope_cfg.base, rope_cfg.rope_type, rope_cfg.params
     idx = torch.arange(dim // 2, dtype=torch.float64)
     plain = rope.inv_freq(dim, base, dtype=torch.float64)
@@ -1984,8 +1984,8 @@ def diagnose_inv_freq(inv_freq, config: Mapping) -> Diagnosis:
     Returns:
         :class:`Diagnosis`; codes from :data:`INV_FREQ_CODES`.
     """
-    from ._config import parse_rope_config
-    from . import scaling
+    from ..config_reader import parse_rope_config
+    from .. import scaling
     if not isinstance(inv_freq, Tensor):
         try:
             inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64)
@@ -2070,13 +2070,13 @@ def _load(target: str) -> Callable:
 
 
 def main(argv=None) -> int:
-    """``python -m posenc_lib.diagnose path/to/module.py:function --dim 128 ...``.
+    """``python -m posenc_lib diagnose path/to/module.py:function --dim 128 ...``.
 
     Prints the findings and the explanation; exits 0 when nothing was found,
     1 when something was, 2 on a bad argument or a ``fn`` that fails.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m posenc_lib.diagnose",
+        prog="python -m posenc_lib diagnose",
         description="Diagnose a RoPE implementation fn(x, positions) -> rotated x, "
                     "x (batch, seq, dim) float32, positions (seq,) int64.")
     parser.add_argument("target", help="path/to/module.py:function")

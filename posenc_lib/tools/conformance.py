@@ -22,8 +22,8 @@ from typing import Mapping
 
 import torch
 
-from . import _config, per_layer, scaling, serving
-from .logit_scale import softmax_scale
+from .. import config_reader, per_layer, scaling, serving
+from ..logit_scale import softmax_scale
 
 __all__ = ["library_view", "compare", "verdict", "claimed", "load_results",
            "rejudge", "tally", "RESULTS_DIR", "EPS32"]
@@ -35,9 +35,9 @@ def claimed(model_type: str) -> bool:
     """Whether the library names ``model_type`` in one of its tables (a type
     it says it reads): the sweep fails when such a type disagrees."""
     name = (model_type or "").removesuffix("_text")
-    tables = (_config.MODEL_DEFAULTS, _config.NOT_ROTARY, per_layer.LAYER_DEFAULTS,
-              _config.FIXED_BASE,
-              serving.STATE_DEFAULTS, getattr(_config, "NO_POSITIONS", {}))
+    tables = (config_reader.MODEL_DEFAULTS, config_reader.NOT_ROTARY, per_layer.LAYER_DEFAULTS,
+              config_reader.FIXED_BASE,
+              serving.STATE_DEFAULTS, getattr(config_reader, "NO_POSITIONS", {}))
     return any(name in t or model_type in t for t in tables)
 
 
@@ -65,7 +65,7 @@ def library_view(config: Mapping, *, position: int,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            out["scheme"] = _config.positional_scheme(config)
+            out["scheme"] = config_reader.positional_scheme(config)
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"positional_scheme: {e}")
             out["scheme"] = None
@@ -110,7 +110,7 @@ def out_of_alpha_range(config: Mapping, seq_len: int) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rope = _config.parse_rope_config(config)
+            rope = config_reader.parse_rope_config(config)
     except (ValueError, TypeError, KeyError):
         return False
     return rope.dynamic_params is not None and seq_len > rope.max_position_embeddings
@@ -256,7 +256,7 @@ def verdict(diffs: list[dict]) -> str:
 
 
 #: The stored sweeps, one file per transformers major version.
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 
 
 def load_results() -> list[dict]:

@@ -1,7 +1,7 @@
 """Build a tiny transformers model and record what it does with positions.
 
 Used by ``scripts/conformance.py`` (every registered causal-LM type) and by
-:func:`posenc_lib.crosscheck.crosscheck` (one config). :func:`run_model` builds
+:func:`posenc_lib.tools.crosscheck.crosscheck` (one config). :func:`run_model` builds
 a model type's class-default config shrunk (a few layers, small hidden and
 feed-forward sizes, four heads of 32 features where the class sets no
 ``head_dim``; every positional field and the layer types kept);
@@ -21,7 +21,7 @@ feed-forward sizes, four heads of 32 features where the class sets no
   ``max_position_embeddings``), where dynamic methods change their
   frequencies.
 
-The observation is plain JSON; :func:`posenc_lib.conformance.compare` judges
+The observation is plain JSON; :func:`posenc_lib.tools.conformance.compare` judges
 it. Needs torch and transformers (imported when called).
 """
 

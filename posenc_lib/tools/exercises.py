@@ -2,7 +2,7 @@
 
 Each ``check_*`` function calls the reader's function, compares it with an
 independent reference (the library, or a property the answer must have, or
-:func:`posenc_lib.diagnose.diagnose_rope`), and returns a :class:`Report`
+:func:`posenc_lib.tools.diagnose.diagnose_rope`), and returns a :class:`Report`
 whose message says what is wrong: a known mistake by name when one of them
 reproduces the answer, else the first entry that differs. A function that
 still raises ``NotImplementedError`` (the starter) gets "not done yet", not an
@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from . import absolute, multidim, relative, rope, scaling
+from .. import absolute, multidim, relative, rope, scaling
 from .diagnose import diagnose_inv_freq, diagnose_rope
 
 __all__ = ["Report", "check_sinusoidal", "check_shift_matrix", "check_t5_bucket",
@@ -493,7 +493,7 @@ def check_shaw_labels(fn: Callable, *, max_relative_position: int = 4) -> Report
 # -- chapter 4 -----------------------------------------------------------------------
 
 #: Hints for exercise 4.1, which is written without the library: what to change
-#: in one's own code, per finding of :func:`~posenc_lib.diagnose.diagnose_rope`.
+#: in one's own code, per finding of :func:`~posenc_lib.tools.diagnose.diagnose_rope`.
 _ROPE_HINTS = {
     "positions-ignored": "compute the angles from the positions argument "
                          "(positions.float()[:, None] * inv_freq), not from "
@@ -539,7 +539,7 @@ _ROPE_CONTEXT = 32768
 @_graded
 def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0) -> Report:
     """Grade ``fn(x, positions)``: RoPE in the interleaved layout, with ``dim`` and
-    ``base`` fixed, by :func:`posenc_lib.diagnose.diagnose_rope`.
+    ``base`` fixed, by :func:`posenc_lib.tools.diagnose.diagnose_rope`.
 
     Positions are probed up to 32,767, and one call rotates 2,048 consecutive
     positions. The findings and their evidence are diagnose's; the fixes are
@@ -754,7 +754,7 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
                         factor: float = 8.0,
                         original_max_position_embeddings: int = 4096) -> Report:
     """Grade ``fn(dim, base, factor, original_max_position_embeddings)``: YaRN's
-    ``inv_freq``, by :func:`posenc_lib.diagnose.diagnose_inv_freq` against the
+    ``inv_freq``, by :func:`posenc_lib.tools.diagnose.diagnose_inv_freq` against the
     config transformers would read (``beta_fast=32``, ``beta_slow=1``)."""
     settings = list(dict.fromkeys(((dim, base, factor, original_max_position_embeddings),
                                    (64, 500000.0, 4.0, 2048))))

@@ -1,4 +1,4 @@
-"""The general fit behind :func:`posenc_lib.diagnose.diagnose_rope`.
+"""The general fit behind :func:`posenc_lib.tools.diagnose.diagnose_rope`.
 
 Given the matrices ``M(p)`` a user's ``fn`` applies at the probed positions,
 this module fits a general model of what ``fn`` does and compares it with the

@@ -1,6 +1,6 @@
 """What a model's positional set-up does, read from its ``config.json``.
 
-Run it as ``python -m posenc_lib.inspect CONFIG.json`` (or a model directory
+Run it as ``python -m posenc_lib inspect CONFIG.json`` (or a model directory
 holding one, or a model name from :func:`model_names`, e.g. ``llama-3.1-8b``;
 ``--json`` for scripts, ``--list`` for the names; nothing is downloaded). The
 report gives the rotary dim, base, method and
@@ -19,17 +19,15 @@ with ``--cache-dtype``), the engine's pair layout, factor and frequency schedule
 beyond RoPE (learned attention sinks, multi-token-prediction layers, the fixed
 state of layers without keys and values). ``--crosscheck`` then compares the
 report with a tiny model of the config's class built with the installed
-transformers (:mod:`posenc_lib.crosscheck`).
+transformers (:mod:`posenc_lib.tools.crosscheck`).
 
-Only importable as ``posenc_lib.inspect``: the name never shadows Python's
-``inspect`` (nothing puts the package directory itself on ``sys.path``).
 """
 
 from __future__ import annotations
 
-if not __package__:  # run as a file, or found as a top-level ``inspect``
-    raise ImportError("posenc_lib/inspect.py is the module posenc_lib.inspect: run it "
-                      "as `python -m posenc_lib.inspect`")
+if not __package__:  # run as a file
+    raise ImportError("posenc_lib/tools/inspector.py is the module "
+                      "posenc_lib.tools.inspector: run it as `python -m posenc_lib inspect`")
 
 import argparse
 import copy
@@ -47,9 +45,10 @@ from typing import Mapping, Sequence
 
 import torch
 
-from . import (_config, _validate, alibi, engines, bounds, multidim, per_layer, relative,
-               scaling, serving)
-from .logit_scale import logit_factors, softmax_scale
+from .. import (config_reader, _validate, alibi, bounds, multidim, per_layer,
+                relative, scaling, serving)
+from . import engines
+from ..logit_scale import logit_factors, softmax_scale
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "softmax_scale", "logit_factors", "compare_to_baseline", "format_baseline",
@@ -58,7 +57,7 @@ __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect
 #: Display names of transformers' rope types.
 #: The engines ``--engine`` accepts: :data:`posenc_lib.serving.ENGINES` (whose KV
 #: cache is sized), SGLang and llama.cpp (RoPE only,
-#: ``posenc_lib.engines.engine_summary``).
+#: ``posenc_lib.tools.engines.engine_summary``).
 ENGINES = serving.ENGINES + ("sglang", "llama.cpp")
 
 METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
@@ -92,7 +91,7 @@ T5_MAX_DISTANCE = 128
 
 @functools.lru_cache(maxsize=1)
 def _table() -> dict[str, dict]:
-    text = resources.files(__package__).joinpath("data/models.json").read_text("utf-8")
+    text = resources.files("posenc_lib").joinpath("data/models.json").read_text("utf-8")
     return {entry["name"]: entry for entry in json.loads(text)["models"]}
 
 
@@ -226,7 +225,7 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
         (``(dim/2,)`` tensors), ``attention_factor``, ``train_length`` and
         ``target_length``.
     """
-    rope = _config.parse_rope_config(config)
+    rope = config_reader.parse_rope_config(config)
     train = rope.train_length
     if train is None:
         raise ValueError("config is incomplete: the length L needs "
@@ -269,7 +268,7 @@ def _ranges(indices: Sequence[int]) -> list[list[int]]:
 def _pair_layout(config: Mapping) -> str:
     """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
     weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     flag = INTERLEAVED_PAIRS.get((model_type or "").removesuffix("_text"))
     if flag is True:
         return "interleaved"
@@ -282,8 +281,8 @@ def _names_original(config: Mapping, rope_type: str) -> bool:
     for a method that reads it)."""
     if rope_type not in ("yarn", "llama3", "longrope"):
         return False
-    text, _ = _config._text_config(config)
-    block, _ = _config._rope_block(text)
+    text, _ = config_reader._text_config(config)
+    block, _ = config_reader._rope_block(text)
     return any(m.get("original_max_position_embeddings") is not None
                for m in (text, block))
 
@@ -292,8 +291,8 @@ def _mrope_interleaved(config: Mapping) -> bool:
     """Whether the pairs cycle through the axes: ``mrope_interleaved`` in the
     rope block, or a Qwen3-VL model, whose ``Qwen3VLTextRotaryEmbedding``
     interleaves whatever the flag says (transformers 4.57)."""
-    text, model_type = _config._text_config(config)
-    block, _ = _config._rope_block(text)
+    text, model_type = config_reader._text_config(config)
+    block, _ = config_reader._rope_block(text)
     return bool(block.get("mrope_interleaved")) or model_type == "qwen3_vl"
 
 
@@ -323,7 +322,7 @@ def _global_window(config: Mapping, layers: list | None) -> int | None:
     """The window every layer with the model's global RoPE shares, if all of
     them have one (Mistral: every layer slides); else ``None``."""
     if layers is None:
-        text, model_type = _config._text_config(config)
+        text, model_type = config_reader._text_config(config)
         window = text.get("sliding_window")
         return window if model_type == "mistral" and window else None
     spans = {e["window"] for e in layers
@@ -354,8 +353,8 @@ def compare_to_baseline(config: Mapping, baseline: Mapping, *,
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        old = _config.parse_rope_config(baseline)
-        new = _config.parse_rope_config(config)
+        old = config_reader.parse_rope_config(baseline)
+        new = config_reader.parse_rope_config(config)
         if old.dim != new.dim:
             raise ValueError(f"baseline rotates {old.dim} features, config {new.dim}: "
                              f"no pair-by-pair comparison")
@@ -407,7 +406,7 @@ def format_baseline(result: dict) -> str:
 def _has_layers(config: Mapping) -> bool:
     """Whether the config states its layers (``num_hidden_layers`` or
     ``layer_types``): only then does the report list them."""
-    text, _ = _config._text_config(config)
+    text, _ = config_reader._text_config(config)
     return any(text.get(k) is not None for k in ("num_hidden_layers", "layer_types"))
 
 
@@ -496,10 +495,10 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         name: a label for the report.
         engine: whose conventions to report, one of ``ENGINES``: the KV
             cache (:func:`posenc_lib.serving.kv_cache_bytes` for transformers
-            and vLLM, ``posenc_lib.engines.engine_kv_cache_bytes`` for vLLM's
+            and vLLM, ``posenc_lib.tools.engines.engine_kv_cache_bytes`` for vLLM's
             cache dtypes and llama.cpp; for ``"sglang"`` the report says the
             cache is not sized) and the engine's RoPE
-            (``posenc_lib.engines.engine_summary``).
+            (``posenc_lib.tools.engines.engine_summary``).
         max_model_len: the context the engine serves: vLLM's
             ``--max-model-len``, llama.cpp's ``-c`` (LongRoPE picks its factors
             from it once); default ``max_position_embeddings``, both engines'
@@ -518,11 +517,11 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got "
                          f"{engine!r}")
     _check_cache_dtype(engine, cache_dtype)
-    scheme = _config.positional_scheme(config)
+    scheme = config_reader.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
                     "scheme": scheme}
     if scheme == "ALiBi":
-        _, heads = _config._one_of_aliases(config, _config._HEADS_ALIASES)
+        _, heads = config_reader._one_of_aliases(config, config_reader._HEADS_ALIASES)
         slopes = alibi.alibi_slopes(_validate.positive_int("n_head", heads),
                                     dtype=torch.float64)
         report.update(heads=int(heads), slope_min=float(slopes.min()),
@@ -544,8 +543,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         report.update(_without_rope(config, scheme, target_length, engine,
                                     cache_dtype))
         return report
-    listed = (_config.UnknownRopeKeyWarning, _config.DefaultValueWarning,
-              scaling.RopeConfigWarning, _config.V5LayoutWarning)
+    listed = (config_reader.UnknownRopeKeyWarning, config_reader.DefaultValueWarning,
+              scaling.RopeConfigWarning, config_reader.V5LayoutWarning)
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
         parts = trained_and_extended(config, target_length)
@@ -644,7 +643,7 @@ def _without_rope(config: Mapping, scheme: str, target_length: int | None,
     (learned or sinusoidal positions, ALiBi, NoPE, attention-free and hybrid
     models): what it has instead, each layer's type, the scale attention is
     called with, the KV cache per layer type and the fixed state."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     out: dict = {"warnings": []}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -653,7 +652,7 @@ def _without_rope(config: Mapping, scheme: str, target_length: int | None,
         except ValueError as error:
             layers, out["layers_error"] = None, str(error)
         try:
-            out["logit_factors"] = ([] if model_type in _config.ATTENTION_FREE
+            out["logit_factors"] = ([] if model_type in config_reader.ATTENTION_FREE
                                     else logit_factors(config, None, 1.0)[:1])
         except ValueError as error:
             out["logit_factors"] = []
@@ -705,12 +704,12 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
     plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
                                        dtype=torch.float64)
     with warnings.catch_warnings():  # reported once, by inspect_config
-        warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+        warnings.simplefilter("ignore", config_reader.UnknownRopeKeyWarning)
         warnings.simplefilter("ignore", scaling.RopeConfigWarning)
         short, _ = scaling.rope_from_config(config, seq_len=train, dtype=torch.float64)
     if kv_length != target:  # the serving numbers at the length served
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", _config.UnknownRopeKeyWarning)
+            warnings.simplefilter("ignore", config_reader.UnknownRopeKeyWarning)
             extended, _ = scaling.rope_from_config(config, seq_len=kv_length,
                                                    dtype=torch.float64)
     configured = extended.shape == (rope.dim // 2,)  # proportional: only some turn
@@ -768,7 +767,7 @@ def _sized_kv_cache(config: Mapping, length: int, engine: str,
     config does not say enough to size it (the rest of the report stands).
 
     transformers: :func:`posenc_lib.serving.kv_cache_bytes`. vLLM: the same
-    at the bytes of ``cache_dtype`` (``posenc_lib.engines.engine_kv_cache_bytes``)
+    at the bytes of ``cache_dtype`` (``posenc_lib.tools.engines.engine_kv_cache_bytes``)
     with the engine's page size and cache dtype added. llama.cpp:
     ``engine_kv_cache_bytes`` (its cells, K/V types, sliding-window cache), in
     the same keys."""
@@ -779,7 +778,7 @@ def _sized_kv_cache(config: Mapping, length: int, engine: str,
         if engine == "transformers" or plain is None:  # None: no layer count
             return {"kv_cache": plain}
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", _config.DefaultValueWarning)
+            warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
             sized = engines.engine_kv_cache_bytes(config, engine, n_ctx=length,
                                                   cache_dtype=cache_dtype)
         if engine == "vllm":
@@ -805,7 +804,7 @@ def _llama_cpp_cache(config: Mapping, sized: dict) -> dict:
                       "cap": info["cells"] if info["window"] else None, "kv": True}
                for kind, info in sized["by_layer_type"].items()}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _config.DefaultValueWarning)
+        warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
         layout = per_layer.layer_layout(config)
     for x in layout:  # the layers without attention: their state is not sized
         if x.attention in serving.NO_KV and x.attention != "shared_kv":
@@ -884,7 +883,7 @@ def _size(n: int) -> str:
 def _engine_needs(config: Mapping, report: dict) -> list[str]:
     """What an engine must implement beyond RoPE: learned attention sinks,
     multi-token-prediction layers, and the fixed state of layers without KV."""
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     out = []
     if model_type == "gpt_oss":
         out.append("learned attention sinks: one learned logit per head joins each "
@@ -1133,7 +1132,7 @@ def _engine_rows(row, facts: dict) -> None:
 def crosscheck_vllm(config: Mapping, report: Mapping, *,
                     max_model_len: int | None = None) -> tuple[bool, str]:
     """``--crosscheck --engine vllm``: vLLM 0.33.0's own rotary embedding
-    (vendored, :func:`posenc_lib.engines.vllm_rope`) against transformers'
+    (vendored, :func:`posenc_lib.tools.engines.vllm_rope`) against transformers'
     cos and sin (its float32 arithmetic: one product per angle; its frequencies
     for its default request, as the report compares them), at positions up to
     the report's length, and against the report's claim that vLLM's
@@ -1153,7 +1152,7 @@ def crosscheck_vllm(config: Mapping, report: Mapping, *,
     """
     import torch
 
-    from . import scaling
+    from .. import scaling
 
     u = 2.0 ** -24
     run0 = engines.vllm_rope(config, max_model_len=max_model_len)
@@ -1238,14 +1237,14 @@ def _front_door(error: BaseException, source) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m posenc_lib.inspect CONFIG.json|MODEL [--json]
+    """Command line: ``python -m posenc_lib inspect CONFIG.json|MODEL [--json]
     [--target-length N] [--engine transformers|vllm|sglang|llama.cpp]
     [--max-model-len N] [--baseline SHIPPED] [--crosscheck [--python PATH]]``.
 
     Returns 0, or 2 for a config (or a cross-check) that cannot be read, or 1
     when ``--crosscheck`` finds a mismatch."""
     parser = _Parser(
-        prog="python -m posenc_lib.inspect",
+        prog="python -m posenc_lib inspect",
         description="Report what a model's positional set-up does, from its config.json.")
     parser.add_argument("source", nargs="?",
                         help="path to a config.json or a model directory, or a "
@@ -1339,16 +1338,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def crosscheck_main(argv: Sequence[str] | None = None) -> int:
-    """``python -m posenc_lib.crosscheck CONFIG|MODEL [--python PATH]
+    """``python -m posenc_lib crosscheck CONFIG|MODEL [--python PATH]
     [--tokens N]``: the inspector's report, then the cross-check (with
     ``--python``, the tiny model runs in that interpreter). Returns 0 when
     they agree, 1 on a mismatch, 2 when the check cannot run."""
     from . import crosscheck
 
-    parser = argparse.ArgumentParser(prog="python -m posenc_lib.crosscheck",
+    parser = argparse.ArgumentParser(prog="python -m posenc_lib crosscheck",
                                      description=crosscheck_main.__doc__.splitlines()[0])
     parser.add_argument("source", nargs="?", help="a config.json, a model directory "
-                        "or a model name (python -m posenc_lib.inspect --list)")
+                        "or a model name (python -m posenc_lib inspect --list)")
     parser.add_argument("--python", default=None, help="the interpreter that builds "
                         "and runs the tiny model (e.g. a transformers 5.x venv)")
     parser.add_argument("--tokens", type=int, default=10)

@@ -1,6 +1,6 @@
 """Check the inspector's report against the installed transformers.
 
-``python -m posenc_lib.inspect CONFIG --crosscheck`` calls :func:`crosscheck`:
+``python -m posenc_lib inspect CONFIG --crosscheck`` calls :func:`crosscheck`:
 it shrinks the config (two heads of the same head size, a small hidden and
 feed-forward size, few experts, a small vocabulary; every positional field,
 the layer count and the layer types kept as given), builds a model of the
@@ -37,8 +37,8 @@ from typing import Mapping
 
 import torch
 
-from . import _config, scaling, serving
-from .logit_scale import softmax_scale
+from .. import config_reader, scaling, serving
+from ..logit_scale import softmax_scale
 
 __all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
 
@@ -78,7 +78,7 @@ def shrink(config: Mapping) -> dict:
         ValueError: if the installed transformers does not know the model type.
     """
     transformers, mapping = _transformers()
-    text, model_type = _config._text_config(config)
+    text, model_type = config_reader._text_config(config)
     text = copy.deepcopy(text)
     inner = config.get("text_config")
     candidates = []
@@ -91,14 +91,14 @@ def shrink(config: Mapping) -> dict:
     if class_type is None:
         raise ValueError(f"transformers {transformers.__version__} does not know "
                          f"model_type {model_type!r}: nothing to build and compare")
-    if _config.positional_scheme(config) == "rotary":
-        rope = _config.parse_rope_config(config)
+    if config_reader.positional_scheme(config) == "rotary":
+        rope = config_reader.parse_rope_config(config)
         head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
     else:  # NoPE, ALiBi, learned positions, hybrids: the cache and scale still
         head_dim = serving.cache_head(config)["key_dim"]
     params = std_inspect.signature(mapping[class_type].__init__).parameters
     small = {k: v for k, v in SMALL.items() if k in params or k in text}
-    for alias in (*_config._HEADS_ALIASES, *_config._HIDDEN_ALIASES, "num_kv_heads"):
+    for alias in (*config_reader._HEADS_ALIASES, *config_reader._HIDDEN_ALIASES, "num_kv_heads"):
         text.pop(alias, None)  # replaced by the canonical names below
     out = {**text, "model_type": class_type, **small, "num_attention_heads": 2,
            "num_key_value_heads": 2}
@@ -110,7 +110,7 @@ def shrink(config: Mapping) -> dict:
         out["hidden_size"] = 64
     if "mamba_d_head" in out and "mamba_n_heads" in small:
         out["mamba_d_head"] = "auto"  # follows the shrunk hidden size and heads
-    if _config.num_layers(text) is None and text.get("layer_types") is None:
+    if config_reader.num_layers(text) is None and text.get("layer_types") is None:
         out["num_hidden_layers"] = 2  # the config states no layers: two show it
     return out
 
@@ -205,11 +205,11 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
         hf_logging.set_verbosity(verbosity)
     base = getattr(model, "language_model", model)
     problems: list[str] = []
-    rotary = _config.positional_scheme(small) == "rotary"
+    rotary = config_reader.positional_scheme(small) == "rotary"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected_softmax = softmax_scale(small)
-        train = _config.parse_rope_config(small).train_length if rotary else tokens
+        train = config_reader.parse_rope_config(small).train_length if rotary else tokens
     if train is None:
         raise ValueError("config is incomplete: the length L needs "
                          "max_position_embeddings (or original_max_position_embeddings)")
@@ -318,11 +318,11 @@ def _in_other_python(config: Mapping, tokens: int, python: str) -> dict:
     import subprocess
     from pathlib import Path
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get(
         "PYTHONPATH", "")}
     try:
-        done = subprocess.run([python, "-m", "posenc_lib.crosscheck", "--stdin-json",
+        done = subprocess.run([python, "-m", "posenc_lib.tools.crosscheck", "--stdin-json",
                                "--tokens", str(tokens)],
                               input=json.dumps(dict(config)), capture_output=True,
                               text=True, env=env, cwd=root, timeout=600)
@@ -369,10 +369,10 @@ def format_result(result: dict) -> str:
 
 
 if __name__ == "__main__":
-    # ``python -m posenc_lib.crosscheck``: the command line prints the
+    # ``python -m posenc_lib crosscheck``: the command line prints the
     # inspector's report first, so it lives with the inspector's
-    # (posenc_lib.inspect.crosscheck_main), which imports this module, not the
+    # (posenc_lib.tools.inspector.crosscheck_main), which imports this module, not the
     # other way round
-    from posenc_lib.inspect import crosscheck_main
+    from posenc_lib.tools.inspector import crosscheck_main
 
     raise SystemExit(crosscheck_main())

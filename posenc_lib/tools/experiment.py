@@ -23,7 +23,7 @@ method is one function and one entry, and costs evaluation only.
 
 Run the whole study (a progress bar shows it) with::
 
-    python -m posenc_lib.experiment --out results/length_generalization.json
+    python -m posenc_lib experiment --out results/length_generalization.json
 
 Finished models are kept under ``.cache/experiment/``, keyed by a hash of
 everything that determines their training, and every evaluation is kept
@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _stale, _validate, corpus, lm, retrieval
+from .. import _stale, _validate, corpus, lm, retrieval
 
 __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Extension",
            "Config", "load_bytes", "build_model", "lr_factor", "fit", "train_model",
@@ -68,7 +68,7 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS", "Ex
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 3
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_PATH = _ROOT / "results" / "length_generalization.json"
 #: Trained models and evaluations, one directory per (model, seed).
 CACHE_DIR = _ROOT / ".cache" / "experiment"
@@ -222,7 +222,7 @@ def _yarn_no_temperature(scheme, factor, train_length):
 
 
 def _ntk_yarn_temperature(scheme, factor, train_length):
-    from . import scaling
+    from .. import scaling
 
     scheme.set_scaling("ntk", factor=factor,
                        attention_factor=scaling.yarn_attention_factor(factor))
@@ -424,7 +424,7 @@ def unclosed_fraction(head_dim: int, base: float, length: int) -> float:
     Pair ``i`` turns ``length·θ_i / 2π`` times (:func:`posenc_lib.scaling.rotations`);
     a pair with fewer than one turn only ever sees part of the circle in training.
     """
-    from . import rope, scaling
+    from .. import rope, scaling
 
     turns = scaling.rotations(rope.inv_freq(head_dim, base, dtype=torch.float64), length)
     return float((turns < 1).double().mean())
@@ -1008,7 +1008,7 @@ def _evaluate_unit(config: Config, model, unit: str, eval_rows: Tensor, eval_dat
 # -- running the study ----------------------------------------------------------------
 
 def _environment(device: torch.device, world_size: int) -> dict:
-    from . import __version__
+    from .. import __version__
 
     return {"posenc_lib": __version__, "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
@@ -1421,7 +1421,7 @@ def load_reader_results(path: str | Path = READERS_PATH, *,
     """Load ``results/retrieval_readers.json`` and refuse it (``ValueError``)
     if another schema version or configuration made it, or if the grid that
     ``config`` generates here has other items than the one it was computed
-    on (its digest). Write it with ``python -m posenc_lib.experiment
+    on (its digest). Write it with ``python -m posenc_lib experiment
     --readers``."""
     config = Config() if config is None else config
     results = json.loads(Path(path).read_text())
@@ -1430,7 +1430,7 @@ def load_reader_results(path: str | Path = READERS_PATH, *,
     if results.get("grid_sha256") != here:
         raise ValueError(f"path: {path} was computed on other test items (grid sha256 "
                          f"{str(results.get('grid_sha256'))[:12]}..., here {here[:12]}...): "
-                         "re-run `python -m posenc_lib.experiment --readers`")
+                         "re-run `python -m posenc_lib experiment --readers`")
     return results
 
 
@@ -1479,7 +1479,7 @@ def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = Non
                 raise ValueError(f"path: {path} was produced from other {part} data "
                                  f"(sha256 {results['data'][f'{part}_sha256'][:12]}..., "
                                  f"here {digest[:12]}...): re-run "
-                                 f"`python -m posenc_lib.experiment`")
+                                 f"`python -m posenc_lib experiment`")
     return results
 
 
