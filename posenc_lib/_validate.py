@@ -23,6 +23,12 @@ def positive_int(name: str, value, *, minimum: int = 1) -> int:
     return int(value)
 
 
+def nonnegative_int(name: str, value) -> int:
+    """Return ``value`` as an int, or raise if it is not an integer >= 0 (a seed,
+    an index, a count that may be zero); the messages of :func:`positive_int`."""
+    return positive_int(name, value, minimum=0)
+
+
 #: The largest length (tokens, positions) the package accepts: 2**53, the
 #: largest integer float64 holds exactly (positions and angles are computed in
 #: float64; ``torch.arange`` holds int64, which is larger).

@@ -815,7 +815,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
         original = block_original
         params["original_max_position_embeddings"] = original
     if mrope is not None:
-        mrope = tuple(_validate.positive_int(f"mrope_section[{i}]", s, minimum=0)
+        mrope = tuple(_validate.nonnegative_int(f"mrope_section[{i}]", s)
                       for i, s in enumerate(mrope))
     return RopeConfig(rope_type=rope_type, dim=dim, head_dim=head_dim,
                       partial_rotary_factor=partial, base=base, params=params,

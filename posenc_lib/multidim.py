@@ -52,7 +52,7 @@ def _sections(sections) -> list[int]:
         sections = sections.tolist()
     if isinstance(sections, (str, bytes)) or not isinstance(sections, Sequence):
         raise ValueError(f"sections must be a sequence of integers, got {sections!r}")
-    values = [_validate.positive_int(f"sections[{a}]", s, minimum=0)
+    values = [_validate.nonnegative_int(f"sections[{a}]", s)
               for a, s in enumerate(sections)]
     if not values or sum(values) == 0:
         raise ValueError(f"sections must hold at least one pair, got {list(sections)}")
@@ -283,7 +283,7 @@ def axis_kernel(offsets, inv_freq: Tensor, axis_of_freq, axis: int) -> Tensor:
     """
     inv_freq = rope._check_inv_freq(inv_freq)
     axis_map = _check_axis_map(axis_of_freq, n_pairs=inv_freq.shape[0])
-    axis = _validate.positive_int("axis", axis, minimum=0)
+    axis = _validate.nonnegative_int("axis", axis)
     mine = axis_map.to(inv_freq.device) == axis
     if not bool(mine.any()):
         raise ValueError(f"axis {axis} drives no pair of axis_of_freq")

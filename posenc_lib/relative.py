@@ -102,8 +102,7 @@ def shaw_labels(relative_position: Tensor, max_relative_position: int) -> Tensor
     Returns:
         ``S``-shaped int64 tensor with values in ``[0, 2κ]``.
     """
-    k = _validate.positive_int("max_relative_position", max_relative_position,
-                               minimum=0)
+    k = _validate.nonnegative_int("max_relative_position", max_relative_position)
     _validate.tensor("relative_position", relative_position)
     if relative_position.is_floating_point() or relative_position.is_complex():
         raise ValueError(f"relative_position must be an integer tensor, "
@@ -181,8 +180,8 @@ class ShawRelativePosition(nn.Module):
                  implementation: str = "project", std: float = 0.02,
                  generator: torch.Generator | None = None):
         super().__init__()
-        self.max_relative_position = _validate.positive_int(
-            "max_relative_position", max_relative_position, minimum=0)
+        self.max_relative_position = _validate.nonnegative_int(
+            "max_relative_position", max_relative_position)
         self.head_dim = _validate.positive_int("head_dim", head_dim)
         _validate.one_of("implementation", implementation, SHAW_IMPLEMENTATIONS)
         self.implementation = implementation

@@ -161,7 +161,7 @@ def sink_cache_positions(query_positions, key_positions=None, *, start_size: int
         not kept) and the ``(n_q, n_k)`` bool mask of kept keys.
     """
     m, n = _query_key(query_positions, key_positions)
-    s = _validate.positive_int("start_size", start_size, minimum=0)
+    s = _validate.nonnegative_int("start_size", start_size)
     r = _validate.positive_int("recent_size", recent_size)
     first_recent = torch.clamp(m - r + 1, min=s)[:, None]           # a, per query
     sink = (n[None, :] < s) & (n[None, :] <= m[:, None])
@@ -314,7 +314,7 @@ def sink_scores(q: Tensor, k: Tensor, inv_freq: Tensor, *, start_size: int,
         ``(..., n_q, n_k)`` scores.
     """
     m, n = _check_qk(q, k, inv_freq, query_positions, key_positions)
-    s = _validate.positive_int("start_size", start_size, minimum=0)
+    s = _validate.nonnegative_int("start_size", start_size)
     r = _validate.positive_int("recent_size", recent_size)
     first_recent = torch.clamp(m - r + 1, min=s)
     recent = _pass(q, k, m, n, inv_freq, layout)

@@ -847,7 +847,7 @@ def random_score_fit(*, dim: int = 128, length: int = 2048, n_points: int = 64,
     length = _validate.positive_int("length", length)
     n_points = _validate.positive_int("n_points", n_points)
     dtype = _solve_dtype("dtype", _validate.floating_dtype("dtype", dtype))
-    generator = torch.Generator().manual_seed(_validate.positive_int("seed", seed, minimum=0))
+    generator = torch.Generator().manual_seed(_validate.nonnegative_int("seed", seed))
     positions = torch.rand(n_points, generator=generator, dtype=torch.float64) * length
     targets = torch.rand(n_points, generator=generator, dtype=torch.float64) * 2 - 1
     inv_freq = _default_inv_freq(_validate.even_int("dim", dim),

@@ -105,7 +105,7 @@ def random_attention_entropy(lengths, *, sigma: float = 1.0, dim: int = 64,
     sigma = _validate.finite_float("sigma", sigma, greater_than=0.0)
     dim = _validate.even_int("dim", dim)
     n_queries = _validate.positive_int("n_queries", n_queries)
-    seed = _validate.positive_int("seed", seed, minimum=0)
+    seed = _validate.nonnegative_int("seed", seed)
     base = _validate.finite_float("base", base, greater_than=1.0)
     several = isinstance(train_length, (list, tuple))
     train_lengths = list(train_length) if several else [train_length]

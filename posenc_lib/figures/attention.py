@@ -36,7 +36,7 @@ def sentence_attention(encoding: str = "none", mask: str = "off", *,
     """
     _validate.one_of("mask", mask, ("off", "on"))
     weights = _sentence_weights(sentence, encoding, mask == "on")
-    head = _validate.positive_int("head", head, minimum=0)
+    head = _validate.nonnegative_int("head", head)
     if head >= weights.shape[0]:
         raise ValueError(f"head must be < {weights.shape[0]}, got {head}")
     w = weights[head].numpy()

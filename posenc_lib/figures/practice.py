@@ -137,7 +137,7 @@ def eviction(n_sinks: int = 4, window: int = 60, evicted: int = 200, *, dim: int
     ``δ`` positions too few, closed form
     (:func:`~posenc_lib.positions.expected_score_mismatch`) and Monte Carlo.
     """
-    n_sinks = _validate.positive_int("n_sinks", n_sinks, minimum=0)
+    n_sinks = _validate.nonnegative_int("n_sinks", n_sinks)
     window = _validate.positive_int("window", window)
     evicted = _validate.positive_int("evicted", evicted)
     dim = _validate.even_int("dim", dim)

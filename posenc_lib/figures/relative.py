@@ -125,7 +125,7 @@ def score_bias_heatmaps(max_relative_position: int = 4, num_buckets: int = 16,
     terms (b) + (d) (in both directions, as XLNet uses them). The tables and
     projections are random (seeded); the *structure* is the point.
     """
-    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+    mem_len = _validate.nonnegative_int("mem_len", mem_len)
     n_k = n_q + mem_len
     panels = _score_bias_panels(max_relative_position, num_buckets, mem_len, n_q,
                                 max_distance, head_dim, seed)
@@ -219,7 +219,7 @@ def rel_shift_steps(n_q: int = 3, mem_len: int = 2) -> BookFigure:
     cell ``(i, j)`` should read ``i:i'-j``.
     """
     n_q = _validate.positive_int("n_q", n_q)
-    mem_len = _validate.positive_int("mem_len", mem_len, minimum=0)
+    mem_len = _validate.nonnegative_int("mem_len", mem_len)
     n_k = n_q + mem_len
     distance = n_k - 1 - torch.arange(n_k)
     # code = 100 (i + 1) + δ, and 0 for the padding

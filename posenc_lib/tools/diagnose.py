@@ -504,7 +504,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
         raise ValueError(f"rotary_dim must be <= dim = {dim}, got {rotary}")
     if timeout is not None:
         timeout = _validate.finite_float("timeout", timeout, greater_than=0.0)
-    seed = _validate.positive_int("seed", seed, minimum=0)
+    seed = _validate.nonnegative_int("seed", seed)
     if max_position_embeddings is not None:
         max_position_embeddings = _validate.positive_int(
             "max_position_embeddings", max_position_embeddings)
