@@ -249,8 +249,8 @@ class RopeConfig:
 
     @property
     def extended_length(self) -> int | None:
-        """Context the config extends to: ``max_position_embeddings`` when it
-        exceeds the original length, else, for YaRN, ``factor · train_length``
+        """The length the config extends the context to. It is
+        ``max_position_embeddings`` when that exceeds the original length, else, for YaRN, ``factor · train_length``
         (transformers' YaRN validator expects that length; Qwen2.5's recipe
         leaves ``max_position_embeddings`` at the original length). ``None``
         for plain RoPE and wherever the config names no length before the
