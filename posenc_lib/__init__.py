@@ -4,7 +4,8 @@ Layers, each importing only the ones before it (tests/test_import_graph.py check
 it, imports inside functions counted):
 
 0. base: argument checks (``_validate``) and the config reader
-   (:mod:`~posenc_lib.config_reader`, with ``_validate_config``);
+   (:mod:`~posenc_lib.config_reader`, with ``_validate_config`` and the config
+   classes' defaults both read, ``_defaults``);
 1. numerics: :mod:`~posenc_lib.attention`, :mod:`~posenc_lib.absolute`,
    :mod:`~posenc_lib.toy` and one module per family of encodings (torch only);
 2. tools: :mod:`posenc_lib.tools` (the inspector, ``diagnose``, the engines, the

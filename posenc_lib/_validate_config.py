@@ -9,6 +9,15 @@ write instead, so that a wrongly typed or out-of-range field never reaches the
 arithmetic (where it would raise a ``TypeError`` or ``OverflowError`` from deep
 inside, or give a silently wrong answer).
 
+It sits in the base layer, below its users, and imports only
+``posenc_lib._validate`` and ``posenc_lib._defaults`` (the config classes'
+defaults, which tell an explicit null from a missing key); the reader, the
+per-layer code, scaling and serving import it, never the other way round.
+Checks that need the numerics' code live with that code: transformers' YaRN
+length warning, which runs :func:`posenc_lib.serving.transformers_warnings`,
+is :func:`posenc_lib.scaling.warn_yarn_lengths`, called by
+:func:`~posenc_lib.scaling.rope_from_config`.
+
 What is checked, and whose behaviour it follows (transformers 4.57.6 unless
 stated):
 
@@ -54,14 +63,13 @@ stated):
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Mapping
 
 from . import _validate
+from ._defaults import LAYER_DEFAULTS, MODEL_DEFAULTS
 
-__all__ = ["validate_config", "warn_yarn_lengths", "YARN_LENGTH_MESSAGES",
-           "allowed_layer_types", "ALLOWED_LAYER_TYPES_4_57", "KV_HEADS_DEFAULTS",
-           "MODEL_LAYER_TYPES", "HIDDEN_DIVISIBLE_5X"]
+__all__ = ["validate_config", "allowed_layer_types", "ALLOWED_LAYER_TYPES_4_57",
+           "KV_HEADS_DEFAULTS", "MODEL_LAYER_TYPES", "HIDDEN_DIVISIBLE_5X"]
 
 #: ``ALLOWED_LAYER_TYPES`` of transformers 4.57.6 (``configuration_utils.py``),
 #: used where transformers is not installed.
@@ -328,9 +336,6 @@ def _text_fields(text: Mapping, model_type: str | None, problems: list) -> None:
                  text.get("num_hidden_layers"))
     _heads(text, model_type, problems)
     _counts(text, problems)
-    from .config_reader import MODEL_DEFAULTS  # _config imports this module
-    from .per_layer import LAYER_DEFAULTS
-
     for name in ("rope_theta", "rope_local_base_freq"):
         defaults = {**MODEL_DEFAULTS.get(model_type, {}),
                     **LAYER_DEFAULTS.get(model_type, {})}
@@ -375,24 +380,3 @@ def validate_config(config: Mapping) -> None:
     if problems:
         listed = "; ".join(f"({i}) {m}" for i, m in enumerate(problems, 1))
         raise ValueError(f"config has {len(problems)} problems: {listed}")
-
-
-#: How transformers 4.57.6's YaRN validator (``_validate_yarn_parameters``)
-#: begins its two warnings about the lengths: a ``factor`` that differs from
-#: ``max_position_embeddings / original_max_position_embeddings``, and an
-#: unset ``original_max_position_embeddings``.
-YARN_LENGTH_MESSAGES = ("The explicitly set RoPE scaling factor",
-                        "config.rope_scaling['original_max_position_embeddings']")
-
-
-def warn_yarn_lengths(config: Mapping, *, stacklevel: int = 2) -> None:
-    """Warn (``RopeConfigWarning``) with transformers' YaRN factor/length
-    warning, where its config class logs it
-    (:func:`posenc_lib.serving.transformers_warnings`, the text the inspector
-    shows under "transformers warns"); ``stacklevel`` counts from the caller."""
-    from . import scaling, serving  # they import this module's users
-
-    for message in serving.transformers_warnings(config):
-        if message.startswith(YARN_LENGTH_MESSAGES):
-            warnings.warn(message, scaling.RopeConfigWarning,
-                          stacklevel=stacklevel + 1)

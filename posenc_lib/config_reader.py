@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import _validate, _validate_config
+from . import _defaults, _validate, _validate_config
 
 #: Keys of the rope block each method accepts (transformers 4.57.6's validators:
 #: required keys first, then optional ones); ``rope_type``/``type`` aside.
@@ -85,54 +85,10 @@ NTK_ALPHA_MODELS = ("hunyuan_v1_dense", "hunyuan_v1_moe")
 #: Qwen3-VL, GLM-4V pass them as ``ignore_keys``): M-RoPE's axis allocation.
 IGNORED_ROPE_KEYS = ("mrope_section", "mrope_interleaved")
 
-#: Fields that fix the rotary frequencies, as a config class fills them in when
-#: ``config.json`` omits them (the defaults of its ``__init__``;
-#: ``tests/test_models.py`` checks each against transformers 4.57.6). Lengths are
-#: left out, so that a missing length is reported rather than guessed, except
-#: where a model's published ``config.json`` relies on its class's default:
-#: Gemma 3's ``text_config`` has no ``max_position_embeddings``, and
-#: ``Gemma3TextConfig`` fills in 131,072.
-#: For a model_type not listed here, a missing ``rope_theta`` is an error, and a
-#: missing ``partial_rotary_factor`` / ``head_dim`` means 1.0 / hidden_size //
-#: num_attention_heads, the fallbacks of transformers' rotary code.
-MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"rope_theta": 10000.0}, "mistral": {"rope_theta": 10000.0},
-    "mixtral": {"rope_theta": 1000000.0}, "qwen2": {"rope_theta": 10000.0},
-    "qwen2_vl": {"rope_theta": 1000000.0}, "qwen2_5_vl": {"rope_theta": 1000000.0},
-    "gemma": {"rope_theta": 10000.0, "head_dim": 256},
-    "gemma2": {"rope_theta": 10000.0, "head_dim": 256},
-    "phi3": {"rope_theta": 10000.0, "partial_rotary_factor": 1.0},
-    "gpt_neox": {"rotary_emb_base": 10000, "rotary_pct": 0.25},
-    "deepseek_v3": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
-    "deepseek_v2": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
-    "gemma3": {"rope_theta": 1000000.0, "head_dim": 256,  # the global layers
-               "max_position_embeddings": 131072},
-    "gemma3_text": {"rope_theta": 1000000.0, "head_dim": 256,
-                    "max_position_embeddings": 131072},
-    "qwen2_moe": {"rope_theta": 10000.0}, "qwen3": {"rope_theta": 10000.0, "head_dim": 128},
-    "qwen3_moe": {"rope_theta": 10000.0},
-    "llama4": {"rope_theta": 500000, "head_dim": 128},
-    "phi": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-    "stablelm": {"rope_theta": 10000, "partial_rotary_factor": 0.25},
-    "persimmon": {"rope_theta": 25000.0, "partial_rotary_factor": 0.5},
-    "glm": {"rope_theta": 10000.0, "head_dim": 128, "partial_rotary_factor": 0.5},
-    "glm4": {"rope_theta": 10000.0, "head_dim": 128, "partial_rotary_factor": 0.5},
-    "starcoder2": {"rope_theta": 10000.0}, "olmo": {"rope_theta": 10000.0},
-    "olmo2": {"rope_theta": 10000.0}, "cohere": {"rope_theta": 10000.0},
-    "granite": {"rope_theta": 10000.0}, "falcon": {"rope_theta": 10000.0},
-    "smollm3": {"rope_theta": 2000000.0},
-    "olmo3": {"rope_theta": 10000.0},
-    "qwen3_next": {"rope_theta": 10000.0, "head_dim": 256,
-                   "partial_rotary_factor": 0.25},
-    "ernie4_5": {"rope_theta": 500000.0, "head_dim": 128},
-    "glm4_moe": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-    "seed_oss": {"rope_theta": 10000.0, "head_dim": 128},
-    "cohere2": {"rope_theta": 10000.0},
-    "hunyuan_v1_dense": {"rope_theta": 10000.0},
-    "hunyuan_v1_moe": {"rope_theta": 10000.0},
-    "lfm2": {"rope_theta": 1000000.0}, "exaone4": {"rope_theta": 10000.0},
-    "gemma3n": {"rope_theta": 1000000.0, "head_dim": 256},
-}
+#: The fields that fix the rotary frequencies, as a config class fills them in
+#: when ``config.json`` omits them: ``posenc_lib._defaults.MODEL_DEFAULTS``
+#: (kept in the base layer, where the validator reads it too).
+MODEL_DEFAULTS = _defaults.MODEL_DEFAULTS
 #: Model types whose modelling code fixes the base (no config field): GPT-J and
 #: CodeGen (``create_sinusoidal_positions``: ``10000 ** (arange(0, dim, 2) / dim)``
 #: in ``modeling_gptj.py`` / ``modeling_codegen.py``, transformers 4.57.6).

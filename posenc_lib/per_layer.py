@@ -35,42 +35,19 @@ OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from . import config_reader, _validate
+from . import _defaults
 
 __all__ = ["LayerRope", "LAYER_DEFAULTS", "layer_types", "layer_layout",
            "layer_config", "llama4_no_rope_layers"]
 
 #: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
 #: the fields that decide the layer layout; ``tests/test_per_layer.py`` checks
-#: each. ``sliding_window_pattern`` and ``full_attention_interval`` are read
-#: from ``kwargs`` by their classes (default written in the class body).
-LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma2": {"num_hidden_layers": 26, "sliding_window": 4096},
-    "gemma3": {"num_hidden_layers": 26, "sliding_window": 4096,
-               "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0},
-    "cohere2": {"num_hidden_layers": 40, "sliding_window": 4096,
-                "sliding_window_pattern": 4},
-    "exaone4": {"num_hidden_layers": 32, "sliding_window": 4096,
-                "sliding_window_pattern": 4},
-    "olmo3": {"num_hidden_layers": 32, "sliding_window": 4096},
-    "gpt_oss": {"num_hidden_layers": 36, "sliding_window": 128},
-    "qwen3_next": {"num_hidden_layers": 48, "full_attention_interval": 4},
-    "llama4": {"num_hidden_layers": 48, "no_rope_layer_interval": 4,
-               "attn_temperature_tuning": True, "floor_scale": 8192,
-               "attn_scale": 0.1, "attention_chunk_size": 8192},
-    "smollm3": {"num_hidden_layers": 36, "no_rope_layer_interval": 4,
-                "use_sliding_window": False, "sliding_window": None},
-    "qwen2": {"num_hidden_layers": 32, "sliding_window": 4096,
-              "use_sliding_window": False, "max_window_layers": 28},
-    "qwen3": {"num_hidden_layers": 32, "sliding_window": 4096,
-              "use_sliding_window": False, "max_window_layers": 28},
-    "qwen2_moe": {"num_hidden_layers": 24, "sliding_window": 4096,
-                  "use_sliding_window": False, "max_window_layers": 28},
-    "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
-    "lfm2": {"num_hidden_layers": 32, "full_attn_idxs": None},
-}
+#: each. Held in ``posenc_lib._defaults`` (the base layer, where the validator
+#: reads it too) and the same object here.
+LAYER_DEFAULTS = _defaults.LAYER_DEFAULTS
 #: Model types whose classes expand a period into sliding/full layers:
 #: layer i is full attention when (i + 1) % period == 0.
 _PERIODIC = {"gemma2": 2, "gemma3": "sliding_window_pattern",

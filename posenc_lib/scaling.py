@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _validate, _validate_config
+from . import _validate, serving
 from .config_reader import parse_rope_config
 from .per_layer import layer_config, llama4_no_rope_layers  # noqa: F401 (kept importable here)
 
@@ -899,6 +899,28 @@ def llama4_attn_scales(positions, *, attn_scale: float = 0.1,
 
 # -- a whole config.json --------------------------------------------------------------
 
+#: How transformers 4.57.6's YaRN validator (``_validate_yarn_parameters``)
+#: begins its two warnings about the lengths: a ``factor`` that differs from
+#: ``max_position_embeddings / original_max_position_embeddings``, and an
+#: unset ``original_max_position_embeddings``.
+YARN_LENGTH_MESSAGES = ("The explicitly set RoPE scaling factor",
+                        "config.rope_scaling['original_max_position_embeddings']")
+
+
+def warn_yarn_lengths(config: Mapping, *, stacklevel: int = 2) -> None:
+    """Warn (:class:`RopeConfigWarning`) with transformers' YaRN factor/length
+    warning, where its config class logs it
+    (:func:`posenc_lib.serving.transformers_warnings`, the text the inspector
+    shows under "transformers warns"); ``stacklevel`` counts from the caller.
+
+    It lives here, beside its one caller (:func:`rope_from_config`) and its
+    warning class, not in the validator: it runs serving's code, and the
+    validator sits below the numerics."""
+    for message in serving.transformers_warnings(config):
+        if message.startswith(YARN_LENGTH_MESSAGES):
+            warnings.warn(message, RopeConfigWarning, stacklevel=stacklevel + 1)
+
+
 def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
                      dtype: torch.dtype | None = None,
                      reference: str = "float64") -> tuple[Tensor, float] | None:
@@ -957,7 +979,7 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             return None
     rope = parse_rope_config(config)
     if rope.rope_type == "yarn":  # the inspector's "transformers warns" line
-        _validate_config.warn_yarn_lengths(config, stacklevel=2)
+        warn_yarn_lengths(config, stacklevel=2)
     if (rope.dynamic_params is not None and seq_len is not None
             and _length("seq_len", seq_len) > rope.max_position_embeddings):
         # Hunyuan's module is decorated with dynamic_rope_update: beyond

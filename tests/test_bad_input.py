@@ -177,7 +177,7 @@ def test_rope_from_config_warns_the_yarn_warning_the_inspector_shows():
         scaling.rope_from_config(config)
     shown = inspector.inspect_config(config)["transformers_warnings"]
     ours = [str(w.message) for w in caught
-            if str(w.message).startswith(_validate_config.YARN_LENGTH_MESSAGES)]
+            if str(w.message).startswith(scaling.YARN_LENGTH_MESSAGES)]
     assert ours and ours[0] in shown
     report = inspector.inspect_config(config)
     assert ours[0] not in report["warnings"]  # listed once, as transformers warns
