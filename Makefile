@@ -16,8 +16,12 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 INSTALLED := $(VENV)/.installed
 MATHJAX   := .cache/vendor/mathjax/.version
-# jupyter-cache keys on notebook contents only; these inputs invalidate it too.
-EXEC_INPUTS := $(shell find posenc_lib -name '*.py' 2>/dev/null) $(wildcard results/*.json)
+# jupyter-cache keys each notebook on its own code only. What else a notebook
+# can read keys the whole cache: the library (its data and vendored code too),
+# the stored results, data/, the build extension and the pins. A file added,
+# removed, renamed or edited there clears the cache; the contents are hashed, so
+# a touch alone does not (tests/test_exec_cache.py).
+EXEC_INPUTS := posenc_lib results data book/_ext requirements.txt constraints.txt
 EXEC_KEY    := _build/.exec-inputs
 
 export POSENC_CHROMIUM := $(CHROMIUM)
@@ -40,9 +44,13 @@ $(INSTALLED): requirements.txt requirements-test.txt constraints.txt pyproject.t
 $(MATHJAX): scripts/vendor_assets.py
 	$(PYTHON) scripts/vendor_assets.py
 
-$(EXEC_KEY): $(EXEC_INPUTS)
-	rm -rf _build/.jupyter_cache
-	mkdir -p _build && touch $@
+$(EXEC_KEY): FORCE
+	@key="$$(find $(EXEC_INPUTS) -type f ! -path '*/__pycache__/*' -print0 2>/dev/null \
+	  | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)"; \
+	if [ "$$key" != "$$(cat $@ 2>/dev/null)" ]; then \
+	  rm -rf _build/.jupyter_cache && mkdir -p _build && echo "$$key" > $@ && \
+	  echo "the notebooks' inputs changed: the execution cache is cleared"; fi
+FORCE:
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
