@@ -1,3 +1,6 @@
+# `make help` lists the targets a user runs, from the `## ` comment on each
+# target's line (tests/test_make_help.py checks that every .PHONY target has one).
+# The first command: `make quick` (lint and the fast unit tests, under a minute).
 # Two commands do all the set-up (see README.md):
 #   make book   build the HTML book into _build/html (executes every notebook)
 #   make test   run the whole test suite (unit tests, book build, browser tests)
@@ -13,34 +16,22 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 INSTALLED := $(VENV)/.installed
 MATHJAX   := .cache/vendor/mathjax/.version
-# jupyter-cache keys on notebook contents only; these inputs invalidate it too.
-EXEC_INPUTS := $(shell find posenc_lib -name '*.py' 2>/dev/null) $(wildcard results/*.json)
+# jupyter-cache keys each notebook on its own code only. What else a notebook
+# can read keys the whole cache: the library (its data and vendored code too),
+# the stored results, data/, the build extension and the pins. A file added,
+# removed, renamed or edited there clears the cache; the contents are hashed, so
+# a touch alone does not (tests/test_exec_cache.py).
+EXEC_INPUTS := posenc_lib results data book/_ext requirements.txt constraints.txt
 EXEC_KEY    := _build/.exec-inputs
 
 export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: release release-check
-.PHONY: book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
+.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
 
-help:
-	@echo "make book   build the book into _build/html"
-	@echo "make test   unit tests, book build with -W (executes every notebook), browser tests"
-	@echo "make notebooks   run every notebook under nbval with live widgets (not in make test)"
-	@echo "make portable    unit tests and every notebook with other CPUs' arithmetic (see README)"
-	@echo "make lab    open the notebooks in JupyterLab (and strip outputs as git stages them)"
-	@echo "make benchmark   run the benchmark scripts and print their results"
-	@echo "make experiment  train and evaluate the chapter 7 study (resumable; see README)"
-	@echo "make retrieval   the same as make experiment (one run writes both of chapter 7's files)"
-	@echo "make mutants     plant realistic bugs in posenc_lib; do the tests and the book catch them?"
-	@echo "make engines     build llama.cpp (llama-cpp-python, CPU) in its own venv; run its cases; write results/engines.json"
-	@echo "make conformance  a tiny model of every causal-LM type transformers 4.57 and 5.x register, against posenc_lib (results/conformance-*.json)"
-	@echo "make designs-v5   re-run the transformers 5.x probes chapter 6 reads (results/conventions.json, designs_v5.json, config_v5.json)"
-	@echo "make layouts      refit the interactive figures' margins over their slider ranges (posenc_lib/data/figure_layouts.json)"
-	@echo "make slow         the slow tests (every figure at every slider end, long diagnose rows, coverage simulations)"
-	@echo "make gpu-check    on a CUDA GPU: RoPE benchmark, diagnose, fused-RoPE tests, a short training; writes results/gpu.json (skips without a GPU)"
-	@echo "make release      build the book, then write dist/: the HTML book, the notebooks, the PDF and SHA256SUMS"
-	@echo "make release-check  check dist/: every HTML page offline in Chromium, the PDF's pages, outline and math"
+help: ## list these targets (from the Makefile's own `## ` comments)
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[A-Za-z0-9_.-]+:[^=#]*## / { printf "make %-19s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # ---- set-up ---------------------------------------------------------------
 
@@ -53,13 +44,27 @@ $(INSTALLED): requirements.txt requirements-test.txt constraints.txt pyproject.t
 $(MATHJAX): scripts/vendor_assets.py
 	$(PYTHON) scripts/vendor_assets.py
 
-$(EXEC_KEY): $(EXEC_INPUTS)
-	rm -rf _build/.jupyter_cache
-	mkdir -p _build && touch $@
+$(EXEC_KEY): FORCE
+	@key="$$(find $(EXEC_INPUTS) -type f ! -path '*/__pycache__/*' -print0 2>/dev/null \
+	  | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)"; \
+	if [ "$$key" != "$$(cat $@ 2>/dev/null)" ]; then \
+	  rm -rf _build/.jupyter_cache && mkdir -p _build && echo "$$key" > $@ && \
+	  echo "the notebooks' inputs changed: the execution cache is cleared"; fi
+FORCE:
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) apt-get install -y -qq --no-install-recommends chromium
+
+# ---- the first command ----------------------------------------------------
+
+# Lint as `make unit` does, then the unit tests of the files in tests/quick.txt
+# (each took at most 3 s; under a minute in all, set-up aside): the first check
+# after an edit. `make unit` and `make test` run everything.
+quick: $(INSTALLED) ## lint the notebooks and run the fast unit tests (under a minute)
+	$(BIN)/ruff format --check book
+	$(BIN)/ruff check --select E501 book
+	$(PY) -m pytest -q -m "quick and not browser and not slow" tests
 
 # ---- the two commands -----------------------------------------------------
 
@@ -67,7 +72,7 @@ $(CHROMIUM):
 # before, so a notebook whose cells failed in the last build (a warning, then
 # an error under -W) would pass the next one. Executed notebooks still come
 # from the jupyter cache, so only a failed or changed notebook runs again.
-book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY)
+book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## build the book into _build/html (executes every notebook)
 	$(BIN)/jupyter-book build . -W -n --keep-going $(BOOK_FLAGS)
 	@echo "Open _build/html/index.html"
 
@@ -76,7 +81,7 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY)
 # longest step. `make notebooks` still does that, with live widgets.
 # The unit tests (one core) run beside the book build (mostly one core: the
 # kernel executing a notebook); -Otarget keeps each one's log in one piece.
-test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
+test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W (executes every notebook), browser tests
 	$(MAKE) -j2 -Otarget unit book BOOK_FLAGS=--all
 	$(MAKE) -j2 -Otarget browser portable-notebooks
 
@@ -85,18 +90,18 @@ test: $(INSTALLED) $(MATHJAX) $(CHROMIUM)
 # The notebooks' code is formatted to fit the book's column (88 characters,
 # pyproject.toml): ruff's formatter, then its line-length rule for the strings
 # and comments the formatter cannot break.
-unit: $(INSTALLED)
+unit: $(INSTALLED) ## lint the notebooks, then every unit test but the slow and browser ones
 	$(BIN)/ruff format --check book
 	$(BIN)/ruff check --select E501 book
 	$(PY) -m pytest -m "not browser and not slow" tests
 
-slow: $(INSTALLED)
+slow: $(INSTALLED) ## the slow tests (every figure at every slider end, long diagnose rows, coverage simulations)
 	$(PY) -m pytest -m "slow and not browser" tests
 
-notebooks: $(INSTALLED)
+notebooks: $(INSTALLED) ## run every notebook under nbval with live widgets (not in make test)
 	$(PY) -m pytest --nbval-lax --nbval-current-env book
 
-browser: $(INSTALLED) $(CHROMIUM)
+browser: $(INSTALLED) $(CHROMIUM) ## headless Chromium over the built book (needs make book first)
 	$(PY) -m pytest -m browser tests
 
 # Another CPU's arithmetic on this one. torch chooses its vectorised kernels by
@@ -115,7 +120,7 @@ echo "== ATEN_CPU_CAPABILITY=$$cap OMP_NUM_THREADS=$$threads"; \
 export ATEN_CPU_CAPABILITY=$$cap OMP_NUM_THREADS=$$threads POSENC_EXPECT_CAPABILITY=$$cap
 endef
 
-portable: $(INSTALLED)
+portable: $(INSTALLED) ## unit tests and every notebook with other CPUs' arithmetic (see README)
 	@for setting in $(PORTABLE); do \
 	  ( set -- $$setting; $(with_kernels); \
 	    $(PY) -m pytest -q -p no:cacheprovider -m "not browser and not slow" tests && \
@@ -123,7 +128,7 @@ portable: $(INSTALLED)
 	  ) || exit 1; \
 	done
 
-portable-notebooks: $(INSTALLED)
+portable-notebooks: $(INSTALLED) ## every notebook under nbval with portable kernels and one thread (a step of make test)
 	@( set -- $(firstword $(PORTABLE)); $(with_kernels); \
 	   $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env book )
 
@@ -151,7 +156,7 @@ $(LAB_INSTALLED): requirements-lab.txt constraints.txt $(INSTALLED)
 LANGUAGE_INFO := codemirror_mode file_extension mimetype nbconvert_exporter pygments_lexer version
 NBSTRIPOUT_FLAGS := --keep-id --extra-keys "$(foreach k,$(LANGUAGE_INFO),metadata.language_info.$(k))"
 
-lab: $(LAB_INSTALLED)
+lab: $(LAB_INSTALLED) ## open the notebooks in JupyterLab (and strip outputs as git stages them)
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
 	  git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout $(NBSTRIPOUT_FLAGS)' && \
 	  git config filter.nbstripout.smudge cat && \
@@ -169,30 +174,30 @@ lab: $(LAB_INSTALLED)
 # Refit the layout margins of every interactive figure (about 1.5 min) and store
 # them in posenc_lib/data/figure_layouts.json: after changing a figure, its
 # sliders or matplotlib (a unit test says when).
-layouts: $(INSTALLED)
+layouts: $(INSTALLED) ## refit the interactive figures' margins over their slider ranges (posenc_lib/data/figure_layouts.json)
 	$(PY) scripts/fit_layouts.py
 
-benchmark: $(INSTALLED)
+benchmark: $(INSTALLED) ## run the benchmark scripts and print their results
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 # Re-train the models of chapter 7 and overwrite the stored results.
 # Two single-threaded processes (one per core), each taking its share of the
 # (model, seed) jobs; finished models are kept in .cache/experiment/.
 EXPERIMENT_PROCS ?= 2
-experiment: $(INSTALLED)
+experiment: $(INSTALLED) ## train and evaluate the chapter 7 study (resumable; see README)
 	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
 	    -m posenc_lib experiment --out results/length_generalization.json
 
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
-retrieval: experiment
+retrieval: experiment ## the same as make experiment (one run writes both of chapter 7's files)
 
 # Plant each bug of tests/mutation.py in a copy of the tree; print which ones the unit
 # tests and the chapters' own cells catch (tens of minutes; not part of `make test`).
-mutants: $(INSTALLED)
+mutants: $(INSTALLED) ## plant realistic bugs in posenc_lib; do the tests and the book catch them?
 	$(PY) tests/mutation.py
 
 # Regenerate constraints.txt (the full lock) from a fresh environment.
-lock:
+lock: ## regenerate constraints.txt (the full lock) from a fresh environment
 	rm -rf /tmp/posenc-lock && $(PYTHON) -m venv /tmp/posenc-lock
 	/tmp/posenc-lock/bin/python -m pip install -q -r requirements.txt \
 	    -r requirements-test.txt -r requirements-lab.txt
@@ -200,7 +205,7 @@ lock:
 	  /tmp/posenc-lock/bin/python -m pip freeze --all --exclude-editable \
 	  | grep -v -E '^(pip|setuptools|wheel)==' | sed -E 's/\+cpu$$//'; } > constraints.txt
 
-clean:
+clean: ## remove build outputs (_build, .pytest_cache)
 	rm -rf _build .pytest_cache
 
 # Not part of make test. Builds llama-cpp-python 0.3.36 from its source
@@ -209,7 +214,7 @@ clean:
 # compares llama.cpp's logits with transformers' case by case, each against its
 # predicted agreement or divergence; writes results/engines.json, which
 # tests/test_engines.py checks (scripts/engines/run.sh).
-engines: $(INSTALLED)
+engines: $(INSTALLED) ## build llama.cpp (llama-cpp-python, CPU) in its own venv; run its cases; write results/engines.json
 	PY=$(PY) scripts/engines/run.sh
 
 # transformers 5.x cannot share the project's venv (it pins 4.57.6): the targets
@@ -225,7 +230,7 @@ $(V5_VENV)/bin/python:
 # transformers 5.x and rewrites the stored outputs that tests/test_conventions.py
 # checks the library against.
 .PHONY: designs-v5
-designs-v5: $(INSTALLED) $(PY5)
+designs-v5: $(INSTALLED) $(PY5) ## re-run the transformers 5.x probes chapter 6 reads (results/conventions.json, designs_v5.json, config_v5.json)
 	PYTHONPATH=. $(PY5) scripts/check_designs_v5.py --out results/designs_v5.json
 	PYTHONPATH=. $(PY5) scripts/probe_conventions.py --out results/conventions.json
 	PYTHONPATH=. $(PY) scripts/check_v5.py --python5 $(PY5) --out results/config_v5.json
@@ -236,7 +241,7 @@ designs-v5: $(INSTALLED) $(PY5)
 # and -5.json); tests/test_conformance.py re-judges the stored files. Fails when
 # a type the library names in its tables disagrees.
 .PHONY: conformance
-conformance: $(INSTALLED) $(PY5)
+conformance: $(INSTALLED) $(PY5) ## a tiny model of every causal-LM type transformers 4.57 and 5.x register, against posenc_lib (results/conformance-*.json)
 	status=0; \
 	nice -n 10 $(PY) scripts/conformance.py --out results/conformance-4.json || status=1; \
 	nice -n 10 $(PY5) scripts/conformance.py --out results/conformance-5.json || status=1; \
@@ -249,7 +254,7 @@ conformance: $(INSTALLED) $(PY5)
 # chapter 7's trainer; writes results/gpu.json. Without a GPU it says so and
 # exits 0, writing nothing.
 .PHONY: gpu-check
-gpu-check: $(INSTALLED)
+gpu-check: $(INSTALLED) ## on a CUDA GPU: RoPE benchmark, diagnose, fused-RoPE tests, a short training; writes results/gpu.json (skips without a GPU)
 	PYTHONPATH=. $(PY) scripts/gpu_check.py --out results/gpu.json
 
 # ---- release --------------------------------------------------------------
@@ -262,9 +267,9 @@ gpu-check: $(INSTALLED)
 # the network blocked and checks the PDF again (tests/test_release.py).
 RELEASE_CHECK := $(PY) -m pytest -q -p no:cacheprovider tests/test_release.py
 
-release: $(INSTALLED) $(MATHJAX) $(CHROMIUM) book
+release: $(INSTALLED) $(MATHJAX) $(CHROMIUM) book ## build the book, then write dist/: the HTML book, the notebooks, the PDF and SHA256SUMS
 	$(PY) scripts/release/build.py --html _build/html --dist dist --chromium $(CHROMIUM)
 	$(RELEASE_CHECK)
 
-release-check: $(INSTALLED) $(CHROMIUM)
+release-check: $(INSTALLED) $(CHROMIUM) ## check dist/: every HTML page offline in Chromium, the PDF's pages, outline and math
 	$(RELEASE_CHECK)
