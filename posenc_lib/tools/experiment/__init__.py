@@ -44,7 +44,7 @@ The package, one module per concern (every public name is re-exported here):
 * ``training``: building and training the models (:func:`fit`);
 * ``evaluation``: scoring them (:func:`position_losses`);
 * ``running``: :func:`run`, the cache, ``torchrun``, and the command line
-  (:func:`main`);
+  (``main``);
 * ``results``: the results files, written, loaded and read;
 * ``stats``: the intervals and tests, with no torch.
 """

@@ -249,15 +249,15 @@ def load_retrieval_results(path: str | Path = RETRIEVAL_PATH, *,
                            config: Config | None = None) -> dict:
     """:func:`posenc_lib.retrieval.load_results` with the study's
     configuration (default :class:`Config` ()); ``path`` defaults to
-    :data:`RETRIEVAL_PATH`, relative to the current directory."""
+    ``results/retrieval.json``, relative to the current directory."""
     _existing(path)
     return retrieval.load_results(path, config=Config() if config is None else config)
 
 
 def load_results(path: str | Path = RESULTS_PATH, *, config: Config | None = None,
                  check_environment: bool = True) -> dict:
-    """Load stored results from ``path`` (default :data:`RESULTS_PATH`,
-    relative to the current directory) and refuse them if they are stale.
+    """Load stored results from ``path`` (default
+    ``results/length_generalization.json``, relative to the current directory) and refuse them if they are stale.
 
     Stale means: another schema version, another configuration (default
     :class:`Config` ()), or, with ``check_environment``, other data bytes
