@@ -222,7 +222,13 @@ def test_python_dash_m_runs_the_command_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         runpy.run_module("posenc_lib.tools.experiment", run_name="__main__")
     assert stop.value.code == 0
-    assert "--readers-out" in capsys.readouterr().out
+    assert "usage: python -m posenc_lib experiment [-h]" in capsys.readouterr().out
+    # the module's old path runs it too (runpy gives it no file name: argv[0]
+    # is None, which argparse's default prog cannot take)
+    monkeypatch.setattr(sys, "argv", [None, "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module("posenc_lib.experiment", run_name="__main__")
+    assert stop.value.code == 0 and "--readers-out" in capsys.readouterr().out
     from posenc_lib import __main__ as cli
 
     assert cli.TOOLS["experiment"][:2] == ("posenc_lib.tools.experiment", "main")

@@ -300,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m posenc_lib experiment [options]``: run the study and write its
     three results files (or only the reader panel, ``--readers``)."""
     parser = argparse.ArgumentParser(
+        prog="python -m posenc_lib experiment",
         description="Train and evaluate the length-generalization experiment. "
         "Relative paths, the defaults included, start at the current directory "
         "(run it from the repository's root to update the stored results).")
