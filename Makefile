@@ -182,11 +182,14 @@ benchmark: $(INSTALLED) ## run the benchmark scripts and print their results
 
 # Re-train the models of chapter 7 and overwrite the stored results.
 # Two single-threaded processes (one per core), each taking its share of the
-# (model, seed) jobs; finished models are kept in .cache/experiment/.
+# (model, seed) jobs; finished models are kept in .cache/experiment/. Every
+# path is passed: the command line's defaults start at the current directory.
 EXPERIMENT_PROCS ?= 2
 experiment: $(INSTALLED) ## train and evaluate the chapter 7 study (resumable; see README)
 	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
-	    -m posenc_lib experiment --out results/length_generalization.json
+	    -m posenc_lib experiment --out results/length_generalization.json \
+	    --retrieval-out results/retrieval.json \
+	    --readers-out results/retrieval_readers.json --cache .cache/experiment
 
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
 retrieval: experiment ## the same as make experiment (one run writes both of chapter 7's files)

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from posenc_lib.tools import experiment  # noqa: E402
 
@@ -33,12 +34,12 @@ def main() -> None:
                         help="trained models to re-check (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="which stored seed")
     args = parser.parse_args()
-    stored = experiment.load_results()
+    stored = experiment.load_results(ROOT / experiment.RESULTS_PATH)
     config = experiment.Config()
     torch.set_num_threads(config.threads)
     train, _ = experiment.load_bytes(config.train_files)
     held_out, _ = experiment.load_bytes(config.eval_files)
-    rows = experiment._eval_rows(config, held_out)
+    rows = experiment.data._eval_rows(config, held_out)
     k = list(config.seeds).index(args.seed)
     print(f"configuration {config.hash()}, seed {args.seed}, {config.threads} thread(s), "
           f"torch {torch.__version__}")
@@ -51,8 +52,8 @@ def main() -> None:
         entry = stored["models"][name]
         same = {"curve": [v for _, v in log["loss_curve"]] == entry["train"]["loss_curve"][k]}
         for unit, table in (("full", "loss"), ("sliding", "sliding")):
-            fresh = experiment._evaluate_unit(config, model, unit, rows, held_out,
-                                              experiment.MODELS[name].bos)["loss"]
+            fresh = experiment.evaluation._evaluate_unit(
+                config, model, unit, rows, held_out, experiment.MODELS[name].bos)["loss"]
             saved = np.asarray(entry[table][str(config.eval_length)][k])
             same[unit] = np.array_equal(np.round(fresh.astype(np.float64), 4), saved)
         print(f"{name:12s} " + " ".join(

@@ -42,7 +42,9 @@ __all__ = ["RESULTS_PATH", "SCHEMA_VERSION", "bands", "band_names", "PositionTas
 
 #: Version of the results file's layout; :func:`load_results` refuses any other.
 SCHEMA_VERSION = 2
-RESULTS_PATH = Path(__file__).resolve().parents[1] / "results" / "retrieval.json"
+#: Where ``python -m posenc_lib experiment`` writes the results by default:
+#: relative, so ``results/retrieval.json`` under the current directory.
+RESULTS_PATH = Path("results") / "retrieval.json"
 
 
 def bands(train_length: int, max_multiplier: int) -> list[tuple[int, int]]:

@@ -25,12 +25,15 @@ def _refuse(*args, **kwargs):
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=experiment.CACHE_DIR)
+    parser.add_argument("--cache", type=Path, default=experiment.CACHE_DIR,
+                        help="the study's cache (default: %(default)s, relative to the "
+                        "current directory)")
     parser.add_argument("--out", type=Path, required=True, help="a directory")
     args = parser.parse_args(argv)
     config = experiment.Config()
-    experiment.train_model = experiment.finetune_model = _refuse
-    experiment._evaluate_unit = _refuse
+    # run() calls these through experiment.running, where they are replaced
+    experiment.running.train_model = experiment.running.finetune_model = _refuse
+    experiment.running._evaluate_unit = _refuse
     seeds = []
     for seed in config.seeds:
         one = dataclasses.replace(config, seeds=(seed,))

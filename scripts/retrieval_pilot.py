@@ -53,11 +53,11 @@ def main(argv=None) -> None:
     bos, L = ex.MODELS[args.model].bos, config.train_length
     generator = torch.Generator().manual_seed(20_000 + args.seed)
     train, _ = ex.load_bytes(config.train_files)
-    text = ex._batches(config, train, bos, generator, L, "text")
+    text = ex.training._batches(config, train, bos, generator, L, "text")
 
     def mixed():
         inputs, targets = text()
-        extra, answers = ex._task_rows(config, L, args.rows, generator, bos)
+        extra, answers = ex.training._task_rows(config, L, args.rows, generator, bos)
         weights = torch.cat([torch.full(inputs.shape, 1.0 / inputs.numel()),
                              (answers != -100).float() / (answers != -100).sum()])
         return torch.cat([inputs, extra]), torch.cat([targets, answers]), weights
@@ -66,7 +66,7 @@ def main(argv=None) -> None:
     if args.mode == "mixed":
         model = ex.build_model(config, args.model, args.seed)
         curve, _ = ex.fit(config, model, mixed, device=torch.device("cpu"),
-                          log_row=ex._log_row)
+                          log_row=ex.training._log_row)
     else:
         model, log = ex.train_model(config, args.model, args.seed, train, study="task")
         curve = log["loss_curve"]

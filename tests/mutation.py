@@ -227,7 +227,7 @@ MUTANTS: tuple[Mutant, ...] = (
        ["06_extension"], "DeepSeek's mscale ratio inverted (invisible while the keys "
        "are equal)"),
     # ---- the measured experiment (chapter 7) ------------------------------------------
-    _m("interval-normal-quantile", "tools/experiment.py",
+    _m("interval-normal-quantile", "tools/experiment/stats.py",
        "half = float(stats.t.ppf(0.5 + confidence / 2, t.df)) * t.se",
        "half = float(stats.norm.ppf(0.5 + confidence / 2)) * t.se",
        ["07_experiment"], "a normal quantile for the mean of three seeds (2 degrees of "
@@ -472,31 +472,31 @@ MUTANTS: tuple[Mutant, ...] = (
        ["recipes/extend_and_serve"],
        "YaRN's factor applied once to the logits (sqrt on cos and sin), not squared"),
     # ---- intervals for chapter 7 (accuracies, clusters, Holm) ----------------------------
-    _m("accuracy-seeds-pooled", "tools/experiment.py",
+    _m("accuracy-seeds-pooled", "tools/experiment/stats.py",
        "    var = seed_var + item_var\n", "    var = item_var\n",
        ["07_experiment"], "0/1 outcomes of several seeds pooled as if independent: the "
        "seed-to-seed variation left out of the accuracy's interval"),
-    _m("accuracy-wilson-only", "tools/experiment.py",
+    _m("accuracy-wilson-only", "tools/experiment/stats.py",
        "        low = np.minimum(low, special.expit(special.logit(adjusted) - q * logit_se))\n",
        "", ["07_experiment"], "Wilson's interval alone near the ceiling: the skew of a "
        "few seeds' accuracies ignored"),
-    _m("clustered-df-uncapped", "tools/experiment.py",
+    _m("clustered-df-uncapped", "tools/experiment/stats.py",
        "    df = min(df, float(max(seeds - 1, n_groups - 1)))\n", "",
        ["07_experiment"], "Satterthwaite's degrees of freedom above what 25 clusters allow"),
-    _m("clustered-narrower-than-seeds", "tools/experiment.py",
+    _m("clustered-narrower-than-seeds", "tools/experiment/stats.py",
        "        half = max(half, seed_half)\n", "",
        ["07_experiment"], "a clustered interval narrower than its own seed component"),
-    _m("holm-levels-nominal", "tools/experiment.py",
+    _m("holm-levels-nominal", "tools/experiment/stats.py",
        "            stop = 1 - alpha / (m - k) if stop is None else stop\n",
        "            stop = 1 - alpha if stop is None else stop\n",
        ["07_experiment"], "intervals beside Holm's verdicts printed at the unadjusted "
        "level, so an interval can exclude 0 beside 'not distinguishable'"),
-    _m("xpos-scale-base-default", "tools/experiment.py",
+    _m("xpos-scale-base-default", "tools/experiment/training.py",
        "                   xpos_scale_base=config.xpos_scale_base,",
        "                   xpos_scale_base=512.0,",
        ["07_experiment"], "the model built with xPos's default scale_base 512, not the "
        "configured one"),
-    _m("task-rows-one-length", "tools/experiment.py",
+    _m("task-rows-one-length", "tools/experiment/training.py",
        "        lengths = low + (torch.rand(count, generator=generator) * (m + 1 - low)).long()\n",
        "        lengths = torch.full((count,), m)\n",
        [], "every training row puts its query at the same position, so a model can "
@@ -507,11 +507,11 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "a pair between the answer and the query may rebind the query key, so the "
        "stored answer is no longer its last binding"),
     # ---- chapter 7: the paired accuracy interval and the reader panel ------------------
-    _m("accuracy-difference-normal-quantile", "tools/experiment.py",
+    _m("accuracy-difference-normal-quantile", "tools/experiment/stats.py",
        "    df = np.full(np.shape(d), float(seeds - 1))\n",
        "    df = np.full(np.shape(d), 1e9)\n",
        [], "a normal quantile for a t statistic on five seeds' differences"),
-    _m("accuracy-difference-unpaired", "tools/experiment.py",
+    _m("accuracy-difference-unpaired", "tools/experiment/stats.py",
        "    var = per_seed.var(-1, ddof=1) / seeds\n",
        "    var = (x.mean(-1).var(-1, ddof=1) + y.mean(-1).var(-1, ddof=1)) / seeds\n",
        [], "a paired difference given the variance of two independent means: what "

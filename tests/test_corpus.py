@@ -101,10 +101,10 @@ def test_the_archive_holds_cpython_3_11_7s_sources_unchanged():
 def test_training_refuses_other_bytes_for_the_studys_file_lists():
     config = experiment.Config()
     pinned = corpus.PINNED_SHA256
-    experiment._check_pinned(config, pinned["train"], pinned["eval"])   # the study's
+    experiment.data._check_pinned(config, pinned["train"], pinned["eval"])   # the study's
     with pytest.raises(ValueError, match="train_files"):
-        experiment._check_pinned(config, "0" * 64, pinned["eval"])
+        experiment.data._check_pinned(config, "0" * 64, pinned["eval"])
     with pytest.raises(ValueError, match="eval_files"):
-        experiment._check_pinned(config, pinned["train"], "0" * 64)
+        experiment.data._check_pinned(config, pinned["train"], "0" * 64)
     # other file lists (the smoke study's) have no pin
-    experiment._check_pinned(experiment.Config.smoke(), "0" * 64, "0" * 64)
+    experiment.data._check_pinned(experiment.Config.smoke(), "0" * 64, "0" * 64)

@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from scipy import stats
 
 from posenc_lib import lm
 from posenc_lib.tools import experiment
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = experiment.Config.smoke()
 
@@ -85,9 +88,9 @@ def test_seeded_runs_are_bitwise_deterministic_and_resume_from_the_cache(
     def no_evaluation(*args, **kwargs):
         raise AssertionError("a cached evaluation was run again")
 
-    monkeypatch.setattr(experiment, "train_model", no_training)
-    monkeypatch.setattr(experiment, "finetune_model", no_training)
-    monkeypatch.setattr(experiment, "_evaluate_unit", no_evaluation)
+    monkeypatch.setattr(experiment.running, "train_model", no_training)
+    monkeypatch.setattr(experiment.running, "finetune_model", no_training)
+    monkeypatch.setattr(experiment.running, "_evaluate_unit", no_evaluation)
     assert _strip(experiment.run(SMOKE, cache_dir=cache_dir, progress=False)) == \
         _strip(smoke_results)
 
@@ -99,10 +102,10 @@ def test_a_new_extension_costs_evaluation_only(tmp_path, monkeypatch):
                                 extensions=("pi", "dynamic"), finetunes=())
     first = experiment.run(small, cache_dir=tmp_path, progress=False)
     evaluated = []
-    real = experiment._evaluate_unit
-    monkeypatch.setattr(experiment, "train_model",
+    real = experiment.evaluation._evaluate_unit
+    monkeypatch.setattr(experiment.running, "train_model",
                         lambda *a, **k: pytest.fail("retrained a cached model"))
-    monkeypatch.setattr(experiment, "_evaluate_unit",
+    monkeypatch.setattr(experiment.running, "_evaluate_unit",
                         lambda config, model, unit, *a: evaluated.append(unit)
                         or real(config, model, unit, *a))
     more = dataclasses.replace(small, extensions=("pi", "dynamic", "yarn"))
@@ -128,15 +131,15 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
     command the README gives.
     """
     out = tmp_path / "distributed.json"
-    env = {**os.environ, "PYTHONPATH": str(experiment._ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                     "--nproc_per_node", "2", "-m", "posenc_lib.tools.experiment", "--smoke",
                     "--no-cache", "--quiet", "--device", "cpu", "--out", str(out)],
-                   check=True, env=env, cwd=experiment._ROOT, capture_output=True)
+                   check=True, env=env, cwd=ROOT, capture_output=True)
     distributed = json.loads(out.read_text())
     assert distributed["environment"]["world_size"] == 2
     jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
-    assert all(experiment._share(SMOKE, jobs, 2))   # both ranks had work
+    assert all(experiment.running._share(SMOKE, jobs, 2))   # both ranks had work
     expected = _strip(smoke_results)
     retrieval = expected.pop("retrieval")
     assert _strip(distributed) == expected
@@ -147,14 +150,14 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
 def test_jobs_are_shared_out_completely():
     jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
     for world in (1, 2, 3, 40):
-        shares = experiment._share(SMOKE, jobs, world)
+        shares = experiment.running._share(SMOKE, jobs, world)
         assert sorted(i for share in shares for i in share) == list(range(len(jobs)))
 
 
 def test_every_model_predicts_the_same_targets():
     rows = torch.arange(10, dtype=torch.uint8).view(2, 5)
-    with_bos, targets = experiment._split(rows, bos=True)
-    without, targets_again = experiment._split(rows, bos=False)
+    with_bos, targets = experiment.data._split(rows, bos=True)
+    without, targets_again = experiment.data._split(rows, bos=False)
     assert torch.equal(targets, targets_again) and torch.equal(targets, rows[:, 1:].long())
     assert (with_bos[:, 0] == lm.BOS).all() and torch.equal(without[:, 0], rows[:, 0].long())
     assert torch.equal(with_bos[:, 1:], without[:, 1:])
@@ -164,8 +167,8 @@ def test_probe_plants_the_same_string_twice_at_the_distance():
     data, _ = experiment.load_bytes(SMOKE.eval_files)
     a, k = SMOKE.probe_offset, SMOKE.probe_length
     for distance in SMOKE.probe_distances:
-        rows = experiment._probe_rows(SMOKE, data, distance)
-        _, targets = experiment._split(rows, bos=True)
+        rows = experiment.data._probe_rows(SMOKE, data, distance)
+        _, targets = experiment.data._split(rows, bos=True)
         assert targets.shape == (SMOKE.probe_count, a + distance + k)
         first, second = targets[:, a:a + k], targets[:, a + distance:a + distance + k]
         assert torch.equal(first, second)
@@ -181,7 +184,7 @@ def test_the_copy_task_planted_in_training():
     distances = set()
     n = round(config.train_plant_fraction * 32)
     for _ in range(50):
-        planted = experiment._plant(config, rows, generator)
+        planted = experiment.training._plant(config, rows, generator)
         assert (planted[n:] == 0).all() and (rows == 0).all()   # the first rows, a copy
         for row in planted[:n, 1:]:
             where = row.nonzero().flatten()   # the alphabet has no byte 0
@@ -201,13 +204,13 @@ def test_evaluation_modes_agree_where_they_must():
     model = experiment.build_model(SMOKE, "rope", 0).eval()
     rows = torch.randint(0, 256, (3, 65), dtype=torch.uint8,
                          generator=torch.Generator().manual_seed(2))
-    inputs, targets = experiment._split(rows, bos=True)
+    inputs, targets = experiment.data._split(rows, bos=True)
     whole, hits = experiment.position_losses(model, inputs, targets)
     for evaluation in ("reencode", "kv"):
         loss, again = experiment.position_losses(model, inputs, targets,
                                                  evaluation=evaluation, chunk=5)
         assert torch.allclose(loss, whole, atol=1e-5) and torch.equal(again, hits)
-    sliding = experiment._sliding_losses(SMOKE, model, rows, bos=True)
+    sliding = experiment.evaluation._sliding_losses(SMOKE, model, rows, bos=True)
     L = SMOKE.train_length
     assert torch.allclose(sliding[:, :L], whole[:, :L], atol=1e-5)
     assert not torch.allclose(sliding[:, L:], whole[:, L:], atol=1e-3)
@@ -354,7 +357,7 @@ def test_clustered_interval_is_never_narrower_than_its_seed_part_nor_its_df_abov
         # the p-value agrees with the interval: 0 is excluded iff p < 0.05
         p = experiment.p_value(x, clusters=labels)
         assert both.excludes(0.0) == (p < 0.05)
-        assert experiment._t_statistic(x, labels).df <= 24 + 1e-9
+        assert experiment.stats._t_statistic(x, labels).df <= 24 + 1e-9
     # Seed and file components in the ratio that maximises Satterthwaite's
     # degrees of freedom (2 + 24 = 26 at most); 25 files allow 24. Additive
     # effects, so the residual is 0 and the components are computed here
@@ -411,7 +414,7 @@ def _accuracy_coverage(seeds, p, seed_sd, item_sd, shift=None, trials=4000, item
              < special.expit(mu + shift + a2 + b2)).astype(float)
         truth -= _expected_accuracy(mu + shift, math.hypot(seed_sd, seed_sd / 2),
                                     math.hypot(item_sd, item_sd / 2))
-    _, low, high, _, _ = experiment._accuracy_bounds(x, y, 0.95)
+    _, low, high, _, _ = experiment.stats._accuracy_bounds(x, y, 0.95)
     assert (high > low).all()
     return float(((low <= truth) & (truth <= high)).mean())
 
@@ -454,7 +457,7 @@ def _paired_coverage(rng, trials, items, mu_x, mu_y, seed_sd, collapse_x=0.0,
         return (rng.random(p.shape) < p).astype(float)
 
     x, y = draw(mu_x, ux, v, collapse_x), draw(mu_y, uy, w, collapse_y)
-    _, low, high, _, _ = experiment._paired_bounds(x, y, 0.95)
+    _, low, high, _, _ = experiment.stats._paired_bounds(x, y, 0.95)
     return float(((low <= truth) & (truth <= high)).mean())
 
 
@@ -609,7 +612,7 @@ def test_window_files_name_the_file_each_window_starts_in():
     results = {"config": config.to_dict()}
     files = experiment.window_files(results)
     assert files.shape == (config.eval_windows,)
-    rows = experiment._eval_rows(config, experiment.load_bytes(config.eval_files)[0])
+    rows = experiment.data._eval_rows(config, experiment.load_bytes(config.eval_files)[0])
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for row, f in zip(rows, files.tolist()):
         text = (stdlib / f"{config.eval_files[f]}.py").read_bytes()
@@ -671,7 +674,7 @@ def test_unclosed_fraction_matches_a_direct_count():
 def test_stored_results_match_the_current_configuration():
     """The book reads results/: they must come from this configuration, this
     Python and these data bytes."""
-    results = experiment.load_results()
+    results = experiment.load_results(ROOT / experiment.RESULTS_PATH)
     config = experiment.Config()
     assert results["config"] == config.to_dict()
     for name in config.models:
@@ -681,7 +684,7 @@ def test_stored_results_match_the_current_configuration():
     # The file grows with models x seeds x windows; what must not grow is the
     # cost of a number: stored to 4 decimals it takes about 7 bytes, a float
     # written in full about 19. And the whole stays a small file for git.
-    text = experiment.RESULTS_PATH.read_text()
+    text = (ROOT / experiment.RESULTS_PATH).read_text()
 
     def numbers(x):
         if isinstance(x, dict):
@@ -880,7 +883,7 @@ def test_training_rows_vary_the_query_position_as_designed():
     for d in range(1, top + 1):
         low = task.shortest(d)
         law[low:m + 1] += 1 / top / (m + 1 - low)
-    inputs, targets = experiment._task_rows(config, 64, 4000, torch.Generator().manual_seed(5),
+    inputs, targets = experiment.training._task_rows(config, 64, 4000, torch.Generator().manual_seed(5),
                                             bos=True)
     n = (targets != -100).int().argmax(1).numpy() + 1
     seen = np.bincount(n, minlength=m + 1)
@@ -889,7 +892,7 @@ def test_training_rows_vary_the_query_position_as_designed():
     assert stats.chisquare(seen[support], 4000 * law[support]).pvalue > 1e-4
     assert len(set(n.tolist())) > 40                      # of the 49 possible lengths
     fixed = dataclasses.replace(config, task_lengths="fixed")
-    _, targets = experiment._task_rows(fixed, 64, 50, torch.Generator().manual_seed(5),
+    _, targets = experiment.training._task_rows(fixed, 64, 50, torch.Generator().manual_seed(5),
                                        bos=True)
     assert ((targets != -100).int().argmax(1) == m - 1).all()
 
@@ -901,7 +904,7 @@ def test_training_rows_score_the_last_binding_of_every_query(queries):
     # the row up to its first target is a test item of the same task.
     config = dataclasses.replace(experiment.Config(), task_queries=queries)
     g = torch.Generator().manual_seed(queries)
-    inputs, targets = experiment._task_rows(config, 64, 40, g, bos=True)
+    inputs, targets = experiment.training._task_rows(config, 64, 40, g, bos=True)
     keys, values = set(config.task_keys), set(config.task_values)
     assert ((targets != -100).sum(1) == queries).all()
     for row, target in zip(inputs.tolist(), targets.tolist()):
@@ -918,7 +921,7 @@ def test_training_rows_score_the_last_binding_of_every_query(queries):
 def test_several_processes_share_one_gpu():
     # torchrun --nproc_per_node 8 on one GPU: every rank on cuda:0 (it used
     # to map rank k to cuda:k, which does not exist); on 2 GPUs, 4 ranks each
-    assert [experiment._local_gpu(k, 1) for k in range(8)] == [0] * 8
-    assert [experiment._local_gpu(k, 2) for k in range(4)] == [0, 1, 0, 1]
+    assert [experiment.running._local_gpu(k, 1) for k in range(8)] == [0] * 8
+    assert [experiment.running._local_gpu(k, 2) for k in range(4)] == [0, 1, 0, 1]
     with pytest.raises(ValueError, match="device"):
-        experiment._local_gpu(0, 0)
+        experiment.running._local_gpu(0, 0)

@@ -66,3 +66,17 @@ def test_main_passes_argv_and_the_status(capsys):
         cli.main(["diagnose", "--help"])
     assert stop.value.code == 0 and "python -m posenc_lib diagnose" in capsys.readouterr().out
     assert cli.main(["inspect", "no-such-model"]) == 2
+
+
+
+@pytest.mark.parametrize("old", sorted(COMMANDS))
+def test_every_old_entry_point_gives_its_help(old, monkeypatch, capsys):
+    """``python -m OLD --help``: runpy gives the aliased module no file, so
+    ``sys.argv[0]`` is None, which argparse's default ``prog`` cannot take."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", [None, "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module(old, run_name="__main__")
+    assert stop.value.code == 0
+    assert f"python -m posenc_lib {COMMANDS[old]}" in capsys.readouterr().out

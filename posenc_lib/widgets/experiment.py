@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Mapping
 
 from ..tools import experiment
@@ -15,10 +16,16 @@ _ALT = ("Perplexity per position of one trained or fine-tuned model or RoPE exte
         "one evaluation length, with its 95 % band and the sliding-window reference.")
 
 
+def stored_results(path: str | Path = experiment.RESULTS_PATH) -> dict:
+    """The study's results at ``path`` (default
+    ``results/length_generalization.json``, relative to the current
+    directory), read once (configuration-checked)."""
+    return _read(Path(path).resolve())
+
+
 @functools.lru_cache(maxsize=1)
-def stored_results() -> dict:
-    """``results/length_generalization.json``, read once (configuration-checked)."""
-    return experiment.load_results(check_environment=False)
+def _read(path: Path) -> dict:
+    return experiment.load_results(path, check_environment=False)
 
 
 def default_length(config: experiment.Config) -> int:
@@ -36,12 +43,14 @@ def default_length(config: experiment.Config) -> int:
     return min((n for n in lengths if n > L), default=L)
 
 
-def study_explorer(model: str = "rope", length: int | None = None):
-    """:func:`posenc_lib.figures.experiment.explorer` on the stored results.
+def study_explorer(model: str = "rope", length: int | None = None, *,
+                   path: str | Path = experiment.RESULTS_PATH):
+    """:func:`posenc_lib.figures.experiment.explorer` on the stored results at
+    ``path`` (see :func:`stored_results`).
 
     ``length`` defaults to :func:`default_length` of the stored configuration.
     """
-    results = stored_results()
+    results = stored_results(path)
     if length is None:
         length = default_length(experiment.Config.from_dict(results["config"]))
     return figures.explorer(results, model, length)
@@ -61,7 +70,9 @@ def explorer_for(results: Mapping) -> InteractiveFigure:
     """The explorer over any results file's content (its models and lengths).
 
     ``EXPLORER`` is this figure for the stored results of the default
-    :class:`~posenc_lib.tools.experiment.Config`.
+    :class:`~posenc_lib.tools.experiment.Config`, read from
+    ``results/length_generalization.json`` under the current directory;
+    ``EXPLORER.with_fixed(path=...)`` reads them from ``path``.
     """
     config = experiment.Config.from_dict(results["config"])
     return InteractiveFigure(figures.explorer, _sliders(results["models"], config),
