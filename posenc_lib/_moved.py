@@ -43,6 +43,9 @@ COMMANDS = {
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     """Finds an old name and loads the module at its new one."""
 
+    def __init__(self):
+        self._specs = {}
+
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
@@ -52,10 +55,17 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
         warnings.warn(f"{spec.name} moved to {MOVED[spec.name]}; import it from there "
                       f"(the old path goes in posenc_lib 0.3.0)", DeprecationWarning,
                       stacklevel=2)
-        return importlib.import_module(MOVED[spec.name])
+        module = importlib.import_module(MOVED[spec.name])
+        # the import system sets module.__spec__ to the alias's spec after this
+        # returns; exec_module puts the module's own back
+        self._specs[module.__name__] = module.__spec__
+        return module
 
     def exec_module(self, module):
-        """Nothing to run: :meth:`create_module` returned the imported module."""
+        """Nothing to run (:meth:`create_module` returned the imported module), but
+        give the module back its own ``__spec__``, which the import system replaced
+        with the alias's (``runpy`` and ``importlib.util.find_spec`` read it)."""
+        module.__spec__ = self._specs.pop(module.__name__)
 
     def is_package(self, fullname):
         return False

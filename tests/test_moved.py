@@ -4,6 +4,7 @@ for a deprecation period (posenc_lib/_moved.py)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,9 @@ def test_an_old_import_path_is_the_new_module_with_a_warning(old, new):
     with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
         module = importlib.import_module(old)
     assert module is importlib.import_module(new)
+    # the module keeps its own spec (runpy and find_spec read it)
+    assert module.__spec__.name == new and module.__name__ == new
+    assert importlib.util.find_spec(new) is module.__spec__
     sys.modules.pop(old, None)
 
 
