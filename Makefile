@@ -186,10 +186,11 @@ experiment: $(INSTALLED)
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
 retrieval: experiment
 
-# Plant each bug of tests/mutation.py in a copy of the tree; print which ones the unit
-# tests and the chapters' own cells catch (tens of minutes; not part of `make test`).
+# Plant each bug of tests/helpers/mutation.py in a copy of the tree; print which
+# ones the unit tests and the chapters' own cells catch (tens of minutes; not part
+# of `make test`).
 mutants: $(INSTALLED)
-	$(PY) tests/mutation.py
+	$(PY) tests/helpers/mutation.py
 
 # Regenerate constraints.txt (the full lock) from a fresh environment.
 lock:

@@ -17,7 +17,7 @@ import tomllib
 
 import yaml
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 LAYERED_PACKAGES = ("figures", "widgets")
 
