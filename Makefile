@@ -194,10 +194,11 @@ experiment: $(INSTALLED) ## train and evaluate the chapter 7 study (resumable; s
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
 retrieval: experiment ## the same as make experiment (one run writes both of chapter 7's files)
 
-# Plant each bug of tests/mutation.py in a copy of the tree; print which ones the unit
-# tests and the chapters' own cells catch (tens of minutes; not part of `make test`).
+# Plant each bug of tests/helpers/mutation.py in a copy of the tree; print which
+# ones the unit tests and the chapters' own cells catch (tens of minutes; not part
+# of `make test`).
 mutants: $(INSTALLED) ## plant realistic bugs in posenc_lib; do the tests and the book catch them?
-	$(PY) tests/mutation.py
+	$(PY) tests/helpers/mutation.py
 
 # Regenerate constraints.txt (the full lock) from a fresh environment.
 lock: ## regenerate constraints.txt (the full lock) from a fresh environment

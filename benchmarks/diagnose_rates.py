@@ -1,6 +1,6 @@
 """Detection and naming rates of diagnose_rope on generated bugs.
 
-Samples ``--n`` perturbed kernels (tests/diagnose_generated.py: one component
+Samples ``--n`` perturbed kernels (tests/helpers/diagnose_generated.py: one component
 of a correct kernel perturbed at a time) with a seeded random.Random, runs
 diagnose_rope on each and counts: detected (some finding), named (a finding
 that names the perturbed component), and, for the unperturbed ones, clean.
@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from diagnose_generated import judge, make_case, sample  # noqa: E402
+from helpers.diagnose_generated import judge, make_case, sample  # noqa: E402
 
 from posenc_lib.tools.diagnose import diagnose_rope  # noqa: E402
 

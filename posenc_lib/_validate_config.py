@@ -124,7 +124,7 @@ MAX_COUNT = 2**16
 #: 4.57.6, the ``__init__`` defaults; ``tests/test_bad_input.py`` checks each).
 #: A default that does not divide the config's heads fails the attention's
 #: forward. Not enforced here (reading the rotary set-up needs no key heads);
-#: ``tests/config_population.py`` uses it to recognise that difference, and
+#: ``tests/helpers/config_population.py`` uses it to recognise that difference, and
 #: ``serving.cache_head`` takes an omitted value as ``num_attention_heads``.
 #: (DeepSeek-V3's attention expands its keys per query head and is left out.)
 KV_HEADS_DEFAULTS = {

@@ -3,7 +3,7 @@
 ``make test`` runs transformers 4.57.6 only; 5.24.0 lives in a second
 interpreter. This script builds the configs of
 ``tests/test_transformers_warnings.py`` (the generated population of
-``tests/rope_population.py`` and the table's models with and without probe
+``tests/helpers/rope_population.py`` and the table's models with and without probe
 blocks), has ``scripts/transformers_rope_log.py`` log them under the other
 interpreter, and writes ``tests/data/transformers_5_rope_log.json`` (the
 version, a hash of the configs, one list of messages per config)::
@@ -43,7 +43,7 @@ def main() -> None:
                         help="an interpreter with transformers 5.24.0 installed")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
-    import rope_population
+    from helpers import rope_population
 
     configs = rope_population.all_configs()
     result = run_worker(args.python5, configs)

@@ -4,7 +4,7 @@ Each figure's layout is fitted over its sliders' ends
 (``InteractiveFigure.fit_margins``), which takes a few seconds a figure; the
 stored margins let the book, the tests and the live widgets skip that. Run it
 after changing a figure, its sliders or matplotlib: a unit test
-(tests/test_widgets.py) fails while a stored fingerprint is out of date.
+(tests/figures/test_widgets.py) fails while a stored fingerprint is out of date.
 """
 
 from __future__ import annotations

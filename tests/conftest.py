@@ -1,18 +1,9 @@
-"""Shared fixtures for the test suite."""
+"""Shared fixtures for the test suite (shared constants and helpers: tests/helpers/)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-#: An interpreter with transformers 5.x, for the tests that compare with it
-#: live (skipped without one): $PY5, else the venv `make conformance` and
-#: `make designs-v5` create. CI has none; stored captures stand in for it.
-PYTHON5 = Path(os.environ.get("PY5") or ROOT / ".cache/transformers5-venv/bin/python")
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Bad input to the config readers and the inspector's command line: a clear
 error naming the field or file (exit 2 on the command line), never a traceback,
 a hang or a silently wrong answer; and the generated population compared with
-transformers 4.57.6 (tests/config_population.py)."""
+transformers 4.57.6 (tests/helpers/config_population.py)."""
 
 import contextlib
 import errno
@@ -9,7 +9,6 @@ import io
 import json
 import os
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -184,7 +183,7 @@ def test_rope_from_config_warns_the_yarn_warning_the_inspector_shows():
 
 
 def test_the_hidden_size_rule_is_5x_own():
-    from conftest import PYTHON5
+    from helpers.paths import PYTHON5
 
     roots = sorted(PYTHON5.parent.parent.glob("lib/python3*/site-packages/transformers/models"))
     if not roots:
@@ -323,7 +322,7 @@ def test_the_front_door_turns_any_failure_into_one_line(monkeypatch, capsys):
 
 def test_generated_configs_agree_with_transformers_457():
     """About 300 generated configs (deterministic; ``python
-    tests/config_population.py --examples N`` runs more and prints the
+    tests/helpers/config_population.py --examples N`` runs more and prints the
     agreement rate): every difference from transformers 4.57.6's outcome is a
     listed deliberate one, and where both compute, the frequencies agree to
     float32's rounding (transformers computes inv_freq in float32: a few ulp,
@@ -331,8 +330,7 @@ def test_generated_configs_agree_with_transformers_457():
     pytest.importorskip("transformers")
     from hypothesis import HealthCheck, given, settings
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    import config_population as population
+    from helpers import config_population as population
 
     relations = []
 

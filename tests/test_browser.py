@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from helpers.paths import ROOT
 from posenc_lib.figures import SHOWN_WIDTH
 
 pytestmark = pytest.mark.browser

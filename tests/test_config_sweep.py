@@ -26,7 +26,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 from posenc_lib import scaling  # noqa: E402
 from posenc_lib import config_reader  # noqa: E402
-from test_models import assert_same, hf_config, hf_rope  # noqa: E402
+from helpers.hf_reference import assert_same, hf_config, hf_rope  # noqa: E402
 
 SWEEP = settings(max_examples=40, deadline=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow])

@@ -212,7 +212,7 @@ def test_minimax_m2_rotary_dim_under_5x():
     report = inspector.inspect_config(config)
     assert (report["rotary_dim"], report["pairs"]) == (64, 32)
     assert any("multi-token-prediction" in n for n in report["engine_needs"])
-    from conftest import PYTHON5 as python
+    from helpers.paths import PYTHON5 as python
 
     if not python.exists():
         pytest.skip("no transformers 5.x interpreter (make conformance makes one)")

@@ -406,11 +406,7 @@ def test_catalogue_mutants_of_rope(mutant_id, code):
     """The mutation catalogue's RoPE bugs, planted in a copy of rope.py, get
     their code (the layout mutant in the half layout it breaks)."""
     import types
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        from mutation import MUTANTS
-    finally:
-        sys.path.pop(0)
+    from helpers.mutation import MUTANTS
     mutant = next(m for m in MUTANTS if m.id == mutant_id)
     source = (ROOT / mutant.path).read_text()
     assert source.count(mutant.old) == 1

@@ -1,19 +1,16 @@
-"""Generated bugs (tests/diagnose_generated.py): one component of a correct RoPE
+"""Generated bugs (tests/helpers/diagnose_generated.py): one component of a correct RoPE
 kernel perturbed at a time; diagnose_rope must detect every one and name its
 cause. A small hypothesis slice runs here; benchmarks/diagnose_rates.py runs a
 larger sample and stores the rates in results/diagnose_rates.json, which is
 checked below."""
 
 import json
-import sys
 import warnings
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from diagnose_generated import PERTURBATIONS, judge, make_case, strategy  # noqa: E402
+from helpers.diagnose_generated import PERTURBATIONS, judge, make_case, strategy
 
 from posenc_lib.tools.diagnose import CODES, diagnose_rope  # noqa: E402
 

@@ -13,7 +13,7 @@ import torch
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 TORCH = Version("2.13.0")
 

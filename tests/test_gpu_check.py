@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
 

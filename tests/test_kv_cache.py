@@ -26,7 +26,7 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 from posenc_lib import serving  # noqa: E402
 from posenc_lib import config_reader  # noqa: E402
 from posenc_lib.tools import crosscheck, inspector  # noqa: E402
-from test_per_layer import CLASS_TYPE  # noqa: E402
+from helpers.tiny_models import CLASS_TYPE  # noqa: E402
 
 #: The tiny sizes of the issue's table: 8 layers, 2 KV heads of 16 dims.
 HEADS = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers.paths import ROOT
 
 LAB_CONFIG = ROOT / "scripts" / "lab"
 OVERRIDES = LAB_CONFIG / "labconfig" / "default_setting_overrides.json"

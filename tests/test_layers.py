@@ -19,7 +19,7 @@ import tomllib
 
 import yaml
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 LAYERED_PACKAGES = ("tools", "figures", "widgets")
 

@@ -10,8 +10,6 @@ sides.
 
 from __future__ import annotations
 
-import copy
-import importlib
 import json
 import logging
 import math
@@ -25,8 +23,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
-from transformers import AutoConfig, LlamaConfig  # noqa: E402
-from transformers.configuration_utils import PretrainedConfig  # noqa: E402
+from transformers import LlamaConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
@@ -36,58 +33,14 @@ from posenc_lib import config_reader  # noqa: E402
 from posenc_lib.tools import inspector as model_inspect  # noqa: E402
 from posenc_lib.figures import models as figures  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
+from helpers.hf_reference import (EPS32, EPS64, assert_same,  # noqa: E402
+                                   hf_config, hf_pair_partner, hf_rope,
+                                   rotary_module)
+from helpers.paths import ROOT  # noqa: E402
 
-EPS32 = torch.finfo(torch.float32).eps
-EPS64 = torch.finfo(torch.float64).eps
 NAMES = model_inspect.model_names()
 ROTARY = [n for n in NAMES if config_reader.positional_scheme(model_inspect.model_config(n))
           == "rotary"]
-
-
-# -- transformers' side ---------------------------------------------------------------
-
-def hf_config(config: dict) -> PretrainedConfig:
-    """transformers' config object for a config.json dict (its own class), text part."""
-    d = copy.deepcopy(config)
-    model_type = d.pop("model_type", "llama")
-    # Kimi K2 and DeepSeek-V3.2 have no 4.57 class; they run DeepSeek-V3's
-    model_type = config_reader.MODEL_TYPE_ALIASES.get(model_type, model_type)
-    built = AutoConfig.for_model(model_type, **d)
-    return built.get_text_config()
-
-
-def hf_rope_type(config: PretrainedConfig) -> str:
-    scaling_ = getattr(config, "rope_scaling", None)
-    if isinstance(scaling_, dict):
-        return scaling_.get("rope_type", scaling_.get("type")) or "default"
-    return "default"
-
-
-def hf_rope(config: dict, seq_len=None) -> tuple[torch.Tensor, float]:
-    text = hf_config(config)
-    inv_freq, factor = ROPE_INIT_FUNCTIONS[hf_rope_type(text)](text, "cpu",
-                                                               seq_len=seq_len)
-    return inv_freq.double(), float(factor)
-
-
-def rotary_module(config: dict):
-    """The model's own rotary-embedding module, built from the config object."""
-    text = hf_config(config)
-    module = importlib.import_module(
-        f"transformers.models.{text.model_type.removesuffix('_text')}."
-        f"modeling_{text.model_type.removesuffix('_text')}")
-    classes = [getattr(module, n) for n in dir(module)
-               if n.endswith("RotaryEmbedding") and "Vision" not in n]
-    assert len(classes) == 1, classes
-    return classes[0](text)
-
-
-def assert_same(ours, theirs, message=""):
-    (a, fa), (b, fb) = ours, theirs
-    assert a.shape == b.shape, message
-    assert torch.allclose(a.double(), b.double(), rtol=32 * EPS32, atol=0), message
-    assert math.isclose(fa, fb, rel_tol=8 * EPS64), message
 
 
 # -- every model of the table ---------------------------------------------------------
@@ -648,50 +601,6 @@ def test_inspector_on_non_rotary_models():
         assert t5[part]["future"] == len(set(future.tolist()) - set(past.tolist()))
     assert (t5["encoder"]["past"], t5["encoder"]["exact_past"]) == (16, 8)
     assert (t5["decoder"]["past"], t5["decoder"]["exact_past"]) == (32, 16)
-
-
-def hf_pair_partner(config: dict) -> int:
-    """The feature that forms a rotary pair with feature 0 in transformers: with
-    one-hot queries at position 1 and keys at position 0, rotated by the
-    model's own rotary module and apply function, query e_0 scores non-zero
-    against e_0 (cos) and its partner (sin) only."""
-    text = hf_config(config)
-    model_type = config_reader.MODEL_TYPE_ALIASES.get(config["model_type"],
-                                                config["model_type"])
-    module = importlib.import_module(
-        f"transformers.models.{model_type}.modeling_{model_type}")
-    ids = torch.tensor([[0, 1]])
-    mrope = getattr(text, "rope_scaling", None) or {}
-    if "mrope_section" in mrope:  # the same position on every axis
-        ids = ids[None].expand(3, 1, 2)
-    rotary = rotary_module(config)
-    d = 2 * rotary.inv_freq.numel()  # gpt-oss's cos holds each angle once, d / 2
-    eye = torch.eye(d)[None, :, None, :].expand(1, d, 2, d)  # head j holds e_j
-    if model_type == "llama4":  # complex freqs_cis, (batch, seq, heads, dim)
-        freqs = rotary(torch.zeros(1), ids)
-        q, k = module.apply_rotary_emb(eye.transpose(1, 2), eye.transpose(1, 2), freqs)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
-        score = k[0, :, 0] @ q[0, 0, 1]
-        hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
-        assert len(hits) == 2 and hits[0] == 0, hits
-        return hits[1]
-    cos, sin = rotary(torch.zeros(1), ids)
-    if "mrope_section" in mrope and hasattr(module, "apply_multimodal_rotary_pos_emb"):
-        # Qwen2-VL, Qwen2.5-VL; Qwen3-VL interleaves the axes inside its rotary
-        # module and then applies plain rotate_half
-        def apply(q, k, c, s):
-            return module.apply_multimodal_rotary_pos_emb(
-                q, k, c, s, mrope["mrope_section"])
-    elif getattr(text, "rope_interleave", False):
-        apply = module.apply_rotary_pos_emb_interleave
-    else:
-        apply = module.apply_rotary_pos_emb
-    eye = torch.eye(d)[None, :, None, :].expand(1, d, 2, d)  # head j holds e_j
-    q, k = apply(eye, eye, cos, sin)
-    score = k[0, :, 0] @ q[0, 0, 1]
-    hits = torch.nonzero(score.abs() > 1e-6).flatten().tolist()
-    assert len(hits) == 2 and hits[0] == 0, hits
-    return hits[1]
 
 
 @pytest.mark.parametrize("name", ROTARY)

@@ -1,4 +1,4 @@
-"""The mutation harness (tests/mutation.py) keeps working: a smoke run and a catalogue check.
+"""The mutation harness (tests/helpers/mutation.py) keeps working: a smoke run and a catalogue check.
 
 The full run (``make mutants``) takes tens of minutes and is not part of the
 suite; these tests make sure it cannot rot silently: every planted bug still
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT
-import mutation
+from helpers import mutation
+from helpers.paths import ROOT
 
 IDS = [m.id for m in mutation.MUTANTS]
 
@@ -26,7 +26,7 @@ def test_catalogue_has_at_least_twenty_distinct_mutants():
 def test_every_mutant_still_matches_the_library(mutant):
     assert mutation.occurrences(mutant) == 1, (
         f"{mutant.id}: its text no longer occurs exactly once in {mutant.path}; "
-        f"update the catalogue in tests/mutation.py")
+        f"update the catalogue in tests/helpers/mutation.py")
     assert mutant.old != mutant.new
     for chapter in mutant.chapters:
         assert (ROOT / "book" / f"{chapter}.ipynb").is_file(), chapter

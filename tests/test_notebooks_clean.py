@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 
 def _git(*args: str, root: Path = ROOT, stdin: bytes | None = None) -> bytes:

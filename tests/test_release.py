@@ -23,7 +23,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts" / "release"))
 

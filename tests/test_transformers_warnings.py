@@ -33,9 +33,9 @@ from posenc_lib import config_reader  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import capture_transformers_warnings as capture  # noqa: E402
-import rope_population  # noqa: E402
 import transformers_rope_log  # noqa: E402
-from conftest import PYTHON5  # noqa: E402
+from helpers import rope_population  # noqa: E402
+from helpers.paths import PYTHON5  # noqa: E402
 
 SHARED = Path("/work/shared/configs")
 
@@ -173,7 +173,7 @@ def test_published_llama4_scout_config_gives_no_warning():
 
 # --- both versions, on a generated population --------------------------------
 # transformers_warnings follows the installed transformers (4.57.6 here) and
-# reproduces 5.24.0 on request. The population (tests/rope_population.py) and
+# reproduces 5.24.0 on request. The population (tests/helpers/rope_population.py) and
 # the table's configs are compared with what 4.57.6 logs in this process and
 # with what 5.24.0 logged (tests/data/transformers_5_rope_log.json, written by
 # scripts/capture_transformers_warnings.py; re-logged live where an

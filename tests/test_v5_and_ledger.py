@@ -27,7 +27,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 from posenc_lib import rope, scaling  # noqa: E402
 from posenc_lib import config_reader  # noqa: E402
 from posenc_lib.tools import inspector as model_inspect  # noqa: E402
-from test_per_layer import GEMMA3, OLMO3, check_every_layer  # noqa: E402
+from helpers.tiny_models import GEMMA3, OLMO3, check_every_layer  # noqa: E402
 
 
 def per_layer_type(config: dict, local: dict) -> dict:
@@ -208,7 +208,7 @@ def test_ledger_matches_the_attention_modules(config):
 
 
 def test_ledger_lists_position_dependent_temperatures():
-    from test_per_layer import LLAMA4
+    from helpers.tiny_models import LLAMA4
 
     report = model_inspect.inspect_config(LLAMA4)
     temps = [f for f in report["logit_factors"] if f["value"] is None]

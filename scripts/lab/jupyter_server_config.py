@@ -33,7 +33,7 @@ does not track, is left alone.
 It imports nothing from the project, so the server starts without torch.
 Checked with jupyter_server 2.21.1 (the pinned one): a notebook PUT through
 the contents API with a live figure's output is written without the widget
-view, with the still figure (tests/test_widgets.py checks the hook itself).
+view, with the still figure (tests/figures/test_widgets.py checks the hook itself).
 """
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

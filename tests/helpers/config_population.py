@@ -17,7 +17,7 @@ the layout and the rope block; ``rope_from_config`` for the frequencies).
 :func:`compare` says whether they agree, and when they do not, whether the
 difference is a deliberate one (:data:`DELIBERATE`, each with its reason).
 
-``python tests/config_population.py --examples N`` prints the agreement rate
+``python tests/helpers/config_population.py --examples N`` prints the agreement rate
 for N generated configs; ``tests/test_bad_input.py`` runs a few hundred.
 """
 
@@ -35,7 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 if __package__ in (None, ""):  # run as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from posenc_lib import _validate_config, scaling  # noqa: E402
 from posenc_lib import config_reader  # noqa: E402

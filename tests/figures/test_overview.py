@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from helpers.paths import ROOT
 from posenc_lib.figures import BookFigure, overview
 
 INTRO = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")

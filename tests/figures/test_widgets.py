@@ -137,7 +137,7 @@ def test_figures_are_drawn_as_wide_as_the_book_shows_them():
 # key must follow are checked one by one further down (VARIANTS). Comparing
 # every figure at every slider extreme takes tens of minutes: it is marked
 # ``slow`` (``make unit`` skips it); run it after changing the renderer with
-#     python -m pytest -m slow tests/test_widgets.py
+#     python -m pytest -m slow tests/figures/test_widgets.py
 REPRESENTATIVE = ("absolute.SINUSOIDAL_HEATMAP", "rope.ROTATION_ANGLES",
                   "relative.T5_BUCKETS")
 
@@ -302,7 +302,7 @@ def _lab_config():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "lab" / "jupyter_server_config.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "lab" / "jupyter_server_config.py"
     spec = importlib.util.spec_from_file_location("posenc_lab_config", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

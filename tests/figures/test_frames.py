@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers.paths import ROOT
 
 from posenc_lib.figures import SHOWN_WIDTH, new_figure
 from posenc_lib.widgets import InteractiveFigure, Slider, core

@@ -16,8 +16,8 @@ A mutant is *caught* by a step when that step fails. The un-mutated copy is run
 first and must pass both steps, or the harness stops. Usage::
 
     make mutants                          # every mutant, prints the table
-    python tests/mutation.py --list       # the catalogue
-    python tests/mutation.py --only rope-conj-dropped alibi-slope-popular
+    python tests/helpers/mutation.py --list       # the catalogue
+    python tests/helpers/mutation.py --only rope-conj-dropped alibi-slope-popular
 
 The full run takes tens of minutes, so it is not part of ``make test``;
 ``tests/test_mutation.py`` runs one mutant end to end and checks that every
@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 

@@ -1,16 +1,17 @@
 """Print the table implementation | truth | finding for diagnose_rope over the
-RoPEs of tests/test_diagnose_styles.py (six styles, correct, scaled and buggy).
+RoPEs of tests/helpers/rope_styles.py (six styles, correct, scaled and buggy).
 
-    PYTHONPATH=. python tests/diagnose_table.py [--max-position 2048]
+    PYTHONPATH=. python tests/helpers/diagnose_table.py [--max-position 2048]
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __package__ in (None, ""):  # run as a script: tests/ holds the helpers package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_diagnose_styles import (  # noqa: E402
+from helpers.rope_styles import (  # noqa: E402
     BASE, BUGS, DIM, SCALINGS, STYLES, plain, transformers_rope, yarn_ramp_inverted)
 
 from posenc_lib.tools.diagnose import diagnose_rope  # noqa: E402

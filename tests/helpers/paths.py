@@ -1,0 +1,13 @@
+"""Paths the tests share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The repository's root (the checkout under test).
+ROOT = Path(__file__).resolve().parents[2]
+#: An interpreter with transformers 5.x, for the tests that compare with it
+#: live (skipped without one): $PY5, else the venv `make conformance` and
+#: `make designs-v5` create. CI has none; stored captures stand in for it.
+PYTHON5 = Path(os.environ.get("PY5") or ROOT / ".cache/transformers5-venv/bin/python")
