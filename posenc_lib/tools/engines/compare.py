@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .. import _validate
+from ... import _validate
 
 #: The llama.cpp tree that ``make engines`` builds and that the llama.cpp
 #: transcriptions and facts below cite.
@@ -554,7 +554,7 @@ def llama_cpp_params(config: Mapping, *, n_ctx: int | None = None) -> dict:
         sin), ``logit_scale`` (DeepSeek's ``mscale**2`` in ``kq_scale``,
         src/models/deepseek2.cpp lines 307-314), ``notes``.
     """
-    from ..config_reader import parse_rope_config
+    from ...config_reader import parse_rope_config
 
     model_type = config.get("model_type")
     arch = LLAMA_CPP_PAIRS[model_type][1] if model_type in LLAMA_CPP_PAIRS else None
@@ -665,7 +665,7 @@ def _vllm_rope_parameters(config: Mapping) -> tuple[dict, int]:
     ``standardize_rope_params`` merges ``rope_theta``, the rope block and
     ``partial_rotary_factor`` into one dict: vllm/transformers_utils/config.py
     lines 668-687 of 0.33.0), and the rotary dimension."""
-    from ..config_reader import parse_rope_config
+    from ...config_reader import parse_rope_config
 
     rope = parse_rope_config(config)
     params = {"rope_type": rope.rope_type, "rope_theta": rope.base, **rope.params}
@@ -724,13 +724,13 @@ def vllm_get_rope_args(config: Mapping) -> dict | None:
 
 
 def _default_max_position(config: Mapping) -> int:
-    from ..config_reader import parse_rope_config
+    from ...config_reader import parse_rope_config
 
     return parse_rope_config(config).max_position_embeddings
 
 
 def _vllm():
-    from .. import _vendor
+    from ... import _vendor
 
     return _vendor.vllm_rotary()
 
@@ -788,7 +788,7 @@ def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
         ``logit_scale``, ``rows`` (cos then sin at ``[0, 1, *positions]``,
         or the whole cache), ``use_long_rope`` (LongRoPE only), ``module`` (the built module).
     """
-    from .. import _vendor
+    from ... import _vendor
 
     args = vllm_get_rope_args(config)
     if args is None:
@@ -886,7 +886,7 @@ SGLANG_ROPE_CALLS["kimi_k2"] = SGLANG_ROPE_CALLS["deepseek_v32"] = SGLANG_ROPE_C
 
 
 def _sglang():
-    from .. import _vendor
+    from ... import _vendor
 
     return _vendor.sglang_rotary()
 
@@ -1012,7 +1012,7 @@ def sglang_rope(config: Mapping | None = None, *, args: Mapping | None = None,
         ``cache_length`` (the rows of the full cache; LongRoPE: the short
         and the long cache's), ``native`` (see :func:`sglang_get_rope_args`).
     """
-    from .. import _vendor
+    from ... import _vendor
 
     if args is None:
         args = sglang_get_rope_args(config)
@@ -1335,7 +1335,7 @@ def engine_rope(config: Mapping, engine: str, *, max_model_len: int | None = Non
         ValueError: naming ``engine`` or ``model_type``.
     """
     _validate.one_of("engine", engine, list(ENGINES))
-    from .. import scaling
+    from ... import scaling
 
     model_type = config.get("model_type")
     if llama_cpp_pairs(model_type) == "none":
@@ -1440,7 +1440,7 @@ def engine_summary(config: Mapping, engine: str, *, max_model_len: int | None = 
             ``model_type`` for a model outside the table.
     """
     _validate.one_of("engine", engine, list(ENGINES))
-    from ..config_reader import parse_rope_config
+    from ...config_reader import parse_rope_config
 
     model_type = config.get("model_type")
     pairs_cpp = llama_cpp_pairs(model_type)
@@ -1649,7 +1649,7 @@ def engine_kv_cache_bytes(config: Mapping, engine: str, *, n_ctx: int,
 
 
 def _kv_from_serving(config, engine, n_ctx, b, dtype, **kw) -> dict:
-    from .. import serving  # serving imports nothing from here
+    from ... import serving  # serving imports nothing from here
 
     sized = serving.kv_cache_bytes(config, bytes_per_value=b, length=n_ctx,
                                    engine=engine, **kw)
@@ -1696,7 +1696,7 @@ def _vllm_kv(config, n_ctx, cache_dtype, block_size, scheduled_tokens) -> dict:
 
 def _llama_cpp_kv(config, n_ctx, type_k, type_v, swa_full, n_batch, n_ubatch,
                   flash_attn) -> dict:
-    from .. import config_reader, serving
+    from ... import config_reader, serving
 
     for name, value in (("cache_dtype", type_k), ("cache_dtype_v", type_v)):
         if not isinstance(value, str) or value not in GGML_TYPE_SIZES:
@@ -1722,7 +1722,7 @@ def _llama_cpp_kv(config, n_ctx, type_k, type_v, swa_full, n_batch, n_ubatch,
                          f"llama.cpp refuses K {type_k} with V {type_v}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from .. import per_layer
+        from ... import per_layer
         layout = per_layer.layer_layout(config)
     shared = text.get("num_kv_shared_layers") or 0
     kinds = [(x.attention, x.window) for x in layout]
