@@ -21,10 +21,10 @@ from collections.abc import Mapping
 LLAMA_CPP = {"package": "llama-cpp-python==0.3.36", "repo": "ggml-org/llama.cpp",
              "commit": "0c1e57098"}
 
+_VR = "vllm/model_executor/layers/rotary_embedding/"
 #: vLLM's rotary-embedding files, vendored unchanged from the vllm 0.33.0
 #: wheel (posenc_lib/_vendor/vllm) and run; every ``lines`` below refers to
 #: them (the package ``vllm/model_executor/layers/rotary_embedding/``).
-_VR = "vllm/model_executor/layers/rotary_embedding/"
 VLLM = {
     "init": _VR + "__init__.py", "base": _VR + "base.py", "common": _VR + "common.py",
     "yarn": _VR + "yarn_scaling_rope.py", "deepseek": _VR + "deepseek_scaling_rope.py",
@@ -46,6 +46,8 @@ VLLM_MODELS = {"package": "vllm==0.33.0", "repo": "vllm-project/vllm", "commit":
 SGLANG = {"package": "sglang==0.5.23", "repo": "sgl-project/sglang",
           "wheel_sha256": "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"}
 
+#: The engines compared side by side (:func:`~.compare.engine_rope`,
+#: :func:`~.compare.engine_summary`), transformers 4.57.6 first.
 ENGINES = ("transformers", "vllm", "llama.cpp", "sglang")
 
 
@@ -67,10 +69,10 @@ def _lcpp(path: str, lines: str) -> str:
 
 # ---- transformers' pair layout, and the engines' pair tables read ------------
 
-#: transformers 4.57.6's pair layout: every model of the table rotates halves
-#: (``rotate_half``) except these, which pair neighbours in their modelling
-#: code (DeepSeek-V3 with ``rope_interleave`` true, its published default;
-#: ERNIE 4.5's ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``).
+#: The models of the table that pair neighbours in transformers 4.57.6, in
+#: their modelling code (DeepSeek-V3 with ``rope_interleave`` true, its
+#: published default; ERNIE 4.5's ``rotate_half`` takes ``x[..., 0::2]`` and
+#: ``x[..., 1::2]``); every other model rotates halves (``rotate_half``).
 TRANSFORMERS_NEIGHBOURS = {"deepseek_v3", "ernie4_5",
                            # read as deepseek_v3 (no 4.57 class of their own)
                            "kimi_k2", "deepseek_v32",
@@ -78,9 +80,9 @@ TRANSFORMERS_NEIGHBOURS = {"deepseek_v3", "ernie4_5",
                            # llama.cpp's Llama4Model keeps undo_permute = False
                            "llama4"}
 
-#: DeepSeek-V3's attention in transformers: ``rope_interleave`` (default
-#: ``True``) picks neighbour pairs; vLLM passes ``is_neox_style=False`` whatever
-#: it says, SGLang reads it.
+#: The models read as DeepSeek-V3, whose attention in transformers picks
+#: neighbour pairs with ``rope_interleave`` (default ``True``); vLLM passes
+#: ``is_neox_style=False`` whatever it says, SGLang reads it.
 DEEPSEEK_FAMILY = {"deepseek_v3", "kimi_k2", "deepseek_v32"}
 
 

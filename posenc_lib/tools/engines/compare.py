@@ -36,12 +36,11 @@ from .vllm import _VM, VLLM_LOAD_PERMUTED, vllm_get_rope_args, vllm_pairs, vllm_
 
 # ---- the side-by-side facts -------------------------------------------------
 
-#: Per rope type, what each engine does; every entry is cited. Keys: the
-#: six questions of the recipe: ``frequencies``, ``factor`` (what multiplies
-#: cos and sin, hence the logits by its square), ``when`` (when the
-#: frequencies change during generation).
 _R = "layers/rotary_embedding/"
-
+#: What each engine does, per rope type, every entry cited. The keys are the
+#: questions of the recipe: ``frequencies``, ``factor`` (what multiplies
+#: cos and sin, hence the logits by its square), ``when`` (when the
+#: frequencies change during generation), ``source``.
 FACTS: dict[str, dict[str, dict[str, str]]] = {
     "default": {
         "transformers": {"frequencies": "base^(-2i/d)", "factor": "1",
