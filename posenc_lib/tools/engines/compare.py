@@ -31,7 +31,12 @@ from .llama_cpp import (
     llama_cpp_pairs,
     llama_cpp_params,
 )
-from .sglang import SGLANG_LOAD_PERMUTED, sglang_get_rope_args, sglang_pairs, sglang_rope
+from .sglang import (
+    SGLANG_LOAD_PERMUTED,
+    sglang_get_rope_args,
+    sglang_pairs,
+    sglang_rope,
+)
 from .vllm import _VM, VLLM_LOAD_PERMUTED, vllm_get_rope_args, vllm_pairs, vllm_rope
 
 # ---- the side-by-side facts -------------------------------------------------
