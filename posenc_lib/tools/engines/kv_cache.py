@@ -46,10 +46,10 @@ GGML_TYPE_SIZES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34
 
 #: Model types whose llama.cpp loader sets a sliding-window (or chunked)
 #: cache, so that ``create_memory`` builds ``llama_kv_cache_iswa``
-#: (src/models/<arch>.cpp at :data:`~.common.LLAMA_CPP`: gemma2.cpp 4-6, gemma3.cpp 4-11,
-#: gemma3n.cpp 4-11, cohere2.cpp 4-11, exaone4.cpp 5-7, openai-moe.cpp 6-9,
-#: olmo2.cpp 6-9 (OLMo 3), llama4.cpp 8-19 (chunked, n_swa fixed at 8192 whatever
-#: attention_chunk_size says)). Other loaders ignore a
+#: (src/models/<arch>.cpp at :data:`~.common.LLAMA_CPP`: gemma2.cpp 4-6,
+#: gemma3.cpp 4-11, gemma3n.cpp 4-11, cohere2.cpp 4-11, exaone4.cpp 5-7,
+#: openai-moe.cpp 6-9, olmo2.cpp 6-9 (OLMo 3), llama4.cpp 8-19 (chunked, n_swa
+#: fixed at 8192 whatever attention_chunk_size says)). Other loaders ignore a
 #: config's ``sliding_window`` (phi3.cpp 13-23 turns it off) and cache every
 #: layer in full.
 LLAMA_CPP_SWA = frozenset({"gemma2", "gemma3", "gemma3n", "cohere2", "exaone4",

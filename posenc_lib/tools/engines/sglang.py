@@ -24,11 +24,11 @@ from .common import (
 _SG = "models/"
 
 #: SGLang's ``is_neox_style`` for each ``model_type`` of the table (sglang
-#: 0.5.23, :data:`~.common.SGLANG`), as :data:`~.vllm.VLLM_PAIRS`. ``get_rope``'s default is
-#: ``True`` (layers/rotary_embedding/factory.py line 130). SGLang reads
-#: DeepSeek's ``rope_interleave`` (default ``True``: neighbours) where vLLM
-#: does not. ``"transformers"``: no SGLang class; with the default
-#: ``model_impl`` it falls back to the Transformers implementation
+#: 0.5.23, :data:`~.common.SGLANG`), as :data:`~.vllm.VLLM_PAIRS`.
+#: ``get_rope``'s default is ``True`` (layers/rotary_embedding/factory.py
+#: line 130). SGLang reads DeepSeek's ``rope_interleave`` (default ``True``:
+#: neighbours) where vLLM does not. ``"transformers"``: no SGLang class; with
+#: the default ``model_impl`` it falls back to the Transformers implementation
 #: (model_loader/utils.py lines 181-194).
 SGLANG_PAIRS: dict[str, tuple] = {
     "llama": (True, _SG + "llama.py", 335,
