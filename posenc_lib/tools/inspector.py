@@ -1132,11 +1132,11 @@ def _engine_rows(row, facts: dict) -> None:
 def crosscheck_vllm(config: Mapping, report: Mapping, *,
                     max_model_len: int | None = None) -> tuple[bool, str]:
     """``--crosscheck --engine vllm``: vLLM 0.33.0's own rotary embedding
-    (vendored, :func:`posenc_lib.tools.engines.vllm_rope`) against transformers'
-    cos and sin (its float32 arithmetic: one product per angle; its frequencies
-    for its default request, as the report compares them), at positions up to
-    the report's length, and against the report's claim that vLLM's
-    frequencies are, or are not, transformers'.
+    (vendored, :func:`posenc_lib.tools.engines.vllm.vllm_rope`) against
+    transformers' cos and sin (its float32 arithmetic: one product per angle;
+    its frequencies for its default request, as the report compares them), at
+    positions up to the report's length, and against the report's claim that
+    vLLM's frequencies are, or are not, transformers'.
 
     Tolerance per coefficient, from float32 rounding: each side rounds the
     angle ``m theta`` once (``u |m theta|``), the frequencies may differ by
