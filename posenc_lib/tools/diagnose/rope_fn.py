@@ -546,6 +546,45 @@ def _diagnose_normalised(m, positions, intended, fit) -> Diagnosis:
     return Diagnosis(findings, "\n".join(lines), fitted)
 
 
+def _low_precision_fallback(why, fit, *, dim, angles, positions, pairs, rotated, sign,
+                           slope, p_ref, rotary, n_block, base):
+    """``((codes, lines, angle), None)`` when a low-precision dtype explains the
+    angles that no exact ladder fits; ``(None, why)`` otherwise.
+
+    Called by :func:`_diagnose_matrices` with the values it holds at that point
+    (after a rising ladder was flipped and the slope fitted).
+    """
+    # Frequencies or angles in a low-precision dtype fit no exact ladder.
+    formulas = _formulas(dim, rotary, len(rotated), n_block,
+                         hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
+    found = _fit_low_precision(angles, positions, sign, len(pairs), formulas,
+                               slope, base)
+    if found is None:
+        return None, why
+    _, name, mode, low_base, (e, text, right, spacing) = found
+    fit.fitted.update(base=low_base, exponent=text, position_bits=name,
+                      low_precision=mode, spacing=spacing)
+    codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
+                                     n_block, dim)
+    codes.append("positions-precision")
+    what = {"all": "the positions, inv_freq and their product (the angles)",
+            "inv_freq": "the positions and inv_freq",
+            "inv_freq_only": "inv_freq"}[mode]
+    bits = 8 if name == "bfloat16" else 11
+    last = int(positions[-1])
+    acts = (f", so position {last} acts as {int(round_significand(last, bits))}"
+            if mode != "inv_freq_only" else "")
+    lines.append(f"Positions precision: fn computes {what} in {name}{acts}, and "
+                 f"the frequencies are rounded to {name} (relative error up to "
+                 f"{2.0 ** -bits:.2g}, which a position m multiplies). Fix: "
+                 f"compute inv_freq and the angles in float32 (positions.float() "
+                 f"* inv_freq.float()), and cast only cos and sin to the model's "
+                 f"dtype.")
+    angle = sign * _low_precision_angles(positions, len(pairs), low_base, e,
+                                         _LOW[name], mode)
+    return (codes, lines, angle), None
+
+
 def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) -> Diagnosis:
     dim, base, layout, rotary = (intended[k] for k in ("dim", "base", "layout", "rotary"))
     eye = torch.eye(dim, dtype=torch.float64)
@@ -581,37 +620,6 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     fit.fitted.update(layout=got_layout, rotated_features=len(rotated),
                       pairs=pairs[:4], sign=sign)
     freq_codes, freq_lines = [], []
-
-    def fail(why):
-        # Frequencies or angles in a low-precision dtype fit no exact ladder.
-        formulas = _formulas(dim, rotary, len(rotated), n_block,
-                             hidden_tail=math.exp(slope * len(pairs)) * p_ref < 1e-3)
-        found = _fit_low_precision(angles, positions, sign, len(pairs), formulas,
-                                   slope, base)
-        if found is None:
-            return None, why
-        _, name, mode, low_base, (e, text, right, spacing) = found
-        fit.fitted.update(base=low_base, exponent=text, position_bits=name,
-                          low_precision=mode, spacing=spacing)
-        codes, lines = _frequency_report(low_base, e, text, right, base, rotary,
-                                         n_block, dim)
-        codes.append("positions-precision")
-        what = {"all": "the positions, inv_freq and their product (the angles)",
-                "inv_freq": "the positions and inv_freq",
-                "inv_freq_only": "inv_freq"}[mode]
-        bits = 8 if name == "bfloat16" else 11
-        last = int(positions[-1])
-        acts = (f", so position {last} acts as {int(round_significand(last, bits))}"
-                if mode != "inv_freq_only" else "")
-        lines.append(f"Positions precision: fn computes {what} in {name}{acts}, and "
-                     f"the frequencies are rounded to {name} (relative error up to "
-                     f"{2.0 ** -bits:.2g}, which a position m multiplies). Fix: "
-                     f"compute inv_freq and the angles in float32 (positions.float() "
-                     f"* inv_freq.float()), and cast only cos and sin to the model's "
-                     f"dtype.")
-        angle = sign * _low_precision_angles(positions, len(pairs), low_base, e,
-                                             _LOW[name], mode)
-        return (codes, lines, angle), None
 
     direct = _direct_ladders(angles, positions, intended, len(pairs), theta)
     if direct is not None:
@@ -695,7 +703,10 @@ def _diagnose_matrices(m: Tensor, positions: Tensor, intended: dict, fit: _Fit) 
     else:
         bits = None
     if why is not None:
-        low, why = fail(why)
+        low, why = _low_precision_fallback(
+            why, fit, dim=dim, angles=angles, positions=positions, pairs=pairs,
+            rotated=rotated, sign=sign, slope=slope, p_ref=p_ref, rotary=rotary,
+            n_block=n_block, base=base)
         if low is None:
             return _not_rope(fit, why)
         freq_codes, freq_lines, model_angle = low
