@@ -41,8 +41,8 @@ MESSAGES = {
     "not-fitted": "the fit could not run on fn",
     # -- diagnose_inv_freq: known variants (another rope_type) and known bugs --------
     "scaling-ignored": "the config's rope scaling ignored: plain RoPE frequencies",
-    "partial-rotary-ignored": "partial_rotary_factor ignored: frequencies for the whole "
-                              "head",
+    "partial-rotary-ignored": ("partial_rotary_factor ignored: frequencies for the "
+                               "whole head"),
     "linear-factor-multiplied": "linear scaling multiplies θ_i by factor instead of "
                                 "dividing",
     "ntk-exponent-dropped": "NTK-aware base without the exponent d/(d-2)",

@@ -76,7 +76,7 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
     0 to ``max_position`` (the model's context by default): 0..63, every
     power of two and its neighbours, positions that bfloat16 and float16
     round (257, 2049, 8191, ...) and a geometric spread. The fit is general
-    first (``posenc_lib.tools._diagnose_fit``: the position map, per-pair
+    first (``posenc_lib.tools.diagnose.fit``: the position map, per-pair
     frequencies against the intended schedule, the 2x2 blocks entry by
     entry, output rounding), then the older fit below; an internal failure
     is the finding ``"not-fitted"``, never an exception.
@@ -273,7 +273,7 @@ def _context(cfg, max_position_embeddings) -> int:
 
 
 def _fit_general(fn, m, positions, intended, fit):
-    """Fit, then explain (see ``posenc_lib.tools._diagnose_fit``): the position map
+    """Fit, then explain (see ``posenc_lib.tools.diagnose.fit``): the position map
     with the intended frequencies, the per-pair frequencies against the
     intended schedule, the 2x2 blocks entry by entry. ``None`` where none of
     these models explains ``fn`` (the older fit then runs)."""
