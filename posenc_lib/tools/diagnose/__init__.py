@@ -46,24 +46,34 @@ Run from a shell::
     python -m posenc_lib diagnose path/to/module.py:function \\
         --config path/to/config.json
 
-The package, by phase: :mod:`.structure` (probing ``fn``: calls, shapes,
-which features rotate together, the angle of every pair), :mod:`.fit` (the
-frequency fit and the position map), :mod:`.explanation` (which known variant
-or bug reproduces what was fitted), :mod:`.findings` (the :class:`Diagnosis`
-and the order of the codes), :mod:`.messages` (``MESSAGES[code]``, the text of
-every code); the entry points :mod:`.rope_fn` (:func:`diagnose_rope`) and
-:mod:`.inv_freq` (:func:`diagnose_inv_freq`); the command line :mod:`.cli`.
+The package, by phase: ``structure`` (probing ``fn``: calls, shapes, which
+features rotate together, the angle of every pair), ``fit`` (the frequency fit
+and the position map), ``explanation`` (which known variant or bug reproduces
+what was fitted), ``findings`` (the :class:`Diagnosis` and the order of the
+codes), ``messages`` (``MESSAGES[code]``, the text of every code); the entry
+points ``rope_fn`` (:func:`diagnose_rope`) and ``inv_freq``
+(:func:`diagnose_inv_freq`); the command line ``cli``.
 """
 
 from __future__ import annotations
 
+from . import explanation as _explanation
+from . import findings as _findings
 from .cli import main
-from .explanation import INV_FREQ_CODES
-from .findings import CODES, Diagnosis
+from .findings import Diagnosis
 from .inv_freq import diagnose_inv_freq
 from .messages import MESSAGES  # noqa: F401  (the table of texts)
 from .rope_fn import diagnose_rope
 from .structure import round_significand
+
+#: The findings :func:`diagnose_rope` can return, in the order it lists them
+#: (defined in ``findings``; their texts are ``MESSAGES[code]``).
+CODES = _findings.CODES
+
+#: What :func:`diagnose_inv_freq` can name: known variants (another rope_type
+#: than the config's) and known bugs (mostly the book's mutation catalogue),
+#: each with its text from ``MESSAGES`` (defined in ``explanation``).
+INV_FREQ_CODES = _explanation.INV_FREQ_CODES
 
 __all__ = ["CODES", "INV_FREQ_CODES", "Diagnosis", "diagnose_rope", "diagnose_inv_freq",
            "round_significand", "main"]
