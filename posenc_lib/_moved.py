@@ -20,7 +20,7 @@ import warnings
 #: ``{old module name: new module name}``
 MOVED = {
     "posenc_lib._config": "posenc_lib.config_reader",
-    "posenc_lib._diagnose_fit": "posenc_lib.tools._diagnose_fit",
+    "posenc_lib._diagnose_fit": "posenc_lib.tools.diagnose.fit",
     "posenc_lib.conformance": "posenc_lib.tools.conformance",
     "posenc_lib.crosscheck": "posenc_lib.tools.crosscheck",
     "posenc_lib.diagnose": "posenc_lib.tools.diagnose",

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from posenc_lib.tools import diagnose
+from posenc_lib.tools.diagnose import cli, rope_fn
 from posenc_lib.tools.diagnose import diagnose_rope
 
 L31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
@@ -289,7 +290,7 @@ def test_internal_failure_becomes_a_finding(monkeypatch):
     """A planted failure inside the fit is reported as not-fitted, never raised."""
     def broken(*args, **kwargs):
         raise OverflowError("int too big to convert")
-    monkeypatch.setattr(diagnose, "_fit_general", broken)
+    monkeypatch.setattr(rope_fn, "_fit_general", broken)
     result = run(kernel(ladder(64, 1e4)), dim=64)
     assert result.findings == ["not-fitted"]
     assert "OverflowError" in result.explanation
@@ -339,7 +340,7 @@ def test_command_line_front_door(tmp_path, capsys, monkeypatch):
         assert diagnose.main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
-    monkeypatch.setattr(diagnose, "diagnose_rope",
+    monkeypatch.setattr(cli, "diagnose_rope",
                         lambda *a, **k: (_ for _ in ()).throw(OverflowError("planted")))
     assert diagnose.main([f"{tmp_path}/port.py:exits", "--dim", "8"]) == 2
     err = capsys.readouterr().err
@@ -349,7 +350,7 @@ def test_command_line_front_door(tmp_path, capsys, monkeypatch):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from posenc_lib.tools import _diagnose_fit  # noqa: E402
+from posenc_lib.tools.diagnose import fit as _diagnose_fit  # noqa: E402
 
 
 @settings(max_examples=30, deadline=None)

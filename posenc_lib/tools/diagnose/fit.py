@@ -1,4 +1,4 @@
-"""The general fit behind :func:`posenc_lib.tools.diagnose.diagnose_rope`.
+"""Phase 2 of :func:`posenc_lib.tools.diagnose.diagnose_rope`: the frequency fit.
 
 Given the matrices ``M(p)`` a user's ``fn`` applies at the probed positions,
 this module fits a general model of what ``fn`` does and compares it with the
@@ -33,6 +33,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from .structure import _tolerance, round_significand
 
 _EPS32 = torch.finfo(torch.float32).eps
 #: unit roundoff of the output formats the rounding model knows
@@ -415,3 +417,157 @@ def bands(ratio: Tensor, factor: float, rtol: float = 1e-3):
         else:
             break
     return kept, divided
+
+
+# -- the frequency fit of diagnose_rope's first model ---------
+
+
+
+#: Bases that models ship with (rope_theta); a fitted base near one of these
+#: is preferred over an odd one when two explanations fit equally well.
+_COMMON_BASES = (1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7)
+
+
+def _fit_frequencies(angles: Tensor, positions: Tensor) -> Tensor:
+    """Per pair, the frequency that reproduces ``angles`` ``(n_pos, n_pairs)``.
+
+    Unwraps over the dense positions 0..63 (steps of at most 1 radian), then
+    refines at each power of two: the predicted angle is off by less than π,
+    so the wrapped residual corrects it.
+    """
+    index = {int(p): k for k, p in enumerate(positions)}
+    dense = torch.tensor([index[p] for p in range(64)])
+    phi = angles[dense]
+    unwrapped = phi[0] + torch.cumsum(_wrap(phi.diff(dim=0)), dim=0)
+    unwrapped = torch.cat([phi[:1], unwrapped])
+    m = torch.arange(64, dtype=torch.float64)[:, None]
+    theta = (m * unwrapped).sum(0) / (m * m).sum()
+    p = 64
+    while p in index:
+        predicted = p * theta
+        theta = (predicted + _wrap(angles[index[p]] - predicted)) / p
+        p *= 2
+    return theta
+
+
+_LOW = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _low_precision_angles(positions: Tensor, n_pairs: int, base: float, e: float,
+                          dtype: torch.dtype, mode: str) -> Tensor:
+    """Angles as code computes them with ``inv_freq = base**(-e·i)`` (and, for
+    ``mode="all"``, the positions and the product) in a low-precision ``dtype``."""
+    inv = torch.pow(float(base), -e * torch.arange(n_pairs, dtype=torch.float64))
+    inv = inv.to(torch.float32).to(dtype)
+    if mode == "all":
+        return (positions.to(dtype)[:, None] * inv).to(torch.float64)
+    if mode == "inv_freq_only":
+        return positions.to(torch.float64)[:, None] * inv.to(torch.float64)
+    return positions.to(dtype).to(torch.float64)[:, None] * inv.to(torch.float64)
+
+
+def _safe_exp(value: float) -> float:
+    """``exp(value)``, ``inf`` where it overflows."""
+    return math.exp(value) if value < 700 else math.inf
+
+
+def _snap(value: float) -> list:
+    """Bases near a roughly fitted one: the nearest common base and the value
+    rounded to two significant digits."""
+    if not (math.isfinite(value) and 1.0 < value < 1e30):
+        return []
+    digits = 10 ** (math.floor(math.log10(value)) - 1)
+    near = [min(_COMMON_BASES, key=lambda b: abs(math.log(b / value))),
+            float(round(value / digits) * digits)]
+    return [float(b) for b in near if abs(math.log(b / value)) < 0.05]
+
+
+def _fit_low_precision(angles, positions, sign, n_pairs, formulas, slope, base):
+    """``(rank, dtype name, mode, base, (e, text, right))`` whose low-precision
+    angles reproduce ``angles``, or ``None``."""
+    tol = _tolerance(positions)[:, None]
+    found = []
+    for e, text, right, d in formulas:
+        bases = [base] + (_snap(_safe_exp(-slope / e)) if slope < 0 else [])
+        for b in dict.fromkeys(bases):
+            if not (math.isfinite(b) and 1.0 < b < 1e30):
+                continue
+            rank = _rank(b, base, right)
+            if found and rank >= found[0][0]:
+                continue
+            for name, dtype in _LOW.items():
+                for mode in ("all", "inv_freq", "inv_freq_only"):
+                    model = sign * _low_precision_angles(positions, n_pairs, b, e,
+                                                         dtype, mode)
+                    if bool((_wrap(angles - model).abs() <= tol).all()):
+                        found = [(rank, name, mode, b, (e, text, right, d))]
+                        break
+                if found and found[0][3] == b:
+                    break
+    return found[0] if found else None
+
+
+def _bits_map(positions, q, qtol):
+    """The significand width whose rounding of the positions gives ``q``, or ``None``."""
+    for bits in [8, 11] + [b for b in range(2, 24) if b not in (8, 11)]:
+        if bool(((round_significand(positions, bits) - q).abs() <= qtol).all()):
+            return bits
+    return None
+
+
+def _fit_offset(phase: Tensor, theta: Tensor, span: int = 65536):
+    """The integer ``c`` (smallest ``|c|``) with ``phase ≡ c·θ`` for every pair, or ``None``."""
+    c = torch.arange(-span, span + 1, dtype=torch.float64)
+    order = torch.argsort(c.abs(), stable=True)
+    c = c[order]
+    best = None
+    chunk = 8192
+    for start in range(0, len(c), chunk):
+        cc = c[start:start + chunk]
+        error = _wrap(phase[None, :] - cc[:, None] * theta[None, :]).abs()
+        tol = 2e-4 + 64 * _EPS32 * cc.abs()
+        ok = (error <= tol[:, None]).all(1)
+        if bool(ok.any()):
+            best = int(cc[int(torch.nonzero(ok)[0])])
+            break
+    if best == 0:
+        return None
+    return best
+
+
+def _nice(value: float) -> bool:
+    """Whether ``value`` is a base someone would type (a common one, or 1-2 digits)."""
+    if any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES):
+        return True
+    digits = 10 ** (math.floor(math.log10(value)) - 1)
+    return abs(value / (round(value / digits) * digits) - 1) < 1e-3
+
+
+def _rank(value: float, base: float, right: bool) -> int:
+    """How plausible a fitted (base, exponent) is: 0 best. The intended base,
+    then a base models ship with, then a round one in 1e3..1e8; the right
+    exponent before a wrong one at each level."""
+    if abs(math.log(value / base)) < 1e-3:
+        level = 0
+    elif any(abs(value / b - 1) < 1e-3 for b in _COMMON_BASES):
+        level = 1
+    elif 1e3 <= value <= 1e8 and _nice(value):
+        level = 2
+    else:
+        level = 3
+    return 2 * level + (0 if right else 1)
+
+
+def _position_bits(angles: Tensor, positions: Tensor, theta: Tensor, sign: float):
+    """The significand width whose rounding of the positions reproduces the angles
+    (``None``: exact positions)."""
+    def error(bits):
+        p = positions.to(torch.float64) if bits is None else round_significand(positions, bits)
+        return _wrap(angles - sign * p[:, None] * theta).abs().amax(1) - _tolerance(positions)
+
+    if float(error(None).max()) <= 0:
+        return None
+    for bits in [8, 11] + [b for b in range(2, 24) if b not in (8, 11)]:
+        if float(error(bits).max()) <= 0:
+            return bits
+    return None      # unexplained: the final comparison reports it
