@@ -582,6 +582,40 @@ def offset_answer_of(task: OffsetTask, row: Sequence[int]) -> int:
     return row[seen[0] + task.width]
 
 
+def offset_pairs(task: OffsetTask, length: int) -> torch.Tensor:
+    """Every (answer position ``a``, distance ``D``) of an item of
+    :class:`OffsetTask` that fits in ``length`` positions
+    (``a >= task.first_answer``, ``D >= task.shortest_distance``,
+    ``a + D + 1 <= length``), ``a`` first, then ``D``.
+
+    Returns:
+        ``(pairs, 2)`` int64.
+
+    Raises:
+        ValueError: if no item fits in ``length`` positions.
+    """
+    length = _validate.positive_int("length", length)
+    a0, d0 = task.first_answer, task.shortest_distance
+    pairs = [(a, d) for a in range(a0, length) for d in range(d0, length - a)]
+    if not pairs:
+        raise ValueError(f"length ({length}) holds no item of the task: the shortest has "
+                         f"{a0 + d0 + 1} positions (task.first_answer + "
+                         "task.shortest_distance + 1)")
+    return torch.tensor(pairs, dtype=torch.long)
+
+
+def offset_fitting_items(task: OffsetTask, length: int, count: int,
+                         generator: torch.Generator, *, bos: bool = True):
+    """``count`` items of :func:`make_offset_items` that fit in ``length``
+    positions, their (answer position, distance) drawn uniformly from
+    :func:`offset_pairs`: the items a model is trained on when its rows have
+    ``length`` positions. Returns what :func:`make_offset_items` returns."""
+    pairs = offset_pairs(task, length)
+    pick = pairs[torch.randint(0, len(pairs), (_validate.positive_int("count", count),),
+                               generator=generator)]
+    return make_offset_items(task, pick[:, 1], pick[:, 0], generator, bos=bos)
+
+
 def offset_grid(task: OffsetTask, train_length: int, max_multiplier: int, count: int, *,
                 seed: int = 9_000, max_length: int | None = None, bins: int = 2,
                 cells: Sequence[str] | None = None) -> dict:
@@ -840,6 +874,8 @@ __all__ += [
     "offset_answer_of",
     "offset_grid",
     "offset_grid_cells",
+    "offset_fitting_items",
     "offset_margin",
+    "offset_pairs",
     "offset_reader_panel",
 ]

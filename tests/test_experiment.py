@@ -921,7 +921,7 @@ def test_training_rows_score_the_last_binding_of_every_query(queries):
 def test_several_processes_share_one_gpu():
     # torchrun --nproc_per_node 8 on one GPU: every rank on cuda:0 (it used
     # to map rank k to cuda:k, which does not exist); on 2 GPUs, 4 ranks each
-    assert [experiment.running._local_gpu(k, 1) for k in range(8)] == [0] * 8
-    assert [experiment.running._local_gpu(k, 2) for k in range(4)] == [0, 1, 0, 1]
+    assert [experiment.jobs._local_gpu(k, 1) for k in range(8)] == [0] * 8
+    assert [experiment.jobs._local_gpu(k, 2) for k in range(4)] == [0, 1, 0, 1]
     with pytest.raises(ValueError, match="device"):
-        experiment.running._local_gpu(0, 0)
+        experiment.jobs._local_gpu(0, 0)

@@ -506,6 +506,18 @@ MUTANTS: tuple[Mutant, ...] = (
        "        others = list(range(k))\n",
        [], "a pair between the answer and the query may rebind the query key, so the "
        "stored answer is no longer its last binding"),
+    _m("offset-hits-padded-read", "tools/experiment/offset.py",
+       "                x = inputs[at, :n]\n", "                x = inputs[at]\n",
+       [], "every item read at the padded batch's last column, not at its own query"),
+    _m("offset-rows-second-answer-shifted", "tools/experiment/offset.py",
+       "            answer = row[row.index(key) + task.width]\n",
+       "            answer = row[row.index(key) + task.width - 1]\n",
+       [], "a later query's target one position before its key's answer"),
+    _m("offset-panel-holds-in-train", "tools/experiment/offset.py",
+       "    held_cells = [cell for cell in cells if cell != IN_TRAIN]\n",
+       "    held_cells = list(cells)\n",
+       [], "the margin counted over the in-train cell too, so it is not the stored "
+       "panel's margin"),
     # ---- chapter 7: the paired accuracy interval and the reader panel ------------------
     _m("accuracy-difference-normal-quantile", "tools/experiment/stats.py",
        "    df = np.full(np.shape(d), float(seeds - 1))\n",

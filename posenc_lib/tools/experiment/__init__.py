@@ -46,7 +46,11 @@ The package, one module per concern (every public name is re-exported here):
 * ``running``: :func:`run`, the cache, ``torchrun``, and the command line
   (``main``);
 * ``results``: the results files, written, loaded and read;
-* ``stats``: the intervals and tests, with no torch.
+* ``stats``: the intervals and tests, with no torch;
+* ``offset``: the offset-retrieval study (:class:`OffsetStudy`,
+  ``--offset``), every model trained on
+  :class:`posenc_lib.retrieval.OffsetTask`;
+* ``jobs``: what the runs share (processes, devices, checkpoints).
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ from .results import (READERS_SCHEMA_VERSION, RESULTS_PATH, RETRIEVAL_PATH,
                       SCHEMA_VERSION, band_losses, compare, grid_digest,
                       load_reader_results, load_results, load_retrieval_results, losses,
                       reader_results, write_results)
+from .offset import (OFFSET_PATH, OffsetStudy, load_offset_results, offset_cells,
+                     offset_hits, run_offset)
 from .running import CACHE_DIR, main, run
 from .stats import (Comparison, Interval, accuracy_interval, accuracy_p_value, adjust,
                     degrees_of_freedom, holm, holm_levels, interval, p_value)
@@ -97,7 +103,7 @@ READERS_PATH = _results.READERS_PATH
 # The public classes say they live here, where the API page documents them (so
 # that type hints name them by the path the page gives).
 for _class in (Config, ModelSpec, FineTune, Extension, _stats.Interval,
-               _stats.Comparison):
+               _stats.Comparison, OffsetStudy):
     _class.__module__ = __name__
 del _class
 
@@ -109,4 +115,5 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS",
            "degrees_of_freedom", "losses", "band_losses", "window_files", "Comparison",
            "adjust", "compare", "unclosed_fraction", "main", "READERS_PATH",
            "reader_results", "load_reader_results", "grid_digest",
-           "load_retrieval_results"]
+           "load_retrieval_results", "OffsetStudy", "OFFSET_PATH", "run_offset",
+           "load_offset_results", "offset_cells", "offset_hits"]

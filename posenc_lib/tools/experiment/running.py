@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
 from .config import EXTENSIONS, FINETUNES, MODELS, RETRIEVAL_SKIP, Config, _digest
 from .data import _check_pinned, _eval_rows, load_bytes, retrieval_grid
 from .evaluation import _evaluate_unit
+from .jobs import _distributed, _environment, _load_or_run, _save, _share
 from .results import (READERS_PATH, RESULTS_PATH, RETRIEVAL_PATH, _assemble,
                       reader_results, write_results)
 from .training import STUDIES, build_model, finetune_model, train_model
@@ -38,17 +37,6 @@ CACHE_DIR = Path(".cache") / "experiment"
 # that cached checkpoints and evaluations are not reused.
 _TRAIN_CODE_VERSION = 3
 _EVAL_CODE_VERSION = 3
-
-
-def _environment(device: torch.device, world_size: int) -> dict:
-    from ... import __version__
-
-    return {"posenc_lib": __version__, "torch": torch.__version__,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "threads": torch.get_num_threads(), "device": str(device),
-            "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
-                            else platform.processor() or platform.machine()),
-            "world_size": world_size}
 
 
 _STUDY_KEYS = {"text": ("batch_size", "probe_length", "probe_symbols",
@@ -81,13 +69,6 @@ def _eval_key(config: Config, train_key: str, unit: str, eval_sha: str) -> str:
     return _digest({"config": json.loads(json.dumps({k: getattr(config, k) for k in keys})),
                     "model": train_key, "unit": unit, "source": source,
                     "eval_sha256": eval_sha, "code": _EVAL_CODE_VERSION})
-
-
-def _save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)   # atomic: an interrupted run never leaves half a file
 
 
 def _units(config: Config, name: str, study: str = "text") -> list[str]:
@@ -124,21 +105,6 @@ def _evaluate_units(config: Config, model, units: list[str], folder: Path | None
         if path is not None:
             _save(out[unit], path)
     return out
-
-
-def _load_or_run(checkpoint: Path | None, build: Callable, train: Callable, device):
-    """A model from its checkpoint (``build()`` then the stored weights), or
-    ``train()`` and store it."""
-    if checkpoint is not None and checkpoint.is_file():
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model = build()
-        model.load_state_dict(saved["state_dict"])
-        return model.to(device).eval(), saved["log"]
-    model, log = train()
-    if checkpoint is not None:
-        state = {k: v.cpu() for k, v in model.state_dict().items()}
-        _save({"state_dict": state, "log": log}, checkpoint)
-    return model, log
 
 
 def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path | None,
@@ -182,55 +148,6 @@ def _run_job(config: Config, name: str, seed: int, data: dict, cache_dir: Path |
                 ["full", "sliding", "probe"], ft_folder, ft_key, data, bos)}
         out[study] = {"log": log, "units": units, "finetunes": finetunes}
     return out
-
-
-def _distributed(device: str | None) -> tuple[int, int, torch.device]:
-    """``(rank, world_size, device)``; joins the process group under torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    if world == 1:
-        return 0, 1, device
-    import torch.distributed as dist
-
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", _local_gpu(int(os.environ.get("LOCAL_RANK", "0")),
-                                                 torch.cuda.device_count()))
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        import datetime
-
-        # Ranks may finish hours apart; the final gather must wait for all.
-        # gloo even on GPUs: the only collective is that gather of Python
-        # objects (through the CPU), and NCCL cannot put two ranks on one GPU.
-        dist.init_process_group(backend="gloo", timeout=datetime.timedelta(hours=24))
-    return dist.get_rank(), dist.get_world_size(), device
-
-
-def _local_gpu(local_rank: int, gpus: int) -> int:
-    """The GPU of a process: local rank ``k`` takes GPU ``k mod gpus``, so that
-    several processes share each GPU when there are more processes than GPUs
-    (``torchrun --nproc_per_node 8`` on one GPU: all eight on ``cuda:0``)."""
-    if gpus < 1:
-        raise ValueError("device: cuda was asked for, but no GPU is visible; pass "
-                         "--device cpu")
-    return int(local_rank) % int(gpus)
-
-
-def _share(config: Config, jobs: list, world: int) -> list[list[int]]:
-    """Job indices per rank: longest first, each to the least loaded rank.
-
-    A RoPE job also evaluates every extension; count it as
-    ``1 + len(extensions) / 4`` trainings (measured: about that)."""
-    cost = [1 + ((len(config.extensions) + 3 * len(config.finetunes)) / 4
-                 if name == "rope" else 0) for name, _ in jobs]
-    load, share = [0.0] * world, [[] for _ in range(world)]
-    for i in sorted(range(len(jobs)), key=lambda i: (-cost[i], i)):
-        rank = min(range(world), key=lambda r: (load[r], r))
-        share[rank].append(i)
-        load[rank] += cost[i]
-    return [sorted(s) for s in share]
 
 
 def run(config: Config, *, device: str | None = None, cache_dir: Path | None = CACHE_DIR,
@@ -321,6 +238,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="checkpoints and evaluations (default: %(default)s)")
     parser.add_argument("--no-cache", action="store_true", help="keep nothing on disk")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--offset", action="store_true",
+                        help="only the offset-retrieval study (every model trained on "
+                        "OffsetTask, about as long as the retrieval study): writes "
+                        "--offset-out")
+    parser.add_argument("--offset-out", type=Path, default=None,
+                        help="where to write the offset study's results (default: "
+                        "results/retrieval_offset.json with the default --out, else "
+                        "--out with the suffix .offset.json)")
     parser.add_argument("--readers", action="store_true",
                         help="only write the reader panel (see --readers-out); seconds, "
                         "no training")
@@ -331,6 +256,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         readers_out = _beside(args.out, READERS_PATH, ".readers.json")
     if args.readers:
         write_results(reader_results(config), readers_out)
+        return
+    if args.offset:
+        from .offset import OFFSET_PATH, OffsetStudy, run_offset
+
+        study = OffsetStudy.smoke() if args.smoke else OffsetStudy()
+        results = run_offset(study, device=args.device,
+                             cache_dir=None if args.no_cache else args.cache,
+                             progress=not args.quiet)
+        if results is not None:     # rank 0
+            out = args.offset_out or _beside(args.out, OFFSET_PATH, ".offset.json")
+            write_results(results, out)
+            if not args.quiet:
+                print(f"wrote {out} (study {results['study_hash']}, "
+                      f"{results['wall_time_s']:.0f} s)", file=sys.stderr)
         return
     results = run(config, device=args.device, cache_dir=None if args.no_cache else args.cache,
                   progress=not args.quiet)

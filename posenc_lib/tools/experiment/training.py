@@ -228,8 +228,16 @@ def _log_row(step, loss, logits, targets):
     return row
 
 
+#: Where each study's batch generator is seeded (plus the seed): training,
+#: then fine-tuning. A study of its own (``batches`` of :func:`train_model`)
+#: draws from a stream no other study uses.
+_STREAMS = {"text": (20_000, 40_000), "task": (30_000, 50_000),
+            "offset": (60_000, 70_000)}
+
+
 def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: str = "text",
-                device: str | torch.device = "cpu", progress: bool = False):
+                device: str | torch.device = "cpu", progress: bool = False,
+                batches: Callable | None = None):
     """Train model ``name`` with ``seed`` (with :func:`fit`) for one study:
     ``"text"``, language modelling on random windows of ``data``, or
     ``"task"``, the retrieval task alone for ``task_steps`` steps (``data``
@@ -237,6 +245,10 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
 
     The batches (and the copy task planted in some text windows, ``_plant``)
     depend on ``seed`` and the study only, so every model sees the same ones.
+    ``batches``: for another task, ``batches(generator, length, bos)`` returns
+    the function that draws the next ``(inputs, targets)`` (study
+    ``"offset"``: :mod:`~posenc_lib.tools.experiment.offset`); it is
+    trained for ``task_steps`` steps, as the task.
 
     Returns:
         ``(model, log)``; ``log`` holds the training loss every ``log_every``
@@ -247,16 +259,19 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
     device = torch.device(device)
     model = build_model(config, name, seed).to(device)
     bos = MODELS[name].bos
-    _validate.one_of("study", study, STUDIES)
-    offset = 20_000 if study == "text" else 30_000
-    generator = torch.Generator().manual_seed(offset + seed)
+    _validate.one_of("study", study, list(_STREAMS))
+    if (study == "offset") != (batches is not None):
+        raise ValueError("batches: pass it for study 'offset', and only then")
+    generator = torch.Generator().manual_seed(_STREAMS[study][0] + seed)
     table = getattr(model.scheme, "table", None)
     if table is not None:
         initial = table.table.weight.detach().clone()
     L = config.train_length
     schedule = config if study == "text" else dataclasses.replace(config,
                                                                   steps=config.task_steps)
-    curve, seconds = fit(schedule, model, _batches(config, data, bos, generator, L, study),
+    draw = (batches(generator, L, bos) if batches is not None
+            else _batches(config, data, bos, generator, L, study))
+    curve, seconds = fit(schedule, model, draw,
                          device=device, progress=progress,
                          desc=f"train {name} seed {seed} ({study})", log_row=_log_row)
     log = {"seconds": seconds, "loss_curve": curve}
@@ -274,7 +289,7 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
 
 def finetune_model(config: Config, name: str, model: lm.DecoderLM, seed: int, data: Tensor,
                    *, study: str = "text", device: str | torch.device = "cpu",
-                   progress: bool = False):
+                   progress: bool = False, batches: Callable | None = None):
     """Fine-tune a copy of the trained ``"rope"`` ``model`` of a study as
     :data:`FINETUNES` ``[name]`` says: ``finetune_steps`` steps at peak
     learning rate ``finetune_lr`` (warm-up ``finetune_warmup``, cosine to
@@ -293,12 +308,14 @@ def finetune_model(config: Config, name: str, model: lm.DecoderLM, seed: int, da
     schedule = dataclasses.replace(config, steps=config.finetune_steps, lr=config.finetune_lr,
                                    warmup=config.finetune_warmup,
                                    log_every=max(1, config.finetune_steps // 10))
-    _validate.one_of("study", study, STUDIES)
-    offset = 40_000 if study == "text" else 50_000
-    generator = torch.Generator().manual_seed(offset + seed)
-    batches = _batches(config, data, MODELS["rope"].bos, generator,
-                       spec.length * config.train_length, study)
-    curve, seconds = fit(schedule, model, batches, device=torch.device(device),
+    _validate.one_of("study", study, list(_STREAMS))
+    if (study == "offset") != (batches is not None):
+        raise ValueError("batches: pass it for study 'offset', and only then")
+    generator = torch.Generator().manual_seed(_STREAMS[study][1] + seed)
+    length, bos = spec.length * config.train_length, MODELS["rope"].bos
+    draw = (batches(generator, length, bos) if batches is not None
+            else _batches(config, data, bos, generator, length, study))
+    curve, seconds = fit(schedule, model, draw, device=torch.device(device),
                          progress=progress, desc=f"fine-tune {name} seed {seed} ({study})",
                          log_row=_log_row)
     return model, {"seconds": seconds, "loss_curve": curve}
