@@ -26,7 +26,7 @@ from helpers.paths import ROOT
 
 BOOK = ROOT / "book"
 CHAPTERS = [f"{n:02d}" for n in range(5, 11)]  # chapters 5 to 10
-PENDING = {"08", "09", "10"}  # empty this set as those chapters get their messages
+PENDING: set[str] = set()  # chapters still being given their messages
 
 
 def _code(source: str) -> str:
