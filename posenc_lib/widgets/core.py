@@ -50,6 +50,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..figures import DPI, to_png
+from ..figures._base import STATIC_SCALE, compress_png as _compress_png, png_size, shown_size
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
            "MAX_STATIC_VALUES", "LIVE_SCALE", "STATIC_SCALE", "STALE_NOTE"]
@@ -61,11 +62,11 @@ MAX_STATIC_VALUES = 7
 #: The live widget draws this many image pixels per CSS pixel (sharp on high-DPI
 #: screens) and shows the image at its natural size, as ordinary figures are.
 LIVE_SCALE = 2
-#: The book's static frames are drawn at this many image pixels per CSS pixel
-#: too, and shown at the book's width: sharp at a device pixel ratio of 2. The
-#: book build stores them as image files beside the page (see
-#: ``book/_ext/posenc_book.py``), so the page itself carries one frame per figure.
-STATIC_SCALE = 2
+# STATIC_SCALE (imported from posenc_lib.figures._base, re-exported here): the
+# book's static frames are drawn at this many image pixels per CSS pixel too, as
+# every other figure of the book, and shown at the book's width: sharp at a device
+# pixel ratio of 2. The book build stores them as image files beside the page (see
+# ``book/_ext/posenc_book.py``), so the page itself carries one frame per figure.
 #: The class of the still figure beside the live widget; the save hook of
 #: ``make lab`` (scripts/lab/jupyter_server_config.py) looks for it.
 STALE_CLASS = "posenc-stale-figure"
@@ -527,8 +528,8 @@ class InteractiveFigure:
             "first": index[flat],
         }
         first = unique[index[flat]]
-        css_width = int.from_bytes(first[16:20], "big") // STATIC_SCALE  # the PNG header
-        css_height = int.from_bytes(first[20:24], "big") // STATIC_SCALE
+        css_width = shown_size(first, STATIC_SCALE)["width"]
+        css_height = png_size(first)[1] // STATIC_SCALE
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
         label_width = self._label_width()
         controls = "\n".join(
@@ -803,35 +804,6 @@ def _gc_deferred():
     finally:
         if enabled and _call_later(0, gc.enable) is None:
             gc.enable()
-
-
-def _compress_png(data: bytes) -> bytes:
-    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller.
-
-    The palette comes from an octree (Pillow's ``FASTOCTREE``), whose error is
-    spread evenly over the colours (a few levels in 255): on the book's frames
-    it gives files about a quarter smaller than median cut, whose error is
-    smaller on average but reaches tens of levels on some colours. Entries
-    within 3 levels of white are made white, so a figure's background is the
-    page's.
-    """
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
-                                               dither=Image.Dither.NONE)
-        palette = quantized.getpalette()
-        for k in range(0, len(palette), 3):
-            if min(palette[k:k + 3]) >= 252:
-                palette[k:k + 3] = [255, 255, 255]
-        quantized.putpalette(palette)
-        buf = io.BytesIO()
-        # zlib level 7: at 2x (1504 px wide) level 9 with ``optimize`` took about 4x
-        # as long per frame (125 against 33 ms) for files 8 % smaller; the book
-        # draws some 960 frames on every cold build.
-        quantized.save(buf, format="PNG", compress_level=7)
-    smaller = buf.getvalue()
-    return smaller if len(smaller) < len(data) else data
 
 
 # The whole client side of a static figure: map the sliders' positions to a
