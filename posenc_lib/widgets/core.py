@@ -35,7 +35,6 @@ import contextlib
 import gc
 import hashlib
 import html
-import io
 import itertools
 import json
 import math
