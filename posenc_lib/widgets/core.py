@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..figures import DPI, to_png
+from ..figures import to_png
 from ..figures._base import STATIC_SCALE, compress_png as _compress_png, png_size, shown_size
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
@@ -69,6 +69,9 @@ LIVE_SCALE = 2
 #: The class of the still figure beside the live widget; the save hook of
 #: ``make lab`` (scripts/lab/jupyter_server_config.py) looks for it.
 STALE_CLASS = "posenc-stale-figure"
+#: The class of the live widget's image, by which that save hook finds, in the
+#: widget state JupyterLab saves, the image where the sliders were left.
+LIVE_IMAGE_CLASS = "posenc-live-image"
 #: What a notebook reopened without its kernel shows in place of the sliders,
 #: above the figure at its defaults (see :meth:`InteractiveFigure.fallback_bundle`).
 STALE_NOTE = "Run this cell to bring the sliders back; below, the figure at its defaults."
@@ -437,21 +440,24 @@ class InteractiveFigure:
     def draft_scale(self) -> float:
         """The live widget's first image after a slider moves, relative to the book's.
 
-        :data:`~posenc_lib.figures.DPI` over the figure's own resolution (at
-        most 1): a figure drawn at 120 dpi to fill the book's column is drafted
-        at 80 dpi, as fast as before, and shown at the same size until the
-        sharp image replaces it.
+        :data:`LIVE_SCALE`: the image drawn while a slider is dragged is as sharp
+        as the one it rests on, on a screen with two device pixels per CSS
+        pixel (the kernel cannot know the reader's screen; a draft at
+        :data:`~posenc_lib.figures.DPI`, 512 px shown at 752, was soft on every
+        screen). It costs about a third more time per redraw than that draft
+        (``benchmarks/widgets.py``). A subclass for a figure too slow to drag
+        at this scale may return less: the widget then sharpens the image once
+        the sliders rest (see :meth:`live`).
         """
-        self._layout()
-        return min(1.0, DPI / self._dpi)
+        return LIVE_SCALE
 
     def png(self, *, scale: float = 1, **params) -> bytes:
         """PNG bytes of :meth:`figure`, cached for the last 64 parameter sets.
 
         ``scale`` multiplies the figure's own resolution (the book's, which
         fills the column: see :func:`posenc_lib.figures.figure_dpi`); 2 for
-        the live widget on high-DPI screens, :attr:`draft_scale` for its
-        first image. Encoded fast (zlib level 1) through the caching renderer
+        the live widget on high-DPI screens (:data:`LIVE_SCALE`, and
+        :attr:`draft_scale` while a slider is dragged). Encoded fast (zlib level 1) through the caching renderer
         (:func:`posenc_lib.figures.to_png` with ``reuse_axes``); :meth:`frames`
         recompresses for the book.
         """
@@ -578,11 +584,14 @@ class InteractiveFigure:
 
         The image is shown at the figure's natural width (as large as the static
         figures beside it) and is sharp on high-DPI screens: a slider change
-        first draws a draft at :attr:`draft_scale` of the book's resolution
-        (:data:`~posenc_lib.figures.DPI`, shown at the same size, slightly
-        soft), which is fast, then, once the sliders have rested for
-        ``sharpen_after`` seconds, at :data:`LIVE_SCALE` times the book's
-        resolution (``None``: never sharpen). Sliders update
+        draws it at :attr:`draft_scale` times the book's resolution
+        (:data:`LIVE_SCALE`, 2), shown at the same size. Only if
+        :attr:`draft_scale` is less than :data:`LIVE_SCALE` is the image drawn
+        again at :data:`LIVE_SCALE` once the sliders have rested for
+        ``sharpen_after`` seconds (``None``: never). The image widget carries
+        the class :data:`LIVE_IMAGE_CLASS`, by which the save hook of ``make
+        lab`` finds the image where the sliders were left (see
+        :meth:`fallback_bundle`). Sliders update
         while dragging: the redraw reuses cached glyphs and axis layers (see
         :mod:`posenc_lib.figures`), and ipywidgets sends at most one change at a
         time while the kernel is busy, so a slow redraw never queues up.
@@ -593,6 +602,7 @@ class InteractiveFigure:
         width = int.from_bytes(png[16:20], "big") // LIVE_SCALE  # from the PNG header
         image = w.Image(value=png, format="png",
                         layout=w.Layout(width=f"{width}px", max_width="100%", height="auto"))
+        image.add_class(LIVE_IMAGE_CLASS)
         status = w.HTML()
         label_width = self._label_width()
         controls = [
@@ -633,8 +643,9 @@ class InteractiveFigure:
             if self._key(LIVE_SCALE, params) in self._cache:  # drawn sharp before
                 show(LIVE_SCALE, params)
                 return
-            show(self.draft_scale, params)
-            if sharpen_after is None or status.value:
+            draft = self.draft_scale
+            show(draft, params)
+            if sharpen_after is None or status.value or draft >= LIVE_SCALE:
                 return
             handle = _call_later(sharpen_after, sharpen, params)
             if handle is None:  # no event loop (a script, a test): sharpen now
