@@ -69,8 +69,6 @@ __all__ = ["BookFigure", "new_figure", "new_subplots", "to_png", "render_rgba",
 SHOWN_WIDTH = 752
 #: The smallest resolution a figure is drawn at (a figure wider than
 #: ``SHOWN_WIDTH / DPI`` inches is drawn wider than the column, and shrunk).
-#: The live widget's first, fast image after a slider moves is drawn at this
-#: resolution too (see :meth:`posenc_lib.widgets.InteractiveFigure.live`).
 DPI = 80
 #: The book's still images (every figure, and each frame of a slider figure) are
 #: drawn at this many image pixels per CSS pixel and shown at their CSS size: sharp
