@@ -81,7 +81,7 @@ DIVERGING = "RdBu_r"
 class BookFigure(Figure):
     """A matplotlib ``Figure`` that Jupyter displays as PNG without ``pyplot``.
 
-    Displayed, it is drawn at :data:`STATIC_SCALE` times its own resolution and
+    Displayed, it is drawn at ``STATIC_SCALE`` (2) times its own resolution and
     carries, in the output's metadata, the width at which to show it (its own
     resolution's, :data:`SHOWN_WIDTH` pixels for figures from :func:`new_figure`):
     JupyterLab and the book (myst-nb writes it into the ``<img>``) show it at that

@@ -589,7 +589,7 @@ class InteractiveFigure:
         :attr:`draft_scale` is less than :data:`LIVE_SCALE` is the image drawn
         again at :data:`LIVE_SCALE` once the sliders have rested for
         ``sharpen_after`` seconds (``None``: never). The image widget carries
-        the class :data:`LIVE_IMAGE_CLASS`, by which the save hook of ``make
+        the class ``LIVE_IMAGE_CLASS``, by which the save hook of ``make
         lab`` finds the image where the sliders were left (see
         :meth:`fallback_bundle`). Sliders update
         while dragging: the redraw reuses cached glyphs and axis layers (see
