@@ -18,7 +18,8 @@ For every page in the table of contents:
 8. at 1280 x 900, in light and dark mode, no code block (source or printed
    output) is wider than its column, so none scrolls sideways;
 9. at 1280 x 900, every figure image is at least 90 % of the text column,
-   none is shown wider than it is drawn (the book never enlarges a figure), and
+   none is shown wider than it is drawn (the book never enlarges a figure), every
+   figure without sliders is drawn at twice the width it is shown at, and
    no table is wider than the column; every chapter has a "What to remember" section;
    the text holds no raw TeX (``$``, ``\\(``), no doubled names ("Proposition
    Proposition") and no unresolved label (``??``).
