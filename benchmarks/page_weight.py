@@ -10,7 +10,8 @@ from another commit), it reports
 * **weight**: the bytes a reader's browser fetches to show the page as it
   opens: the HTML file, with everything inline in it (the slider figures'
   frames, if they are inline, as base64), plus the images its ``<img>`` tags
-  name; of that, the inline ``data:`` bytes;
+  name; of that, the inline ``data:`` bytes, and the image files (the figures
+  without sliders, drawn at 2x, and their count);
 * **on disk**: the weight plus the slider figures' frame files that the page
   loads only when a slider reaches them (``_images/frames/``, see
   ``book/_ext/posenc_book.py``);
@@ -91,7 +92,8 @@ def weigh(html: Path, page: str) -> dict:
     image_bytes = sum(p.stat().st_size for p in images if p.is_file())
     frame_bytes = sum(p.stat().st_size for p in frames if p.is_file())
     return {"html": html_bytes, "inline": inline, "weight": html_bytes + image_bytes,
-            "disk": html_bytes + image_bytes + frame_bytes, "frame_files": len(frames)}
+            "disk": html_bytes + image_bytes + frame_bytes, "frame_files": len(frames),
+            "images": image_bytes, "image_files": len(images)}
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -159,13 +161,14 @@ def main(argv=None) -> int:
     print("Weight: bytes fetched to show the page as it opens (HTML with its inline data,"
           " plus <img> files);\non disk: with the frame files loaded when a slider reaches"
           " them. MB = 10^6 bytes.")
-    print(f"{'page':26} {'build':6} {'HTML MB':>8} {'inline MB':>9} {'weight MB':>9}"
-          f" {'on disk MB':>10} {'frame files':>11}")
+    print(f"{'page':26} {'build':6} {'HTML MB':>8} {'inline MB':>9} {'images MB':>9}"
+          f" {'weight MB':>9} {'on disk MB':>10} {'images':>6} {'frame files':>11}")
     for page in args.pages:
         for label, html in builds.items():
             w = weigh(html, page)
             print(f"{page:26} {label:6} {w['html'] / 1e6:8.2f} {w['inline'] / 1e6:9.2f} "
-                  f"{w['weight'] / 1e6:9.2f} {w['disk'] / 1e6:10.2f} {w['frame_files']:11d}")
+                  f"{w['images'] / 1e6:9.2f} {w['weight'] / 1e6:9.2f} {w['disk'] / 1e6:10.2f}"
+                  f" {w['image_files']:6d} {w['frame_files']:11d}")
 
     if not Path(CHROMIUM).is_file():
         print(f"no Chromium at {CHROMIUM}: times not measured")

@@ -18,7 +18,8 @@ For every page in the table of contents:
 8. at 1280 x 900, in light and dark mode, no code block (source or printed
    output) is wider than its column, so none scrolls sideways;
 9. at 1280 x 900, every figure image is at least 90 % of the text column,
-   none is shown wider than it is drawn (the book never enlarges a figure), and
+   none is shown wider than it is drawn (the book never enlarges a figure), every
+   figure without sliders is drawn at twice the width it is shown at, and
    no table is wider than the column; every chapter has a "What to remember" section;
    the text holds no raw TeX (``$``, ``\\(``), no doubled names ("Proposition
    Proposition") and no unresolved label (``??``).
@@ -347,6 +348,36 @@ def test_slider_ends_show_frames_drawn_at_2x(laptop):
                 if int(image.get_attribute("width")) == SHOWN_WIDTH:  # pixel for pixel
                     assert abs(natural - 2 * shown) <= 1, f"{where}: {natural}, {shown}"
     assert laptop.failed_requests[failed:] == [], laptop.failed_requests[failed:]
+
+
+# Every image a cell displayed (myst-nb names each by its hash), slider figures aside.
+_STILL_IMAGES_JS = """async () => {
+  const images = Array.from(document.querySelectorAll('article.bd-article img')).filter(
+      img => !img.closest('[data-posenc-figure]')
+             && /_images\\/[0-9a-f]{64}\\.png$/.test(img.getAttribute('src')));
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.decode().catch(() => null)));
+  return images.map(img => ({
+    name: img.getAttribute('src').split('/').pop().slice(0, 12),
+    natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+    style: img.getAttribute('style') || ''}));
+}"""
+
+
+def test_still_figures_are_drawn_at_2x(laptop):
+    """Each figure without sliders is drawn at twice the width its ``<img>`` gives
+    (posenc_lib/figures/_base.py, ``BookFigure``): at 1280 x 900 the book's figures
+    are shown pixel for pixel at a device pixel ratio of 2, as the slider frames."""
+    images = laptop.evaluate(_STILL_IMAGES_JS)
+    wrong = []
+    for i in images:
+        given = re.fullmatch(r"width: (\d+)px;", i["style"].strip())
+        width = int(given.group(1)) if given else 0
+        if (i["natural"] != 2 * width or i["natural"] < 2 * i["shown"] - 1
+                or (width == SHOWN_WIDTH and abs(i["natural"] - 2 * i["shown"]) > 1)):
+            wrong.append((i["name"], i["natural"], round(i["shown"], 1), i["style"]))
+    assert not wrong, (f"{len(wrong)} of {len(images)} still figures not drawn at 2x "
+                       f"(file, drawn px, shown px, style): {wrong}")
 
 
 def test_no_table_is_wider_than_the_column(laptop):

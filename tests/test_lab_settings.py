@@ -43,10 +43,13 @@ PLUGIN = "@jupyterlab/apputils-extension:notification"
 
 def test_lab_settings_turn_the_news_question_and_update_check_off():
     overrides = json.loads(OVERRIDES.read_text(encoding="utf-8"))
-    assert overrides == {PLUGIN: {"fetchNews": "false", "checkForUpdates": False}}, (
+    assert overrides.pop(PLUGIN) == {"fetchNews": "false", "checkForUpdates": False}, (
         f"{OVERRIDES}: JupyterLab asks about news unless fetchNews defaults to "
         '"false" (the string; its choices are "true", "false" and "none")'
     )
+    # The widget state in each save, for the still figure where the sliders were left
+    # (scripts/lab/jupyter_server_config.py, strip_widget_views).
+    assert overrides == {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
 
 
 def test_server_config_fetches_no_news_and_checks_no_update():

@@ -35,7 +35,6 @@ import contextlib
 import gc
 import hashlib
 import html
-import io
 import itertools
 import json
 import math
@@ -49,7 +48,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..figures import DPI, to_png
+from ..figures import to_png
+from ..figures._base import STATIC_SCALE, compress_png as _compress_png, png_size, shown_size
 
 __all__ = ["Slider", "InteractiveFigure", "set_frontend", "frontend", "MAX_FRAMES",
            "MAX_STATIC_VALUES", "LIVE_SCALE", "STATIC_SCALE", "STALE_NOTE"]
@@ -61,14 +61,17 @@ MAX_STATIC_VALUES = 7
 #: The live widget draws this many image pixels per CSS pixel (sharp on high-DPI
 #: screens) and shows the image at its natural size, as ordinary figures are.
 LIVE_SCALE = 2
-#: The book's static frames are drawn at this many image pixels per CSS pixel
-#: too, and shown at the book's width: sharp at a device pixel ratio of 2. The
-#: book build stores them as image files beside the page (see
-#: ``book/_ext/posenc_book.py``), so the page itself carries one frame per figure.
-STATIC_SCALE = 2
+# STATIC_SCALE (imported from posenc_lib.figures._base, re-exported here): the
+# book's static frames are drawn at this many image pixels per CSS pixel too, as
+# every other figure of the book, and shown at the book's width: sharp at a device
+# pixel ratio of 2. The book build stores them as image files beside the page (see
+# ``book/_ext/posenc_book.py``), so the page itself carries one frame per figure.
 #: The class of the still figure beside the live widget; the save hook of
 #: ``make lab`` (scripts/lab/jupyter_server_config.py) looks for it.
 STALE_CLASS = "posenc-stale-figure"
+#: The class of the live widget's image, by which that save hook finds, in the
+#: widget state JupyterLab saves, the image where the sliders were left.
+LIVE_IMAGE_CLASS = "posenc-live-image"
 #: What a notebook reopened without its kernel shows in place of the sliders,
 #: above the figure at its defaults (see :meth:`InteractiveFigure.fallback_bundle`).
 STALE_NOTE = "Run this cell to bring the sliders back; below, the figure at its defaults."
@@ -437,21 +440,24 @@ class InteractiveFigure:
     def draft_scale(self) -> float:
         """The live widget's first image after a slider moves, relative to the book's.
 
-        :data:`~posenc_lib.figures.DPI` over the figure's own resolution (at
-        most 1): a figure drawn at 120 dpi to fill the book's column is drafted
-        at 80 dpi, as fast as before, and shown at the same size until the
-        sharp image replaces it.
+        :data:`LIVE_SCALE`: the image drawn while a slider is dragged is as sharp
+        as the one it rests on, on a screen with two device pixels per CSS
+        pixel (the kernel cannot know the reader's screen; a draft at
+        :data:`~posenc_lib.figures.DPI`, 512 px shown at 752, was soft on every
+        screen). It costs about a third more time per redraw than that draft
+        (``benchmarks/widgets.py``). A subclass for a figure too slow to drag
+        at this scale may return less: the widget then sharpens the image once
+        the sliders rest (see :meth:`live`).
         """
-        self._layout()
-        return min(1.0, DPI / self._dpi)
+        return LIVE_SCALE
 
     def png(self, *, scale: float = 1, **params) -> bytes:
         """PNG bytes of :meth:`figure`, cached for the last 64 parameter sets.
 
         ``scale`` multiplies the figure's own resolution (the book's, which
         fills the column: see :func:`posenc_lib.figures.figure_dpi`); 2 for
-        the live widget on high-DPI screens, :attr:`draft_scale` for its
-        first image. Encoded fast (zlib level 1) through the caching renderer
+        the live widget on high-DPI screens (:data:`LIVE_SCALE`, and
+        :attr:`draft_scale` while a slider is dragged). Encoded fast (zlib level 1) through the caching renderer
         (:func:`posenc_lib.figures.to_png` with ``reuse_axes``); :meth:`frames`
         recompresses for the book.
         """
@@ -527,8 +533,8 @@ class InteractiveFigure:
             "first": index[flat],
         }
         first = unique[index[flat]]
-        css_width = int.from_bytes(first[16:20], "big") // STATIC_SCALE  # the PNG header
-        css_height = int.from_bytes(first[20:24], "big") // STATIC_SCALE
+        css_width = shown_size(first, STATIC_SCALE)["width"]
+        css_height = png_size(first)[1] // STATIC_SCALE
         alt = html.escape(self.alt or f"{self.name} figure", quote=True)
         label_width = self._label_width()
         controls = "\n".join(
@@ -578,11 +584,14 @@ class InteractiveFigure:
 
         The image is shown at the figure's natural width (as large as the static
         figures beside it) and is sharp on high-DPI screens: a slider change
-        first draws a draft at :attr:`draft_scale` of the book's resolution
-        (:data:`~posenc_lib.figures.DPI`, shown at the same size, slightly
-        soft), which is fast, then, once the sliders have rested for
-        ``sharpen_after`` seconds, at :data:`LIVE_SCALE` times the book's
-        resolution (``None``: never sharpen). Sliders update
+        draws it at :attr:`draft_scale` times the book's resolution
+        (:data:`LIVE_SCALE`, 2), shown at the same size. Only if
+        :attr:`draft_scale` is less than :data:`LIVE_SCALE` is the image drawn
+        again at :data:`LIVE_SCALE` once the sliders have rested for
+        ``sharpen_after`` seconds (``None``: never). The image widget carries
+        the class ``LIVE_IMAGE_CLASS``, by which the save hook of ``make
+        lab`` finds the image where the sliders were left (see
+        :meth:`fallback_bundle`). Sliders update
         while dragging: the redraw reuses cached glyphs and axis layers (see
         :mod:`posenc_lib.figures`), and ipywidgets sends at most one change at a
         time while the kernel is busy, so a slow redraw never queues up.
@@ -593,6 +602,7 @@ class InteractiveFigure:
         width = int.from_bytes(png[16:20], "big") // LIVE_SCALE  # from the PNG header
         image = w.Image(value=png, format="png",
                         layout=w.Layout(width=f"{width}px", max_width="100%", height="auto"))
+        image.add_class(LIVE_IMAGE_CLASS)
         status = w.HTML()
         label_width = self._label_width()
         controls = [
@@ -633,8 +643,9 @@ class InteractiveFigure:
             if self._key(LIVE_SCALE, params) in self._cache:  # drawn sharp before
                 show(LIVE_SCALE, params)
                 return
-            show(self.draft_scale, params)
-            if sharpen_after is None or status.value:
+            draft = self.draft_scale
+            show(draft, params)
+            if sharpen_after is None or status.value or draft >= LIVE_SCALE:
                 return
             handle = _call_later(sharpen_after, sharpen, params)
             if handle is None:  # no event loop (a script, a test): sharpen now
@@ -803,35 +814,6 @@ def _gc_deferred():
     finally:
         if enabled and _call_later(0, gc.enable) is None:
             gc.enable()
-
-
-def _compress_png(data: bytes) -> bytes:
-    """Re-encode a PNG with a 256-colour palette, keeping it if that is not smaller.
-
-    The palette comes from an octree (Pillow's ``FASTOCTREE``), whose error is
-    spread evenly over the colours (a few levels in 255): on the book's frames
-    it gives files about a quarter smaller than median cut, whose error is
-    smaller on average but reaches tens of levels on some colours. Entries
-    within 3 levels of white are made white, so a figure's background is the
-    page's.
-    """
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        quantized = im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
-                                               dither=Image.Dither.NONE)
-        palette = quantized.getpalette()
-        for k in range(0, len(palette), 3):
-            if min(palette[k:k + 3]) >= 252:
-                palette[k:k + 3] = [255, 255, 255]
-        quantized.putpalette(palette)
-        buf = io.BytesIO()
-        # zlib level 7: at 2x (1504 px wide) level 9 with ``optimize`` took about 4x
-        # as long per frame (125 against 33 ms) for files 8 % smaller; the book
-        # draws some 960 frames on every cold build.
-        quantized.save(buf, format="PNG", compress_level=7)
-    smaller = buf.getvalue()
-    return smaller if len(smaller) < len(data) else data
 
 
 # The whole client side of a static figure: map the sliders' positions to a

@@ -18,6 +18,19 @@ outputs in the saved file only: the open notebook keeps its live sliders, and
 the reopened one shows the still figure and the line. Outputs of other
 widgets, which carry no such figure, are saved as they are.
 
+The still figure the kernel put in the output is the one at the sliders'
+defaults (a widget's callback cannot change a notebook output in JupyterLab:
+``update_display_data`` reaches only the cell's own execution). So ``make lab``
+also turns on jupyterlab-manager's ``saveState`` (labconfig/
+default_setting_overrides.json): on every save JupyterLab puts the state of
+every live widget in the notebook's metadata (``widgets``, with each image
+widget's PNG in base64; ``serialize_state`` in @jupyter-widgets/base-manager,
+jupyterlab_widgets 3.0.17). The hook takes from it the live figure's image
+where the sliders were left (its image widget carries the class
+``posenc-live-image``), drawn at twice the book's resolution, puts it in the
+still figure's place with a line that says so, and drops the widget state from
+the saved file (no view is left to use it).
+
 It sets a second thing, :func:`refresh_git_index`, as the hook the server
 runs after it has written a file. A save that adds only what the git filter of
 ``make lab`` strips (outputs, counts, ``language_info``) changes the file's
@@ -39,6 +52,37 @@ view, with the still figure (tests/figures/test_widgets.py checks the hook itsel
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: The class of the ``text/html`` fallback that marks the book's live figures.
 MARKER = "posenc-stale-figure"
+#: Where JupyterLab saves the widgets' state (``metadata.widgets``) with ``saveState``.
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: The class of a live figure's image widget (``LIVE_IMAGE_CLASS`` in
+#: posenc_lib/widgets/core.py).
+LIVE_IMAGE = "posenc-live-image"
+#: The end of the still figure's line (``STALE_NOTE``), and what it becomes.
+AT_DEFAULTS = "below, the figure at its defaults."
+WHERE_LEFT = "below, the figure where the sliders were left."
+
+
+def _left_image(states, model_id, depth=0):
+    """The base64 PNG of the live image inside widget ``model_id``, from the saved
+    widget state ``states`` (``{model_id: {"model_name", "state", "buffers"}}``),
+    or ``None``."""
+    entry = states.get(model_id) if isinstance(model_id, str) else None
+    if not isinstance(entry, dict) or depth > 8:
+        return None
+    state = entry.get("state") or {}
+    if entry.get("model_name") == "ImageModel" and LIVE_IMAGE in (state.get("_dom_classes")
+                                                                  or ()):
+        for buffer in entry.get("buffers") or ():
+            if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64":
+                data = buffer.get("data")
+                return data if isinstance(data, str) and data.startswith("iVBOR") else None
+        return None
+    for child in state.get("children") or ():
+        if isinstance(child, str) and child.startswith("IPY_MODEL_"):
+            found = _left_image(states, child[len("IPY_MODEL_"):], depth + 1)
+            if found:
+                return found
+    return None
 
 
 def strip_widget_views(model, **_kwargs):
@@ -49,9 +93,16 @@ def strip_widget_views(model, **_kwargs):
             notebook as a dict); changed in place. Other kinds of file are
             left alone.
     """
+    import re
+
     if not isinstance(model, dict) or model.get("type") != "notebook":
         return
     content = model.get("content") or {}
+    metadata = content.get("metadata")
+    widgets = metadata.get("widgets") if isinstance(metadata, dict) else None
+    saved = widgets.get(WIDGET_STATE) if isinstance(widgets, dict) else None
+    states = saved.get("state") if isinstance(saved, dict) else None
+    states = states if isinstance(states, dict) else {}
     for cell in content.get("cells", []):
         for output in cell.get("outputs", None) or []:
             data = output.get("data") or {}
@@ -59,7 +110,22 @@ def strip_widget_views(model, **_kwargs):
             if not isinstance(html, str):
                 html = "".join(html)  # nbformat allows a list of lines
             if WIDGET_VIEW in data and MARKER in html:
-                del data[WIDGET_VIEW]
+                view = data.pop(WIDGET_VIEW)
+                left = _left_image(states, view.get("model_id") if isinstance(view, dict)
+                                   else None)
+                if left:  # the image where the sliders were left, for the one at the defaults
+                    html, found = re.subn(r'src="data:image/png;base64,[^"]*"',
+                                          f'src="data:image/png;base64,{left}"', html, count=1)
+                    if found:
+                        data["text/html"] = html.replace(AT_DEFAULTS, WHERE_LEFT)
+                        data["image/png"] = left
+                        plain = data.get("text/plain", "")
+                        if isinstance(plain, str):
+                            data["text/plain"] = plain.replace(AT_DEFAULTS, WHERE_LEFT)
+    if isinstance(widgets, dict) and WIDGET_STATE in widgets:
+        del widgets[WIDGET_STATE]  # only for this hook: no widget view is saved to use it
+        if not widgets:
+            del metadata["widgets"]
 
 
 def refresh_git_index(os_path=None, **_kwargs):

@@ -410,16 +410,45 @@ def test_slider_labels_share_one_width_and_update_while_dragging():
     assert spans == [f"{len('a much longer label') + 1}ch"] * 2
 
 
-def test_live_widget_shows_a_draft_then_sharpens_once_the_sliders_rest():
+def test_live_widget_draws_at_2x_while_a_slider_is_dragged():
+    """Each image while dragging is drawn at LIVE_SCALE times the book's resolution
+    and shown at the book's width: sharp on a screen of device pixel ratio 2 (the
+    draft used to be 512 px shown at 752)."""
     figure = _toy_figure()
+
+    async def scenario():
+        box = figure.live(sharpen_after=0.05)
+        drawn = []
+        for height in (3, 4, 1):
+            box.controls[0].value = height
+            drawn.append(bytes(box.image.value))  # what the reader sees at once
+        await asyncio.sleep(0.2)
+        return box, drawn, bytes(box.image.value)
+
+    box, drawn, rested = asyncio.run(scenario())
+    for height, image in zip((3, 4, 1), drawn):
+        assert image == figure.png(scale=LIVE_SCALE, height=height, color="C1"), height
+        assert _png_size(image) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
+    assert rested == drawn[-1]
+    assert box.image.layout.width == f"{SHOWN_WIDTH}px"
+
+
+class _CoarseDraft(InteractiveFigure):
+    """A figure too slow to drag at 2x would draft coarser; the widget then sharpens."""
+
+    @property
+    def draft_scale(self):
+        return DPI / figure_dpi(2)
+
+
+def test_a_coarser_draft_sharpens_once_the_sliders_rest():
+    figure = _CoarseDraft(_bar, _toy_figure().sliders)
 
     async def scenario():
         box = figure.live(sharpen_after=0.05)
         box.controls[0].value = 3
         draft = bytes(box.image.value)
-        # the draft first, at the old book resolution (DPI), shown at the same size
         assert draft == figure.png(scale=DPI / figure_dpi(2), height=3, color="C1")
-        assert figure.draft_scale == DPI / figure_dpi(2)
         box.controls[0].value = 4  # moves on before the first sharpening is due
         await asyncio.sleep(0.3)
         return draft, bytes(box.image.value)
@@ -428,6 +457,60 @@ def test_live_widget_shows_a_draft_then_sharpens_once_the_sliders_rest():
     assert rested == figure.png(scale=LIVE_SCALE, height=4, color="C1")
     assert _png_size(draft) == (2 * DPI, 2 * DPI)
     assert _png_size(rested) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
+
+
+def test_the_saved_still_figure_is_where_the_sliders_were_left(monkeypatch):
+    """With ``make lab``'s settings JupyterLab saves every live widget's state in the
+    notebook (``serialize_state``: each image widget's PNG in base64); the save hook
+    puts the live image, where the sliders were left and drawn at 2x, in place of
+    the still figure at the defaults, says so, and drops the state. The state here
+    is ipywidgets' own ``get_manager_state`` (the same schema as JupyterLab's),
+    after a slider moved."""
+    import ipywidgets
+
+    lab = _lab_config()
+    assert lab.LIVE_IMAGE == core.LIVE_IMAGE_CLASS
+    assert core.STALE_NOTE.endswith(lab.AT_DEFAULTS)
+    figure = _toy_figure(alt="a toy bar")
+    box = figure.live(sharpen_after=None)
+    bundle = {**box._repr_mimebundle_(), **figure.fallback_bundle()}  # as _repr_mimebundle_
+    box.controls[0].value = 4
+    box.controls[1].value = "C2"
+    left = figure.png(scale=LIVE_SCALE, height=4, color="C2")
+    assert bytes(box.image.value) == left
+    state = json.loads(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=True)))
+    other = {"text/plain": "IntSlider(value=0)",
+             lab.WIDGET_VIEW: {"model_id": ipywidgets.IntSlider().model_id}}
+    model = {"type": "notebook", "content": {
+        "metadata": {"kernelspec": {"name": "python3"},
+                     "widgets": {lab.WIDGET_STATE: state}},
+        "cells": [{"cell_type": "code", "outputs": [
+            {"output_type": "execute_result", "data": json.loads(json.dumps(bundle))},
+            {"output_type": "display_data", "data": dict(other)}]}]}}
+    lab.strip_widget_views(model=model)
+    first, second = model["content"]["cells"][0]["outputs"]
+    data = first["data"]
+    assert set(data) == {"text/html", "image/png", "text/plain"}
+    assert base64.b64decode(data["image/png"]) == left
+    assert _png_size(left) == (LIVE_SCALE * SHOWN_WIDTH, LIVE_SCALE * SHOWN_WIDTH)
+    parser = _Collector()
+    parser.feed(data["text/html"])
+    (img,) = [a for t, a in parser.tags if t == "img"]
+    assert img["src"] == "data:image/png;base64," + data["image/png"]
+    assert img["width"] == str(SHOWN_WIDTH) and img["alt"] == "a toy bar"
+    for text in (data["text/html"], data["text/plain"]):
+        assert lab.WHERE_LEFT in text and lab.AT_DEFAULTS not in text
+    assert second["data"] == other  # another widget's view is kept
+    assert model["content"]["metadata"] == {"kernelspec": {"name": "python3"}}
+
+    # Saved without the widget state (JupyterLab's default setting): the defaults.
+    model = {"type": "notebook", "content": {"metadata": {}, "cells": [
+        {"cell_type": "code", "outputs": [{"output_type": "execute_result",
+                                           "data": json.loads(json.dumps(bundle))}]}]}}
+    lab.strip_widget_views(model=model)
+    (only,) = model["content"]["cells"][0]["outputs"]
+    assert only["data"]["image/png"] == bundle["image/png"] != data["image/png"]
+    assert lab.AT_DEFAULTS in only["data"]["text/html"]
 
 
 def test_live_redraw_leaves_garbage_collection_until_the_image_is_sent():
