@@ -28,7 +28,7 @@ export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: release release-check
-.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval mutants engines lock clean help
+.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks benchmark experiment retrieval offset offset-lr mutants engines lock clean help
 
 help: ## list these targets (from the Makefile's own `## ` comments)
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[A-Za-z0-9_.-]+:[^=#]*## / { printf "make %-19s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -193,6 +193,18 @@ experiment: $(INSTALLED) ## train and evaluate the chapter 7 study (resumable; s
 
 # Chapter 7's retrieval study is part of the same run (results/retrieval.json).
 retrieval: experiment ## the same as make experiment (one run writes both of chapter 7's files)
+
+# The offset-retrieval study (every model trained on OffsetTask): hours on a
+# CPU, resumable through the same cache. Its learning-rate check comes first.
+offset: $(INSTALLED) ## the offset-retrieval study of chapter 7 (resumable): results/retrieval_offset.json
+	$(BIN)/torchrun --standalone --nproc_per_node $(EXPERIMENT_PROCS) \
+	    -m posenc_lib experiment --offset --offset-out results/retrieval_offset.json \
+	    --cache .cache/experiment
+
+offset-lr: $(INSTALLED) ## the offset study's learning-rate check (9 trainings): results/offset_lr_check.json
+	$(BIN)/python scripts/offset_lr_check.py --worker 0 --workers 2 & \
+	$(BIN)/python scripts/offset_lr_check.py --worker 1 --workers 2; wait
+	$(BIN)/python scripts/offset_lr_check.py --assemble
 
 # Plant each bug of tests/helpers/mutation.py in a copy of the tree; print which
 # ones the unit tests and the chapters' own cells catch (tens of minutes; not part
