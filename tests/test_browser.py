@@ -559,3 +559,19 @@ def test_live_figure_in_jupyterlab(chromium, jupyterlab):
                                arg=before, timeout=60_000)
     finally:
         context.close()
+
+
+def test_check_outputs_are_marked_and_other_outputs_are_not(page):
+    """The printed output of a cell that asserts (tag ``check``) sits in the
+    marked box (posenc.css), and printed output of other cells does not."""
+    styles = page.evaluate("""() => Array.from(
+        document.querySelectorAll('div.cell div.cell_output .output.stream'), o => ({
+            check: o.closest('div.cell').classList.contains('tag_check'),
+            border: getComputedStyle(o).borderLeftStyle,
+            label: getComputedStyle(o, '::before').content}))""")
+    checks = [s for s in styles if s["check"]]
+    if not checks:
+        pytest.skip("no printed check on this page")
+    assert all(s["border"] == "solid" and "check" in s["label"] for s in checks), checks
+    assert not any(s["border"] == "solid" or "check" in s["label"]
+                   for s in styles if not s["check"])
