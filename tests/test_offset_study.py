@@ -184,3 +184,18 @@ def test_the_panel_on_the_full_study_matches_the_stored_panel_and_holds():
     in_train = panel["cells"][offset.IN_TRAIN]
     assert in_train["hits"]["oracle_offset"] == FULL.items
     assert set(in_train["above_margin"]) <= {"position_learned", "distance_learned"}
+
+
+def test_partial_results_read_finished_seeds_from_the_cache_and_train_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(LookupError, match="not all of its checkpoints"):
+        offset.partial_results(SMOKE, cache, [0])       # nothing cached yet
+    full = offset.run_offset(SMOKE, device="cpu", cache_dir=cache, progress=False)
+    part = offset.partial_results(SMOKE, cache, [1])
+    assert part["partial"] == {"seeds": [1], "of_study_hash": SMOKE.hash()}
+    assert part["study_hash"] != SMOKE.hash()          # load_offset_results refuses it
+    for model, cells in full["outcomes"].items():
+        for cell, per_seed in cells.items():
+            assert part["outcomes"][model][cell] == [per_seed[1]], (model, cell)
+    with pytest.raises(ValueError, match="seeds"):
+        offset.partial_results(SMOKE, cache, [7])

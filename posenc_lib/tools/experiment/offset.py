@@ -295,7 +295,7 @@ def _cached(path: Path | None, make):
 
 
 def _job(study: OffsetStudy, name: str, seed: int, cells: dict, cache_dir: Path | None,
-         device: torch.device, progress: bool) -> dict:
+         device: torch.device, progress: bool, only_cached: bool = False) -> dict:
     """Train (or load) ``name`` with ``seed`` and, for ``"rope"``, its
     fine-tunes; score every model and extension (or load the scores).
 
@@ -303,9 +303,21 @@ def _job(study: OffsetStudy, name: str, seed: int, cells: dict, cache_dir: Path 
         ``{model name: {"log", "hits": {cell: (items,) bool}}}``; the
         extensions as ``"rope+<name>"`` (no log).
     """
-    from .jobs import _load_or_run
+    from .jobs import _load_or_run as load_or_run
 
     c, bos = study.config, MODELS[name].bos
+    if only_cached:
+        def missing(*_, **__):
+            raise LookupError(f"{name} seed {seed}: not all of its checkpoints and scores "
+                              f"are in the cache {cache_dir}")
+
+        def _load_or_run(checkpoint, build, train, device):
+            return load_or_run(checkpoint, build, missing, device)
+
+        def _cached(path, make):
+            return globals()["_cached"](path, missing)
+    else:
+        _load_or_run, _cached = load_or_run, globals()["_cached"]
 
     def batches(generator, length, bos_):
         return lambda: offset_rows(study, length, c.task_batch, generator, bos_)
@@ -393,6 +405,28 @@ def run_offset(study: OffsetStudy, *, device: str | None = None,
     results = offset_results(study, {jobs[i]: done[i] for i in sorted(done)}, cells)
     results["environment"] = _environment(device, world)
     results["wall_time_s"] = round(time.perf_counter() - start, 1)
+    return results
+
+
+def partial_results(study: OffsetStudy, cache_dir: Path, seeds) -> dict:
+    """The results file's content from the seeds that a run of ``study`` has
+    finished, read from its cache, training nothing (``LookupError`` if a
+    checkpoint or score of these seeds is missing). For following a run that
+    is still going: the content names the seeds under ``"partial"`` and
+    carries the hash of a study with only those seeds, so that
+    :func:`load_offset_results` refuses it in place of the full run's."""
+    seeds = tuple(int(s) for s in seeds)
+    unknown = sorted(set(seeds) - set(study.config.seeds))
+    if not seeds or unknown:
+        raise ValueError(f"seeds must be some of the study's {study.config.seeds}, got "
+                         f"{list(seeds)}")
+    cells = offset_cells(study)
+    jobs = {(name, seed): _job(study, name, seed, cells, Path(cache_dir), torch.device("cpu"),
+                               False, only_cached=True)
+            for seed in seeds for name in study.config.models}
+    part = dataclasses.replace(study, config=dataclasses.replace(study.config, seeds=seeds))
+    results = offset_results(part, jobs, cells)
+    results["partial"] = {"seeds": list(seeds), "of_study_hash": study.hash()}
     return results
 
 
@@ -505,5 +539,5 @@ def load_offset_results(path: str | Path = OFFSET_PATH, *,
 
 
 __all__ = ["IN_TRAIN", "OFFSET_PATH", "OffsetStudy", "load_offset_results", "offset_cells",
-           "row_ranges",
+           "partial_results", "row_ranges",
            "offset_hits", "offset_panel", "offset_results", "offset_rows", "run_offset"]
