@@ -375,7 +375,8 @@ def test_other_graders_vary_their_arguments():
 
 def _pairs_turning(dim, base, length):
     """Chapter 4's count of the pairs that turn within ``length`` (closed form)."""
-    return min(dim // 2, math.floor(dim / 2 * math.log(length / (2 * math.pi), base)) + 1)
+    turning = math.floor(dim / 2 * math.log(length / (2 * math.pi), base)) + 1
+    return min(dim // 2, turning)
 
 
 def test_predictions_are_graded_against_independent_truths():
@@ -577,7 +578,7 @@ def test_every_grader_and_prediction_has_a_hint():
 
 SOLUTION_PRINTS_ONLY_A_LINE = [
     pytest.param(chapter, marks=pytest.mark.xfail(
-        strict=True, reason="the code cells of chapters 5 and 6 still print the report"))
+        strict=True, reason="chapters 5 and 6's solution cells still print the report"))
     if chapter in ("05_multidim", "06_extension") else chapter
     for chapter in CHAPTERS]
 
