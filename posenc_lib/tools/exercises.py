@@ -131,6 +131,8 @@ HINTS = {
     "check_ntk_base": "write the slowest pair's frequency base^(-(d-2)/d) for the "
                       "new base and ask that it be factor times smaller; solve for "
                       "the new base.",
+    "check_prediction": "decide from the formula the chapter has just given, with "
+                        "the question's numbers, before you run anything.",
     "check_yarn_inv_freq": "compute the plain and the interpolated (divided by "
                            "factor) frequencies, then the number of turns each pair "
                            "makes in the original context; the ramp between the two "
@@ -562,8 +564,9 @@ def check_rope_interleaved(fn: Callable, *, dim: int = 64, base: float = 10000.0
                         if not line.startswith("The rest was not fitted"))
     hints = [f"{code}: {_ROPE_HINTS[code]}" for code in result.findings
              if code in _ROPE_HINTS]
+    # the findings' own hints, in the reader's terms, replace the general one
     return Report(False, f"diagnose_rope finds {', '.join(result.findings)}. "
-                         f"{evidence}" + (" Hint: " + " ".join(hints) if hints else ""))
+                         f"{evidence}", " ".join(hints))
 
 
 @_graded
@@ -833,13 +836,25 @@ def _t5_question():
                         f"logarithmically.")
 
 
+def _pairs_turning(dim: int, base: float, length: int) -> int:
+    """How many pairs of a RoPE head have a wavelength ``2π/θ_i`` of at most
+    ``length``: the pairs that complete a full turn within ``length`` positions."""
+    wavelengths = 2 * math.pi / rope.inv_freq(dim, base, dtype=torch.float64)
+    return int((wavelengths <= length).sum())
+
+
 def _rope_question():
-    theta = 10000.0 ** (-126 / 128)
-    turns = theta * 4096 / (2 * math.pi)
-    return turns >= 1, (f"the slowest pair of a 128-feature head with base 10000 turns "
-                        f"θ_63 = 10000^(-126/128) = {theta:.4g} rad per position, "
-                        f"{turns:.3f} of a turn in 4096 positions: its angle never "
-                        f"wraps, so it can tell every such position apart, slowly.")
+    before = _pairs_turning(128, 10000.0, 4096)
+    after = _pairs_turning(128, 500000.0, 8192)
+    share_before = math.log(4096 / (2 * math.pi)) / math.log(10000.0)
+    share_after = math.log(8192 / (2 * math.pi)) / math.log(500000.0)
+    return after > before, (
+        f"with base 10000, {before} of the 64 pairs of a 128-feature head complete a "
+        f"turn within 4096 positions; with base 500000, {after} within 8192. The "
+        f"share of pairs that turn is about log_base(L/2π): {share_before:.3f} "
+        f"before, {share_after:.3f} after. Doubling L adds ln 2 to the numerator; "
+        f"the 50 times larger base multiplies the denominator by "
+        f"{math.log(500000.0) / math.log(10000.0):.2f}.")
 
 
 def _mrope_question():
@@ -874,13 +889,37 @@ PREDICTIONS = {
             "k = 12 than at k = 11?", _sinusoid_question),
     "3.3": ("Do relative positions +20 and +23 share a T5 bucket (32 buckets, "
             "max_distance 128, bidirectional)?", _t5_question),
-    "4.3": ("Does the slowest pair of a 128-feature RoPE head with base 10000 complete "
-            "a full turn within 4096 positions?", _rope_question),
+    "4.3": ("Llama 3 raised RoPE's base from 10000 to 500000 and its training length "
+            "from 4096 to 8192 positions (head 128). Do more of the 64 pairs complete "
+            "a full turn within the training length than with base 10000 and 4096 "
+            "positions?", _rope_question),
     "5.3": ("In Qwen2-VL's M-RoPE (head 128, base 10^6, sections [16, 24, 24]), does "
             "moving a key 15 columns to the right turn its fastest width pair by more "
             "than 0.01 rad?", _mrope_question),
     "6.3": ("With YaRN (factor 4, original context 4096, head 128, base 10000), is the "
             "fastest pair's frequency left exactly as it was?", _yarn_question),
+}
+
+
+#: The hint of each prediction: how to reach the answer from the chapter's
+#: formula, for a prediction that missed (the report gives the numbers).
+_PREDICTION_HINTS = {
+    "2.3": "the similarity is the sum over pairs of cos(k·ω_i) (the theorem just "
+           "above the exercise): compare the terms at k = 11 and k = 12 pair by "
+           "pair. The fastest pairs (ω_0 = 1 radian per position) change most; the "
+           "slow ones barely move.",
+    "3.3": "both distances are past the exact buckets (below N_0 = 8 per "
+           "direction): put δ = 20 and δ = 23 into the logarithmic branch, "
+           "N_0 + floor((N - N_0)·ln(δ/N_0)/ln(D/N_0)), and compare the floors.",
+    "4.3": "pair i turns within L when 2π·base^(2i/d) <= L, that is when "
+           "i <= (d/2)·log_base(L/2π): compare ln(L/2π)/ln(base) for the two "
+           "settings, a numerator and a denominator that both grow.",
+    "5.3": "count which pairs the width axis owns (the last sections[2] of the "
+           "64), take the fastest of them, θ_i = base^(-2i/d), and multiply it "
+           "by 15 columns.",
+    "6.3": "YaRN keeps a pair's frequency when the pair turns at least "
+           "beta_fast = 32 times within the original context: count the turns of "
+           "pair 0 (θ_0 = 1) in 4096 positions.",
 }
 
 
@@ -904,5 +943,6 @@ def check_prediction(question: str, fn: Callable) -> Report:
                              f"{type(answer).__name__} {answer!r}.")
     truth, numbers = PREDICTIONS[question][1]()
     if answer == truth:
-        return Report(True, f"your prediction ({answer}) is right: {numbers}")
-    return Report(False, f"your prediction ({answer}) is not what happens: {numbers}")
+        return Report(True, f"Predicting {answer} is right: {numbers}")
+    return Report(False, f"Predicting {answer} is not what happens: {numbers}",
+                  _PREDICTION_HINTS[question])
