@@ -576,11 +576,7 @@ def test_every_grader_and_prediction_has_a_hint():
     assert set(exercises._PREDICTION_HINTS) == set(exercises.PREDICTIONS)
 
 
-SOLUTION_PRINTS_ONLY_A_LINE = [
-    pytest.param(chapter, marks=pytest.mark.xfail(
-        strict=True, reason="chapters 5 and 6's solution cells still print the report"))
-    if chapter in ("05_multidim", "06_extension") else chapter
-    for chapter in CHAPTERS]
+SOLUTION_PRINTS_ONLY_A_LINE = list(CHAPTERS)
 
 
 @pytest.mark.parametrize("chapter", SOLUTION_PRINTS_ONLY_A_LINE)
