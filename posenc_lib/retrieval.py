@@ -466,19 +466,20 @@ class OffsetTask:
 
     @property
     def block(self) -> int:
-        """Positions of one block: the key and its window, ``2 width``."""
+        """The number of positions of one block, ``2 width`` (the key and its
+        window)."""
         return 2 * self.width
 
     @property
     def first_answer(self) -> int:
-        """The smallest answer position: ``BOS``, the other blocks, then the
-        query's key ``width`` positions before the answer."""
+        """The smallest answer position (``BOS``, the other blocks, then the
+        query's key ``width`` positions before the answer)."""
         return 1 + (len(self.keys) - 1) * self.block + self.width
 
     @property
     def shortest_distance(self) -> int:
-        """The smallest distance (query position minus the answer's): the rest
-        of the answer's window and the other blocks."""
+        """The smallest distance, the query's position minus the answer's (the
+        rest of the answer's window and the other blocks)."""
         return self.width + (len(self.keys) - 1) * self.block
 
 

@@ -225,7 +225,7 @@ def offset_hits(model, items: tuple, task: retrieval.OffsetTask, *, bos: bool = 
         items: ``(inputs, lengths, answers, ...)`` as
             :func:`posenc_lib.retrieval.make_offset_items` returns.
         bos: whether the model was trained with :data:`~posenc_lib.lm.BOS`
-            (else position 0 holds filler, :func:`_without_bos`).
+            (else position 0 holds filler, ``_without_bos``).
         configure: ``configure(n)`` before the items of length ``n`` are
             read (an extension set for that length), or ``None``.
 

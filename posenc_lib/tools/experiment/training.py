@@ -247,7 +247,7 @@ def train_model(config: Config, name: str, seed: int, data: Tensor, *, study: st
     depend on ``seed`` and the study only, so every model sees the same ones.
     ``batches``: for another task, ``batches(generator, length, bos)`` returns
     the function that draws the next ``(inputs, targets)`` (study
-    ``"offset"``: :mod:`~posenc_lib.tools.experiment.offset`); it is
+    ``"offset"``: ``posenc_lib.tools.experiment.offset``); it is
     trained for ``task_steps`` steps, as the task.
 
     Returns:
