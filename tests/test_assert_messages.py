@@ -110,3 +110,15 @@ def test_a_planted_bare_assert_in_a_notebook_is_reported(tmp_path):
     found = notebook_bare_asserts(planted)
     line = "".join(code["source"]).splitlines().index("    assert n < 2") + 1
     assert found == [f"05_planted.ipynb {code['id']}:{line}: assert n < 2"], found
+
+
+RECIPES = sorted(p.name for p in (BOOK / "recipes").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_assert_in_the_recipe_has_a_message(recipe):
+    """The recipes, where a reader brings their own config or kernel, too."""
+    bare = notebook_bare_asserts(BOOK / "recipes" / recipe)
+    assert not bare, (
+        f"{len(bare)} asserts without a message (give each one the measured value(s) "
+        "and what was expected):\n" + "\n".join(bare))
