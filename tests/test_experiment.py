@@ -139,7 +139,7 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
     distributed = json.loads(out.read_text())
     assert distributed["environment"]["world_size"] == 2
     jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
-    assert all(experiment.running._share(SMOKE, jobs, 2))   # both ranks had work
+    assert all(experiment.jobs._share(SMOKE, jobs, 2))   # both ranks had work
     expected = _strip(smoke_results)
     retrieval = expected.pop("retrieval")
     assert _strip(distributed) == expected
@@ -150,7 +150,7 @@ def test_two_processes_with_gloo_give_the_results_of_one(smoke_results, tmp_path
 def test_jobs_are_shared_out_completely():
     jobs = [(n, s) for n in SMOKE.models for s in SMOKE.seeds]
     for world in (1, 2, 3, 40):
-        shares = experiment.running._share(SMOKE, jobs, world)
+        shares = experiment.jobs._share(SMOKE, jobs, world)
         assert sorted(i for share in shares for i in share) == list(range(len(jobs)))
 
 

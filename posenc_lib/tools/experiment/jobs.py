@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -94,3 +95,40 @@ def _share(config: Config, jobs: list, world: int) -> list[list[int]]:
         share[rank].append(i)
         load[rank] += cost[i]
     return [sorted(s) for s in share]
+
+
+def _run_shared(config: "Config", rank: int, world: int, work: Callable, *,
+                progress: bool, desc: str = "models") -> dict | None:
+    """Every (model, seed) job of ``config``, seed by seed (an interrupted run
+    has whole seeds done first), shared among the ranks (:func:`_share`):
+    ``work(name, seed, show)`` runs one job (``show``: whether it may print
+    progress). Rank 0 gathers every rank's results.
+
+    Returns:
+        ``{(name, seed): result}`` in job order on rank 0, ``None`` on the others.
+    """
+    jobs = [(name, seed) for seed in config.seeds for name in config.models]
+    mine = [(i, jobs[i]) for i in _share(config, jobs, world)[rank]]
+    bar = None
+    if progress and rank == 0:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(mine), desc=desc, file=sys.stderr)
+    done = {}
+    for index, (name, seed) in mine:
+        if bar is not None:
+            bar.set_postfix_str(f"{name} seed {seed}")
+        done[index] = work(name, seed, bar is not None)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    if world > 1:
+        import torch.distributed as dist
+
+        gathered = [None] * world
+        dist.all_gather_object(gathered, done)
+        done = {k: v for part in gathered for k, v in part.items()}
+        if rank != 0:
+            return None
+    return {jobs[i]: done[i] for i in sorted(done)}

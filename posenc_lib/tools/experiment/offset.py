@@ -369,40 +369,19 @@ def run_offset(study: OffsetStudy, *, device: str | None = None,
     shared. ``cache_dir``: checkpoints and scores (an interrupted run
     resumes); ``None`` keeps nothing on disk.
     """
-    import sys
-
-    from .jobs import _distributed, _environment, _share
+    from .jobs import _distributed, _environment, _run_shared
 
     start = time.perf_counter()
     c = study.config
     rank, world, device = _distributed(device)
     torch.set_num_threads(c.threads)
     cells = offset_cells(study)
-    jobs = [(name, seed) for seed in c.seeds for name in c.models]
-    mine = [(i, jobs[i]) for i in _share(c, jobs, world)[rank]]
-    bar = None
-    if progress and rank == 0:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(mine), desc="models (offset)", file=sys.stderr)
-    done = {}
-    for index, (name, seed) in mine:
-        if bar is not None:
-            bar.set_postfix_str(f"{name} seed {seed}")
-        done[index] = _job(study, name, seed, cells, cache_dir, device, bar is not None)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    if world > 1:
-        import torch.distributed as dist
-
-        gathered = [None] * world
-        dist.all_gather_object(gathered, done)
-        done = {k: v for part in gathered for k, v in part.items()}
-        if rank != 0:
-            return None
-    results = offset_results(study, {jobs[i]: done[i] for i in sorted(done)}, cells)
+    done = _run_shared(c, rank, world, lambda name, seed, show: _job(
+        study, name, seed, cells, cache_dir, device, show), progress=progress,
+        desc="models (offset)")
+    if done is None:   # not rank 0
+        return None
+    results = offset_results(study, done, cells)
     results["environment"] = _environment(device, world)
     results["wall_time_s"] = round(time.perf_counter() - start, 1)
     return results

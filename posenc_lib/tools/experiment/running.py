@@ -24,7 +24,7 @@ import torch
 from .config import EXTENSIONS, FINETUNES, MODELS, RETRIEVAL_SKIP, Config, _digest
 from .data import _check_pinned, _eval_rows, load_bytes, retrieval_grid
 from .evaluation import _evaluate_unit
-from .jobs import _distributed, _environment, _load_or_run, _save, _share
+from .jobs import _distributed, _environment, _load_or_run, _run_shared, _save
 from .results import (READERS_PATH, RESULTS_PATH, RETRIEVAL_PATH, _assemble,
                       reader_results, write_results)
 from .training import STUDIES, build_model, finetune_model, train_model
@@ -168,32 +168,10 @@ def run(config: Config, *, device: str | None = None, cache_dir: Path | None = C
     data = {"train": train, "train_sha256": train_sha, "eval": held_out,
             "eval_sha256": eval_sha, "eval_rows": _eval_rows(config, held_out),
             "grid": retrieval_grid(config)}
-    # seed by seed: an interrupted run has whole seeds done first
-    jobs = [(name, seed) for seed in config.seeds for name in config.models]
-    mine = [(i, jobs[i]) for i in _share(config, jobs, world)[rank]]
-    bar = None
-    if progress and rank == 0:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(mine), desc="models", file=sys.stderr)
-    done = {}
-    for index, (name, seed) in mine:
-        if bar is not None:
-            bar.set_postfix_str(f"{name} seed {seed}")
-        done[index] = _run_job(config, name, seed, data, cache_dir, device, bar is not None)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    if world > 1:
-        import torch.distributed as dist
-
-        gathered = [None] * world
-        dist.all_gather_object(gathered, done)
-        done = {k: v for part in gathered for k, v in part.items()}
-        if rank != 0:
-            return None
-    jobs_done = {jobs[i]: done[i] for i in sorted(done)}
+    jobs_done = _run_shared(config, rank, world, lambda name, seed, show: _run_job(
+        config, name, seed, data, cache_dir, device, show), progress=progress)
+    if jobs_done is None:   # not rank 0
+        return None
     results = _assemble(config, jobs_done)
     results.update({
         "environment": _environment(device, world),
