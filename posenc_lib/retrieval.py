@@ -829,6 +829,26 @@ def offset_reader_panel(task: OffsetTask, inputs: torch.Tensor, lengths: torch.T
     return {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
 
 
+def offset_held_readers(task: OffsetTask) -> list[str]:
+    """The readers of :func:`offset_reader_panel` held to :func:`offset_margin`:
+    every reader that sees no distance (the named ones, ``ordinal_k`` and
+    ``after_query_k``)."""
+    k, w = len(task.keys), task.width
+    return (list(OFFSET_READERS) + [f"ordinal_{j}" for j in range(1, k * w + 1)]
+            + [f"after_query_{j}" for j in range(1, w + 1)])
+
+
+def offset_items_digest(items) -> str:
+    """SHA-256 of items of :func:`make_offset_items` (each tensor, in order, as
+    little-endian int64): what names a cell's items in a results file."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in items:
+        h.update(np.ascontiguousarray(t.numpy().astype("<i8")).tobytes())
+    return h.hexdigest()
+
+
 def offset_margin(items: int, width: int, comparisons: int, level: float = 0.01) -> dict:
     """The margin of chance for readers that see no distance, fixed before
     any reader runs: a reader at the bound ``p0 = 1 / width`` (what the
@@ -875,6 +895,8 @@ __all__ += [
     "offset_answer_of",
     "offset_grid",
     "offset_grid_cells",
+    "offset_held_readers",
+    "offset_items_digest",
     "offset_fitting_items",
     "offset_margin",
     "offset_pairs",

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from posenc_lib import retrieval
@@ -49,19 +47,8 @@ COMPARE_WITH = (
     "(Arora et al. 2023, 'Zoology', whose results compare architectures, not encodings).")
 
 
-def digest(items) -> str:
-    inputs, lengths, answers, distances, positions = items
-    h = hashlib.sha256()
-    for t in (inputs, lengths, answers, distances, positions):
-        h.update(np.ascontiguousarray(t.numpy().astype("<i8")).tobytes())
-    return h.hexdigest()
-
-
-def held_readers(task: retrieval.OffsetTask) -> list[str]:
-    """The readers held to the margin: every reader that sees no distance."""
-    k, w = len(task.keys), task.width
-    return (list(retrieval.OFFSET_READERS) + [f"ordinal_{j}" for j in range(1, k * w + 1)]
-            + [f"after_query_{j}" for j in range(1, w + 1)])
+digest = retrieval.offset_items_digest
+held_readers = retrieval.offset_held_readers
 
 
 def cell_record(task, items, margin) -> dict:

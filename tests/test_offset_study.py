@@ -177,7 +177,8 @@ def test_the_panel_on_the_full_study_matches_the_stored_panel_and_holds():
     assert panel["held_cells"] == list(stored["cells"])
     assert panel["margin"] == pytest.approx(stored["margin"])
     for cell in panel["held_cells"]:
-        assert offset._items_digest(cells[cell]) == stored["cells"][cell]["sha256"]
+        digest = retrieval.offset_items_digest(cells[cell])
+        assert digest == stored["cells"][cell]["sha256"]
         assert panel["cells"][cell]["above_margin"] == [], cell
         for reader, hits in panel["cells"][cell]["hits"].items():
             assert hits == pytest.approx(stored["cells"][cell]["readers"][reader]["hits"])

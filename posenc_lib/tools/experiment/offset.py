@@ -26,7 +26,7 @@ the models' outcomes).
 
 Everything else (models, fine-tunes, extensions, the optimiser, the steps)
 is the study's :class:`~posenc_lib.tools.experiment.config.Config`; its
-results go to :data:`OFFSET_PATH` (``--study offset`` of the command line).
+results go to :data:`OFFSET_PATH` (``--offset`` of the command line).
 """
 
 from __future__ import annotations
@@ -427,9 +427,7 @@ def offset_panel(study: OffsetStudy, cells: dict) -> dict:
         uniformly).
     """
     task = study.task
-    k, w = len(task.keys), task.width
-    held = (list(retrieval.OFFSET_READERS) + [f"ordinal_{j}" for j in range(1, k * w + 1)]
-            + [f"after_query_{j}" for j in range(1, w + 1)])
+    w, held = task.width, retrieval.offset_held_readers(task)
     held_cells = [cell for cell in cells if cell != IN_TRAIN]
     margin = retrieval.offset_margin(study.items, w, len(held) * len(held_cells),
                                      study.level)
@@ -478,7 +476,7 @@ def offset_results(study: OffsetStudy, jobs: Mapping, cells: dict) -> dict:
                   for cell, spec in specs.items()})
     for cell, items in cells.items():
         about[cell].update({
-            "sha256": _items_digest(items),
+            "sha256": retrieval.offset_items_digest(items),
             "distances": [int(items[3].min()), int(items[3].max())],
             "answer_positions": [int(items[4].min()), int(items[4].max())],
             "lengths": [int(items[1].min()), int(items[1].max())]})
@@ -486,15 +484,6 @@ def offset_results(study: OffsetStudy, jobs: Mapping, cells: dict) -> dict:
             "study_hash": study.hash(), "cells": about, "outcomes": outcomes,
             "accuracy": accuracy, "training": training, "rows": row_ranges(study),
             "readers": offset_panel(study, cells)}
-
-
-def _items_digest(items: tuple) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for t in items:
-        h.update(np.ascontiguousarray(t.numpy().astype("<i8")).tobytes())
-    return h.hexdigest()
 
 
 def load_offset_results(path: str | Path = OFFSET_PATH, *,
@@ -510,10 +499,11 @@ def load_offset_results(path: str | Path = OFFSET_PATH, *,
     _stale.refuse_stale({**results, "config_hash": results.get("study_hash")}, path,
                         study.hash(), OFFSET_SCHEMA_VERSION)
     for cell, items in offset_cells(study).items():
-        if results["cells"].get(cell, {}).get("sha256") != _items_digest(items):
+        stored = results["cells"].get(cell, {}).get("sha256")
+        if stored != retrieval.offset_items_digest(items):
             raise ValueError(f"path: {path} was scored on other items in cell {cell!r} "
                              "than this code generates: re-run `python -m posenc_lib "
-                             "experiment --study offset`")
+                             "experiment --offset`")
     return results
 
 
