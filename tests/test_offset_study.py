@@ -200,3 +200,25 @@ def test_partial_results_read_finished_seeds_from_the_cache_and_train_nothing(tm
             assert part["outcomes"][model][cell] == [per_seed[1]], (model, cell)
     with pytest.raises(ValueError, match="seeds"):
         offset.partial_results(SMOKE, cache, [7])
+
+
+def test_the_offset_figure_draws_the_stored_accuracy(tmp_path):
+    from posenc_lib.figures import experiment as figures
+
+    results = offset.run_offset(SMOKE, device="cpu", cache_dir=None, progress=False)
+    names = ["rope", "nope"]
+    fig = figures.offset_accuracy(results, names, chance=0.25)
+    containers = fig.axes[0].containers
+    assert len(containers) == len(names)
+    # each marker sits at the cell's accuracy: the mean of the stored per-seed
+    # accuracies (every seed scores the same items), cell by cell
+    for container, name in zip(containers, names):
+        y = container.lines[0].get_ydata()
+        stored = [np.mean(results["accuracy"][name][c]) for c in results["cells"]]
+        assert np.allclose(y, stored, atol=5e-5), (name, y, stored)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "readers' margin" in labels and "chance (0.25)" in labels
+    with pytest.raises(ValueError, match="not in the offset results"):
+        figures.offset_accuracy(results, ["rope+dynamic-kv"])
+    with pytest.raises(ValueError, match="models is empty"):
+        figures.offset_accuracy(results, [])

@@ -18,7 +18,7 @@ from matplotlib.ticker import LogLocator
 from ..tools import experiment
 from ._base import BookFigure, new_figure, new_subplots, plain_log_axis, set_ticks
 __all__ = ["STYLE", "band_perplexity", "context_effect", "position_curves",
-           "training_curves", "retrieval_accuracy", "explorer"]
+           "training_curves", "retrieval_accuracy", "offset_accuracy", "explorer"]
 
 #: One colour (and marker) per model, shared by every figure of the chapter.
 STYLE = {
@@ -256,6 +256,56 @@ def retrieval_accuracy(results: Mapping, models: Sequence[str]) -> BookFigure:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy")
     ax.set_xlabel("distance band (every item length of the band); bars: 95 % interval")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def offset_accuracy(results: Mapping, models: Sequence[str], *,
+                    chance: float | None = None) -> BookFigure:
+    """Accuracy on the offset task per cell for ``models``, from the offset
+    study's results (``results/retrieval_offset.json``'s content): the
+    ``"in-train"`` cell, then each distance band, with 95 % intervals made
+    for 0/1 outcomes (:func:`posenc_lib.tools.experiment.accuracy_interval`
+    over seeds x items), the reader panel's margin on the bands and, if
+    given, the ``chance`` level of a model's guess.
+
+    Raises:
+        ValueError: a name of ``models`` is not in the results.
+    """
+    models = list(models)
+    unknown = [n for n in models if n not in results["outcomes"]]
+    if unknown:
+        raise ValueError(f"models {unknown} are not in the offset results; have "
+                         f"{list(results['outcomes'])}")
+    if not models:
+        raise ValueError("models is empty: name at least one model of the results")
+    cells = list(results["cells"])
+    fig, ax = new_subplots(10.5, 3.8)
+    width = 0.8 / len(models)
+    for k, name in enumerate(models):
+        cis = [experiment.accuracy_interval(np.asarray(results["outcomes"][name][c]))
+               for c in cells]
+        x = np.arange(len(cells)) - 0.4 + (k + 0.5) * width
+        mean = np.array([c.mean for c in cis])
+        err = np.array([[c.mean - c.low, c.high - c.mean] for c in cis]).T
+        colour, marker = _style(name)
+        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2,
+                    label=name)
+    held = results["readers"]["held_cells"]
+    at = [cells.index(c) for c in held]
+    margin = results["readers"]["margin"]["upper_accuracy"]
+    ax.hlines(margin, min(at) - 0.5, max(at) + 0.5, color="grey", ls="--",
+              label="readers' margin")
+    if chance is not None:
+        ax.axhline(chance, color="grey", ls=":", label=f"chance ({chance:.3g})")
+    labels = [("in training rows" if c == cells[0] and c not in held
+               else f"distances {results['cells'][c]['band']}") for c in cells]
+    set_ticks(ax.xaxis, range(len(cells)), labels)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("accuracy")
+    ax.set_xlabel(f"test cell ({results['study']['items']} items each); bars: 95 % "
+                  "interval over seeds and items")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
