@@ -238,27 +238,40 @@ def retrieval_accuracy(results: Mapping, models: Sequence[str]) -> BookFigure:
                          f"{list(results['outcomes'])}")
     bands = list(results["bands"])
     fig, ax = new_subplots(10.5, 3.8)
-    width = 0.8 / len(models)
-    for k, name in enumerate(models):
-        cis = [experiment.accuracy_interval(retrieval.outcomes(results, name, band))
-               for band in bands]
-        x = np.arange(len(bands)) - 0.4 + (k + 0.5) * width
-        mean = np.array([c.mean for c in cis])
-        err = np.array([[c.mean - c.low, c.high - c.mean] for c in cis]).T
-        colour, marker = _style(name)
-        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2, label=name)
+    _accuracy_points(ax, models, bands,
+                     lambda name, band: retrieval.outcomes(results, name, band))
     edges = np.arange(len(bands) + 1) - 0.5
     for key, label, ls in (("chance", "chance", ":"), (None, "order-free bound", "--")):
         values = (results["chance"] if key else results["controls"]["prefix_sets"])
         ax.stairs([values[b] for b in bands], edges, color="grey", ls=ls, label=label,
                   baseline=None)
-    set_ticks(ax.xaxis, range(len(bands)), [f"distances {b}" for b in bands])
+    _accuracy_axes(ax, [f"distances {b}" for b in bands],
+                   "distance band (every item length of the band); bars: 95 % interval")
+    return fig
+
+
+def _accuracy_points(ax, models: Sequence[str], cells: Sequence, outcomes) -> None:
+    """One error bar per model and cell, side by side within each cell: the
+    accuracy of ``outcomes(name, cell)`` (``(seeds, items)`` 0/1) with its
+    95 % interval made for 0/1 outcomes."""
+    width = 0.8 / len(models)
+    for k, name in enumerate(models):
+        cis = [experiment.accuracy_interval(outcomes(name, cell)) for cell in cells]
+        x = np.arange(len(cells)) - 0.4 + (k + 0.5) * width
+        mean = np.array([c.mean for c in cis])
+        err = np.array([[c.mean - c.low, c.high - c.mean] for c in cis]).T
+        colour, marker = _style(name)
+        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2,
+                    label=name)
+
+
+def _accuracy_axes(ax, labels: Sequence[str], xlabel: str) -> None:
+    set_ticks(ax.xaxis, range(len(labels)), list(labels))
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy")
-    ax.set_xlabel("distance band (every item length of the band); bars: 95 % interval")
+    ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return fig
 
 
 def offset_accuracy(results: Mapping, models: Sequence[str], *,
@@ -282,16 +295,8 @@ def offset_accuracy(results: Mapping, models: Sequence[str], *,
         raise ValueError("models is empty: name at least one model of the results")
     cells = list(results["cells"])
     fig, ax = new_subplots(10.5, 3.8)
-    width = 0.8 / len(models)
-    for k, name in enumerate(models):
-        cis = [experiment.accuracy_interval(np.asarray(results["outcomes"][name][c]))
-               for c in cells]
-        x = np.arange(len(cells)) - 0.4 + (k + 0.5) * width
-        mean = np.array([c.mean for c in cis])
-        err = np.array([[c.mean - c.low, c.high - c.mean] for c in cis]).T
-        colour, marker = _style(name)
-        ax.errorbar(x, mean, yerr=err, fmt=marker, ms=4, color=colour, capsize=2,
-                    label=name)
+    _accuracy_points(ax, models, cells,
+                     lambda name, cell: np.asarray(results["outcomes"][name][cell]))
     held = results["readers"]["held_cells"]
     at = [cells.index(c) for c in held]
     margin = results["readers"]["margin"]["upper_accuracy"]
@@ -301,13 +306,8 @@ def offset_accuracy(results: Mapping, models: Sequence[str], *,
         ax.axhline(chance, color="grey", ls=":", label=f"chance ({chance:.3g})")
     labels = [("in training rows" if c == cells[0] and c not in held
                else f"distances {results['cells'][c]['band']}") for c in cells]
-    set_ticks(ax.xaxis, range(len(cells)), labels)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("accuracy")
-    ax.set_xlabel(f"test cell ({results['study']['items']} items each); bars: 95 % "
-                  "interval over seeds and items")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _accuracy_axes(ax, labels, f"test cell ({results['study']['items']} items each); "
+                   "bars: 95 % interval over seeds and items")
     return fig
 
 
