@@ -49,7 +49,7 @@ CHAPTERS = ("book/04_rope.ipynb", "book/05_multidim.ipynb")
 #: A directive's opening line as the notebooks write it (colon fence, name in braces).
 DIRECTIVE = re.compile(r"^(:{3,}|`{3,})\{([\w:-]+)\}(.*)$", re.MULTILINE)
 #: A MyST role (``{numref}`label` ``) or directive name as written in the source.
-RAW = re.compile(r"\{(prf:\w+|numref|ref|cite:[pt]|eq|doc|term|download)\}")
+RAW = re.compile(r"\{(prf:\w+|py:\w+|numref|ref|cite:[pt]|eq|doc|term|download)\}")
 
 
 def _jupyter_lab() -> str | None:
@@ -237,3 +237,20 @@ def test_a_save_in_jupyterlab_adds_only_what_the_git_filter_strips(lab):
     added = json.loads(saved)["metadata"]["language_info"]
     assert set(added) - set(json.loads(committed)["metadata"]["language_info"]), added
     assert _lab_clean(saved) == committed
+
+
+def test_jupyterlab_myst_is_built_for_the_installed_jupyterlab():
+    """``jupyter labextension list`` checks each extension's declared shared packages
+    against JupyterLab's own: jupyterlab-myst 2.7.0 needs @jupyter/ydoc 3, which
+    JupyterLab 4.5.x ships and 4.6.x does not (there it is listed with an X)."""
+    jupyter_lab = _jupyter_lab()
+    if not jupyter_lab:
+        pytest.skip("JupyterLab is not installed (make lab installs it)")
+    jupyter = Path(jupyter_lab).with_name("jupyter")
+    listed = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True,
+                            text=True, env={**os.environ, "NO_COLOR": "1"}, check=True)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)
+    pin = re.search(r"^jupyterlab-myst==(\S+)$",
+                    (ROOT / "requirements-lab.txt").read_text(), re.MULTILINE).group(1)
+    assert re.search(rf"^\s*jupyterlab-myst v{re.escape(pin)} enabled\s+OK\b", text,
+                     re.MULTILINE), text
