@@ -3,9 +3,8 @@
 ``requirements-lab.txt`` installs jupyterlab-myst beside JupyterLab, so that
 Markdown cells are rendered as MyST: a ``:::{prf:theorem} Title`` block shows
 as "Theorem 2 (Title)", a role such as ``{numref}`` or ``{cite:p}`` as its
-target, never as the text written in the notebook. Plain JupyterLab (or one
-whose @jupyter/ydoc major differs from the extension's build) shows all of it
-as raw text.
+target, never as the text written in the notebook. JupyterLab without the
+extension (or with it disabled) shows all of it as raw text.
 
 Here a real JupyterLab server, started with ``make lab``'s configuration,
 opens chapter 4 and chapter 5 in headless Chromium. For each, the rendered
