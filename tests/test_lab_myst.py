@@ -2,8 +2,9 @@
 
 ``requirements-lab.txt`` installs jupyterlab-myst beside JupyterLab, so that
 Markdown cells are rendered as MyST: a ``:::{prf:theorem} Title`` block shows
-as "Theorem 2 (Title)", a role such as ``{numref}`` or ``{cite:p}`` as its
-target, never as the text written in the notebook. JupyterLab without the
+as "Theorem 2 (Title)", a role such as ``{numref}`` or ``{cite:p}`` as a
+reference (its target, or its label or key where the open notebook alone
+cannot resolve it), never as the text written in the notebook. JupyterLab without the
 extension (or with it disabled) shows all of it as raw text.
 
 Here a real JupyterLab server, started with ``make lab``'s configuration,
