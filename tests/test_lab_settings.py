@@ -11,7 +11,7 @@ keep JupyterLab quiet:
   ``announcements`` plugin asks "Would you like to get notified about official
   Jupyter news?" whenever ``fetchNews`` is ``"none"``, its default, before it
   asks the server anything (``packages/apputils-extension/src/announcements.ts``
-  in JupyterLab 4; the string is in 4.6.6's ``jlab_core`` bundle).
+  in JupyterLab 4; the string is in 4.5.11's ``jlab_core`` bundle).
   jupyterlab_server reads ``labconfig/default_setting_overrides.json`` from
   every directory of the Jupyter config path (``_get_overrides`` in
   ``jupyterlab_server/settings_utils.py``, 2.28.1).
