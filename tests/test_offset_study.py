@@ -222,3 +222,21 @@ def test_the_offset_figure_draws_the_stored_accuracy(tmp_path):
         figures.offset_accuracy(results, ["rope+dynamic-kv"])
     with pytest.raises(ValueError, match="models is empty"):
         figures.offset_accuracy(results, [])
+
+
+@pytest.mark.parametrize("multiple", [1, 2])
+def test_row_ranges_lie_inside_the_rows_they_measure(multiple):
+    """row_ranges at L and at 2L (the fine-tunes' rows): every scored query's
+    answer lies after BOS and before its query, inside the row; longer rows
+    reach longer distances; a bad length is refused by name."""
+    L = FULL.config.train_length * multiple
+    got = offset.row_ranges(FULL, rows=256, length=L)
+    for part in ("first_query", "every_query"):
+        (d_lo, d_hi), (a_lo, a_hi) = got[part]["distances"], got[part]["answer_positions"]
+        assert 1 <= a_lo <= a_hi and a_hi + d_lo < L and d_hi < L, (part, got)
+        assert d_lo >= 1
+    if multiple == 2:
+        at_l = offset.row_ranges(FULL, rows=256)
+        assert got["first_query"]["distances"][1] > at_l["first_query"]["distances"][1]
+    with pytest.raises(ValueError, match="length"):
+        offset.row_ranges(FULL, length=0)

@@ -67,7 +67,7 @@ from .results import (READERS_SCHEMA_VERSION, RESULTS_PATH, RETRIEVAL_PATH,
                       load_reader_results, load_results, load_retrieval_results, losses,
                       reader_results, write_results)
 from .offset import (OFFSET_PATH, OffsetStudy, load_offset_results, offset_cells,
-                     offset_hits, run_offset)
+                     offset_hits, row_ranges, run_offset)
 from .running import CACHE_DIR, main, run
 from .stats import (Comparison, Interval, accuracy_interval, accuracy_p_value, adjust,
                     degrees_of_freedom, holm, holm_levels, interval, p_value)
@@ -116,4 +116,4 @@ __all__ = ["TRAIN_FILES", "EVAL_FILES", "MODELS", "ModelSpec", "EXTENSIONS",
            "adjust", "compare", "unclosed_fraction", "main", "READERS_PATH",
            "reader_results", "load_reader_results", "grid_digest",
            "load_retrieval_results", "OffsetStudy", "OFFSET_PATH", "run_offset",
-           "load_offset_results", "offset_cells", "offset_hits"]
+           "load_offset_results", "offset_cells", "offset_hits", "row_ranges"]

@@ -185,13 +185,18 @@ def offset_cells(study: OffsetStudy) -> dict:
     return cells
 
 
-def row_ranges(study: OffsetStudy, rows: int = 4096, seed: int = 0) -> dict:
+def row_ranges(study: OffsetStudy, rows: int = 4096, seed: int = 0,
+               length: int | None = None) -> dict:
     """What the training rows hold, measured on ``rows`` of them (``seed``):
     the ranges ``[min, max]`` of the scored queries' distances (query
     position minus the answer's) and answer positions, for the first query
     and for every query (a later query's block may lie after the first's, so
-    it reaches shorter and longer distances)."""
-    task, L = study.task, study.config.train_length
+    it reaches shorter and longer distances). ``length``: the rows' length,
+    the training length by default (a fine-tune at ``2L`` reads rows of
+    ``2L``)."""
+    task = study.task
+    L = study.config.train_length if length is None else length
+    _validate.positive_int("length", L)
     inputs, targets = offset_rows(study, L, rows, torch.Generator().manual_seed(seed), True)
     first, every = [], []
     for r in range(rows):
