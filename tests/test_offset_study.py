@@ -224,6 +224,34 @@ def test_the_offset_figure_draws_the_stored_accuracy(tmp_path):
         figures.offset_accuracy(results, [])
 
 
+def test_the_stored_offset_run_is_of_this_study_and_holds_its_panel():
+    """results/retrieval_offset.json, which chapter 7 reads: refused unless
+    this code's study and items made it (load_offset_results); five seeds of
+    every item in every cell; each stored accuracy the mean of its stored
+    outcomes; and the panel stored with it is the separately written reader
+    panel (results/retrieval_readers_v2.json) on the same band cells."""
+    from helpers.paths import ROOT
+
+    stored = offset.load_offset_results(ROOT / offset.OFFSET_PATH, study=FULL)
+    assert "partial" not in stored
+    seeds, items = len(FULL.config.seeds), FULL.items
+    for model, cells in stored["outcomes"].items():
+        assert list(cells) == list(stored["cells"]), model
+        for cell, per_seed in cells.items():
+            outcomes = np.asarray(per_seed)
+            assert outcomes.shape == (seeds, items), (model, cell, outcomes.shape)
+            assert set(np.unique(outcomes)) <= {0, 1}, (model, cell)
+            assert np.allclose(outcomes.mean(1), stored["accuracy"][model][cell],
+                               atol=5e-5), (model, cell)
+    panel = json.loads((ROOT / "results" / "retrieval_readers_v2.json").read_text())
+    assert stored["readers"]["held_cells"] == list(panel["cells"])
+    for cell in panel["cells"]:
+        assert stored["cells"][cell]["sha256"] == panel["cells"][cell]["sha256"]
+        hits = stored["readers"]["cells"][cell]["hits"]
+        for reader, entry in panel["cells"][cell]["readers"].items():
+            assert hits[reader] == pytest.approx(entry["hits"]), (cell, reader)
+
+
 @pytest.mark.parametrize("multiple", [1, 2])
 def test_row_ranges_lie_inside_the_rows_they_measure(multiple):
     """row_ranges at L and at 2L (the fine-tunes' rows): every scored query's
