@@ -32,14 +32,12 @@ import json
 import os
 import re
 import shlex
-import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import lab as lab_server
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -52,14 +50,6 @@ CHAPTERS = tuple(str(p.relative_to(ROOT)) for p in sorted(
 DIRECTIVE = re.compile(r"^(:{3,}|`{3,})\{([\w:-]+)\}(.*)$", re.MULTILINE)
 #: A MyST role (``{numref}`label` ``) or directive name as written in the source.
 RAW = re.compile(r"\{(prf:\w+|py:\w+|numref|ref|cite:[pt]|eq|doc|term|download)\}")
-
-
-def _jupyter_lab() -> str | None:
-    named = os.environ.get("POSENC_JUPYTER_LAB")
-    if named:
-        return named
-    beside = Path(sys.executable).parent / "jupyter-lab"
-    return str(beside) if beside.exists() else shutil.which("jupyter-lab")
 
 
 def _committed(path: str) -> bytes:
@@ -94,8 +84,8 @@ def _lab_clean(data: bytes) -> bytes:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab with make lab's config path and kernelspec, the chapters in its root."""
-    jupyter_lab = _jupyter_lab()
-    if not jupyter_lab:
+    executable = lab_server.jupyter_lab()
+    if not executable:
         pytest.skip("JupyterLab is not installed (make lab installs it)")
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM}")
@@ -116,43 +106,16 @@ def lab(tmp_path_factory):
     settings = tmp / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "scripts" / "lab"),
-           "JUPYTER_PATH": str(tmp / "jupyter"),
-           "JUPYTER_CONFIG_DIR": str(tmp / "config"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
-           "JUPYTER_RUNTIME_DIR": str(tmp / "runtime")}
-    args = [jupyter_lab, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-            "--ServerApp.token=t", f"--ServerApp.root_dir={root}"]
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        args.append("--allow-root")
-    log = open(tmp / "server.log", "w")  # noqa: SIM115 (closed below)
-    server = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(180):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None:
-                    pytest.fail(f"{jupyter_lab} exited; see {tmp / 'server.log'}")
-                time.sleep(1)
+    with lab_server.serve(executable, root, tmp, str(tmp / "jupyter")) as base:
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM,
                                                  args=["--no-sandbox"])
             try:
-                yield f"http://127.0.0.1:{port}", root, browser
+                yield base, root, browser
             finally:
                 browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        log.close()
 
 
 def _open(lab, name: str):
@@ -244,10 +207,10 @@ def test_jupyterlab_myst_is_built_for_the_installed_jupyterlab():
     """``jupyter labextension list`` checks each extension's declared shared packages
     against JupyterLab's own: jupyterlab-myst 2.7.0 needs @jupyter/ydoc 3, which
     JupyterLab 4.5.x ships and 4.6.x does not (there it is listed with an X)."""
-    jupyter_lab = _jupyter_lab()
-    if not jupyter_lab:
+    executable = lab_server.jupyter_lab()
+    if not executable:
         pytest.skip("JupyterLab is not installed (make lab installs it)")
-    jupyter = Path(jupyter_lab).with_name("jupyter")
+    jupyter = Path(executable).with_name("jupyter")
     listed = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True,
                             text=True, env={**os.environ, "NO_COLOR": "1"}, check=True)
     text = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)

@@ -25,15 +25,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import lab as lab_server
 from helpers.paths import ROOT
 
 LAB_CONFIG = ROOT / "scripts" / "lab"
@@ -62,14 +61,6 @@ def test_server_config_fetches_no_news_and_checks_no_update():
     spec.loader.exec_module(module)
     assert module.c.LabApp.news_url is None
     assert module.c.LabApp.check_for_updates_class == "jupyterlab.NeverCheckForUpdate"
-
-
-def _jupyter_lab() -> str | None:
-    named = os.environ.get("POSENC_JUPYTER_LAB")
-    if named:
-        return named
-    beside = Path(sys.executable).parent / "jupyter-lab"
-    return str(beside) if beside.exists() else shutil.which("jupyter-lab")
 
 
 def _free_port() -> int:
@@ -116,7 +107,7 @@ def _notification_defaults(lab: str, config_path: Path, tmp: Path) -> dict:
 def test_a_running_jupyterlab_asks_nothing_about_news(tmp_path):
     """With ``make lab``'s config path the served defaults are "false"/false, so
     the pop-up never shows; without it, "none": the question (the control)."""
-    lab = _jupyter_lab()
+    lab = lab_server.jupyter_lab()
     if not lab:
         pytest.skip("JupyterLab is not installed (make lab installs it)")
     (tmp_path / "a").mkdir()

@@ -20,14 +20,11 @@ import base64
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import lab as lab_server
 from helpers.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -36,18 +33,10 @@ CHROMIUM = os.environ.get("POSENC_CHROMIUM", "/usr/bin/chromium")
 IMAGE = ".jp-OutputArea-output .widget-image"
 
 
-def _jupyter_lab() -> str | None:
-    named = os.environ.get("POSENC_JUPYTER_LAB")
-    if named:
-        return named
-    beside = Path(sys.executable).parent / "jupyter-lab"
-    return str(beside) if beside.exists() else shutil.which("jupyter-lab")
-
-
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab with make lab's config path, a kernel of this Python, one notebook."""
-    jupyter_lab = _jupyter_lab()
+    jupyter_lab = lab_server.jupyter_lab()
     if not jupyter_lab:
         pytest.skip("JupyterLab is not installed (make lab installs it)")
     if not Path(CHROMIUM).is_file():
@@ -67,37 +56,10 @@ def lab(tmp_path):
         "metadata": {"kernelspec": {"name": "posenc", "display_name": "posenc",
                                     "language": "python"}},
         "nbformat": 4, "nbformat_minor": 5}))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "scripts" / "lab"),
-           # this kernel, and the widgets' lab extension of this Python
-           "JUPYTER_PATH": os.pathsep.join([str(tmp_path / "jupyter"),
-                                            str(Path(sys.prefix) / "share" / "jupyter")]),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    args = [jupyter_lab, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-            "--ServerApp.token=t", f"--ServerApp.root_dir={tmp_path / 'root'}"]
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        args.append("--allow-root")
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(180):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None:
-                    pytest.fail(f"{jupyter_lab} exited; see {tmp_path / 'server.log'}")
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}", tmp_path / "root" / "live.ipynb"
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        log.close()
+    jupyter_path = os.pathsep.join([str(tmp_path / "jupyter"),  # this kernel, and the
+                                    str(Path(sys.prefix) / "share" / "jupyter")])  # widgets
+    with lab_server.serve(jupyter_lab, tmp_path / "root", tmp_path, jupyter_path) as base:
+        yield base, tmp_path / "root" / "live.ipynb"
 
 
 def test_a_saved_live_figure_reopens_where_its_sliders_were_left(lab):
