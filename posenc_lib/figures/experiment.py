@@ -304,8 +304,8 @@ def offset_accuracy(results: Mapping, models: Sequence[str], *,
               label="readers' margin")
     if chance is not None:
         ax.axhline(chance, color="grey", ls=":", label=f"chance ({chance:.3g})")
-    labels = [("in training rows" if c == cells[0] and c not in held
-               else f"distances {results['cells'][c]['band']}") for c in cells]
+    labels = [f"distances {results['cells'][c]['band']}" if c in held
+              else "in training rows" for c in cells]
     _accuracy_axes(ax, labels, f"test cell ({results['study']['items']} items each); "
                    "bars: 95 % interval over seeds and items")
     return fig

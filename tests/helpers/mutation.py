@@ -518,6 +518,14 @@ MUTANTS: tuple[Mutant, ...] = (
        "    held_cells = list(cells)\n",
        [], "the margin counted over the in-train cell too, so it is not the stored "
        "panel's margin"),
+    _m("offset-figure-one-cell", "figures/experiment.py",
+       "lambda name, cell: np.asarray(results[\"outcomes\"][name][cell]))",
+       "lambda name, cell: np.asarray(results[\"outcomes\"][name][cells[-1]]))",
+       [], "the offset figure draws one cell's outcomes in every cell"),
+    _m("offset-row-ranges-ignore-length", "tools/experiment/offset.py",
+       "    L = study.config.train_length if length is None else length\n",
+       "    L = study.config.train_length\n",
+       ["07_experiment"], "the fine-tunes' rows of 2L measured as rows of L"),
     # ---- chapter 7: the paired accuracy interval and the reader panel ------------------
     _m("accuracy-difference-normal-quantile", "tools/experiment/stats.py",
        "    df = np.full(np.shape(d), float(seeds - 1))\n",
