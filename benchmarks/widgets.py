@@ -15,11 +15,12 @@ Prints three tables:
    *before*, the original pipeline (``savefig`` of the same image,
    :func:`posenc_lib.figures.fast_rendering` off); *after*, the widget as it
    is now, until the new image is shown (cached glyphs, axis and legend
-   layers; the draft at ``DPI`` = 80 dpi, which the widget shows at the
-   figure's full width, 752 px, until the sharp image replaces it), with its
-   CPU time and 90th percentile; *sharp*, the image the widget swaps in once
-   the sliders rest (``LIVE_SCALE`` times the book's resolution, for
-   high-DPI screens). CPU time is what the redraw costs
+   layers; the image drawn while a slider moves, at the figure's
+   ``draft_scale`` times the book's resolution, which is ``LIVE_SCALE`` = 2
+   unless a figure lowers it), with its CPU time and 90th percentile;
+   *sharp*, the image the widget shows once the sliders rest (``LIVE_SCALE``
+   times the book's resolution, for high-DPI screens; the same image when
+   ``draft_scale`` is ``LIVE_SCALE``). CPU time is what the redraw costs
    this process (all its threads); on a machine shared with other jobs the
    wall time is larger by however long the process waited for a core;
 2. the time to build every static frame of each figure (the cost the book
