@@ -465,6 +465,19 @@ def _seconds_per_video(segments, seconds_per_grid, tokens_per_second):
             for v, s in enumerate(seconds_per_grid)]
 
 
+# floor(t · s · r) of the exact product, from the float64 one. s arrives
+# rounded (2 / fps, 0.4, ...), r may be, and the two products round again:
+# four roundings, so the computed x is within 4u·x of the exact value
+# (u = 2**-53, ignoring u²). A whole number k can come out just below k,
+# and a plain floor then gives k - 1 (t = 7, s = 2/3, r = 3: 13.999...
+# for 14). Scaling by 1 + 8u lifts every such x back to k or above (the
+# rounding of that product is monotone), while an exact value below k moves
+# past k only if it lies within ~12u·k of it. With s·r = p/q, t·p/q is at
+# least 1/q below k, so that needs q·k > 1/(12u) ≈ 7.5e14: never for frame
+# rates with small denominators (30000/1001 fps gives q <= 30000).
+_FLOOR_LIFT = 1.0 + 8 * 2.0**-53
+
+
 def mrope_position_ids(segments, *, spatial_merge_size: int = 2,
                        seconds_per_grid: float | Sequence[float] | None = None,
                        tokens_per_second: float | None = None) -> Tensor:
@@ -475,7 +488,9 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 2,
     grid cell ``(t, h, w)`` the ids ``(s + t, s + h, s + w)``; whatever comes
     next starts at the largest id so far plus one. With ``seconds_per_grid``
     and ``tokens_per_second`` (Qwen2.5-VL) a video's temporal offset is
-    ``floor(t · seconds_per_grid · tokens_per_second)`` instead of ``t``.
+    ``floor(t · seconds_per_grid · tokens_per_second)`` instead of ``t``,
+    the floor of the exact product: a whole number that float64 rounds to just
+    below itself still counts as that number.
 
     Args:
         segments: list of ``("text", n_tokens)``, ``("image", (t, h, w))`` or
@@ -504,7 +519,7 @@ def mrope_position_ids(segments, *, spatial_merge_size: int = 2,
             ids = grid_positions((t, h // m, w // m))       # (t, h, w), w fastest
             if seconds is not None:                         # Qwen2.5-VL: time in ids
                 step = seconds[video] if kind == "video" else 0.0
-                time = ids[0].double() * step * tokens_per_second
+                time = ids[0].double() * step * tokens_per_second * _FLOOR_LIFT
                 ids[0] = time.floor().long()
             ids = ids + start
             video += kind == "video"

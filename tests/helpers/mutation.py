@@ -807,6 +807,10 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("vllm-fp8-two-bytes", "tools/engines/kv_cache.py",
        '"float32": 4, "fp8": 1,', '"float32": 4, "fp8": 2,',
        ["recipes/engines"], "vLLM's fp8 KV cache counted at the model's 2 bytes per value"),
+    _m("mrope-absolute-time-float-floor", "multidim.py",
+       "* tokens_per_second * _FLOOR_LIFT", "* tokens_per_second",
+       ["05_multidim"], "Qwen2.5-VL's absolute time floored in float64: a whole "
+       "t·s·r rounded to just below itself loses an id (t = 7, 3 fps, r = 3: 13)"),
 )
 
 
