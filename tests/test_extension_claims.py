@@ -10,11 +10,16 @@ statements, which hold for every setting:
 * dynamic NTK with ``factor = 1`` at any length ``n > L`` is NTK-aware with
   ``s = n / L`` at ``n`` tokens (the same unclosed pairs but the slowest), and with
   ``factor = 4`` no pair of a 128-dimensional head with base 10^4 leaves its range up
-  to ``32 L`` (the properties table's row).
+  to ``32 L`` (the properties table's row);
+* ``mscale`` without ``mscale_all_dim`` is ignored, as by transformers, checked with
+  values other than 1 (with 1 the two readings agree).
 """
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,3 +66,19 @@ def test_dynamic_ntk_at_every_length_up_to_32_l(ratio):
     assert torch.equal(out_1, unclosed & not_slowest), (n, out_1.nonzero().flatten())
     assert int(out_1.sum()) == 17, (n, int(out_1.sum()))
     assert not scaling.out_of_range_pairs(theta, dynamic(4.0), train, n).any(), n
+
+
+@pytest.mark.parametrize("mscale", [0.707, 2.0])
+def test_mscale_alone_is_ignored_as_by_transformers(mscale):
+    # mscale = 1 alone gives 0.1 ln s + 1 whether or not it is read: other values tell.
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    rope_scaling = {"rope_type": "yarn", "factor": 40.0, "mscale": mscale,
+                    "original_max_position_embeddings": 4096}
+    config = LlamaConfig(hidden_size=128, num_attention_heads=2, head_dim=64,
+                         max_position_embeddings=40 * 4096, rope_scaling=rope_scaling)
+    _, theirs = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    _, ours = scaling.rope_parameters(dim=64, base=config.rope_theta, **rope_scaling)
+    assert math.isclose(ours, float(theirs), rel_tol=1e-12), (ours, theirs)
+    assert math.isclose(ours, 0.1 * math.log(40.0) + 1, rel_tol=1e-12), ours
