@@ -811,6 +811,44 @@ MUTANTS: tuple[Mutant, ...] = (
        "* tokens_per_second * _FLOOR_LIFT", "* tokens_per_second",
        ["05_multidim"], "Qwen2.5-VL's absolute time floored in float64: a whole "
        "t·s·r rounded to just below itself loses an id (t = 7, 3 fps, r = 3: 13)"),
+    # ---- chapter 6, population checks (the figures' sliders, generated settings) ------
+    _m("pi-factor-floored", "scaling.py",
+       'return _default_inv_freq(dim, base) / _shrink_factor(factor, "linear"), 1.0',
+       'return _default_inv_freq(dim, base) / math.floor(_shrink_factor(factor, "linear")), 1.0',
+       ["06_extension"], "PI's factor parsed as an integer (1.5 read as 1)"),
+    _m("ntk-base-float32", "scaling.py",
+       "    return _default_inv_freq(dim, ntk_base(base, factor, dim)), 1.0",
+       "    return _default_inv_freq(dim, float(torch.tensor(ntk_base(base, factor, dim), "
+       "dtype=torch.float32))), 1.0",
+       ["06_extension"], "NTK-aware base rounded to float32 (slow pairs off by ~1e-6, "
+       "under torch.allclose's default atol)"),
+    _m("yarn-beta-slow-fixed", "scaling.py",
+       "    low, high = pair_index(beta_fast), pair_index(beta_slow)",
+       "    low, high = pair_index(beta_fast), pair_index(1.0)",
+       ["06_extension"], "YaRN's ramp ends at r = 1 whatever beta_slow says"),
+    _m("yarn-base-hardcoded", "scaling.py",
+       "        return dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))",
+       "        return dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(10000.0))",
+       ["06_extension"], "YaRN's correction range computed with base 10^4, whatever the base"),
+    _m("dynamic-ntk-length-blocks", "scaling.py",
+       "    length = max_len if seq_len is None else max(seq_len, max_len)\n",
+       "    length = max_len if seq_len is None else max(seq_len, max_len)\n"
+       "    length = -(-length // 1024) * 1024\n",
+       ["06_extension"], "dynamic NTK's length rounded up to blocks of 1 024 tokens"),
+    _m("yarn-mscale-alone-used", "scaling.py",
+       "    if mscale and mscale_all_dim:\n"
+       "        return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)",
+       "    if mscale:\n"
+       "        return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim or 0.0)",
+       ["06_extension"], "DeepSeek's mscale applied without mscale_all_dim (transformers "
+       "ignores it)"),
+    _m("llama3-context-default", "scaling.py",
+       "                                  high_freq_factor=4.0,\n"
+       "                                  original_max_position_embeddings=length,",
+       "                                  high_freq_factor=4.0,\n"
+       "                                  original_max_position_embeddings=4096,",
+       ["06_extension"], "Llama 3's bands at a default context of 4 096 tokens, not the "
+       "model's"),
 )
 
 
