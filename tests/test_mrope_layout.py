@@ -47,7 +47,8 @@ def _transformers_axes(model_type: str, config: dict) -> list[int]:
     ``mrope_section`` in their apply function)."""
     module_name, cls, section, _ = TYPES[model_type]
     settings = copy.deepcopy(config)
-    text = AutoConfig.for_model(settings.pop("model_type"), **settings).get_text_config()
+    built = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    text = built.get_text_config()
     module = importlib.import_module(
         f"transformers.models.{module_name}.modeling_{module_name}")
     rotary = getattr(module, cls)(text)
