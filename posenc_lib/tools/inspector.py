@@ -287,13 +287,25 @@ def _names_original(config: Mapping, rope_type: str) -> bool:
                for m in (text, block))
 
 
+#: M-RoPE layouts that the model's own rotary code fixes whatever
+#: ``mrope_interleaved`` says (transformers 4.57.6 and 5.24.0, run with the flag
+#: true, false and absent): Qwen2-VL and Qwen2.5-VL contiguous, Qwen3-VL and
+#: Qwen3-VL-MoE interleaved.
+_MROPE_LAYOUT_BY_TYPE = {
+    "qwen2_vl": False, "qwen2_vl_text": False, "qwen2_5_vl": False,
+    "qwen2_5_vl_text": False, "qwen3_vl": True, "qwen3_vl_text": True,
+    "qwen3_vl_moe": True, "qwen3_vl_moe_text": True}
+
+
 def _mrope_interleaved(config: Mapping) -> bool:
-    """Whether the pairs cycle through the axes: ``mrope_interleaved`` in the
-    rope block, or a Qwen3-VL model, whose ``Qwen3VLTextRotaryEmbedding``
-    interleaves whatever the flag says (transformers 4.57)."""
+    """Whether the pairs cycle through the axes: fixed by the model type where
+    transformers' code fixes it (``_MROPE_LAYOUT_BY_TYPE``), else
+    ``mrope_interleaved`` in the rope block."""
     text, model_type = config_reader._text_config(config)
     block, _ = config_reader._rope_block(text)
-    return bool(block.get("mrope_interleaved")) or model_type == "qwen3_vl"
+    if model_type in _MROPE_LAYOUT_BY_TYPE:
+        return _MROPE_LAYOUT_BY_TYPE[model_type]
+    return bool(block.get("mrope_interleaved"))
 
 
 def _mrope(sections: Sequence[int], dim: int, interleaved: bool) -> dict:

@@ -849,6 +849,22 @@ MUTANTS: tuple[Mutant, ...] = (
        "                                  original_max_position_embeddings=4096,",
        ["06_extension"], "Llama 3's bands at a default context of 4 096 tokens, not the "
        "model's"),
+    # ---- chapters 8-9: population checks (prompts drawn at random, a forward pass) ----
+    _m("mrope-video-next-id-temporal", "multidim.py",
+       "        start = int(ids.max()) + 1                          # largest id so far",
+       '        start = int(ids[0].max() if kind == "video" else ids.max()) + 1  # bug',
+       ["08_practice"], "M-RoPE: the id after a video taken from its temporal ids "
+       "only (wrong when the grid is wider than long; the printed prompts pass)"),
+    _m("qwen3vl-flag-only", "tools/inspector.py",
+       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n",
+       "    if False:\n",
+       ["09_models"], "M-RoPE axes read from mrope_interleaved, which Qwen2-VL's to "
+       "Qwen3-VL's rotary code ignores (Qwen3-VL always interleaves)"),
+    _m("exaone4-rotates-full-layers", "per_layer.py",
+       '                kind != "sliding_attention":',
+       '                kind == "sliding_attention":',
+       ["09_models"], "EXAONE 4's rotating and NoPE layers swapped (the attention "
+       "rotates where it slides or no window is set)"),
 )
 
 
