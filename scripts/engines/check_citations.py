@@ -160,7 +160,7 @@ class Archive:
             self._zip = zipfile.ZipFile(self.path)
             self._tar = None
         else:
-            self._zip, self._tar = None, tarfile.open(self.path)
+            self._zip, self._tar = None, tarfile.open(self.path)  # noqa: SIM115
 
     def text(self, path: str) -> str | None:
         name = self.root + path
