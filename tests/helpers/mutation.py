@@ -807,6 +807,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("vllm-fp8-two-bytes", "tools/engines/kv_cache.py",
        '"float32": 4, "fp8": 1,', '"float32": 4, "fp8": 2,',
        ["recipes/engines"], "vLLM's fp8 KV cache counted at the model's 2 bytes per value"),
+    _m("rope-partial-base-ignored", "rope.py",
+       "        return inv_freq(rotary_dim, base, dtype=dtype)\n",
+       "        return inv_freq(rotary_dim, dtype=dtype)\n",
+       ["04_rope"], "partial rotary frequencies built with the default base 10000, "
+       "whatever rope_theta says"),
 )
 
 
