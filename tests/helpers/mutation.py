@@ -865,6 +865,11 @@ MUTANTS: tuple[Mutant, ...] = (
        '                kind == "sliding_attention":',
        ["09_models"], "EXAONE 4's rotating and NoPE layers swapped (the attention "
        "rotates where it slides or no window is set)"),
+    _m("rope-partial-base-ignored", "rope.py",
+       "        return inv_freq(rotary_dim, base, dtype=dtype)\n",
+       "        return inv_freq(rotary_dim, dtype=dtype)\n",
+       ["04_rope"], "partial rotary frequencies built with the default base 10000, "
+       "whatever rope_theta says"),
 )
 
 
