@@ -279,7 +279,9 @@ def sinusoidal_error_bound(positions, dim: int, base: float = 10000.0, *,
     _validate.finite_tensor("positions", p)
     u = torch.finfo(dtype).eps / 2
     omega = sinusoidal_frequencies(dim, base, dtype=torch.float64)
-    angle_error = ((1 + u) ** 3 - 1) * p.abs().unsqueeze(-1) * omega
+    # (1 + u)**3 - 1, expanded: written as such it rounds to 0 in float64 when
+    # u = 2**-53 (1 + u rounds to 1), and the float64 bound lost its angle term.
+    angle_error = (3 * u + 3 * u * u + u ** 3) * p.abs().unsqueeze(-1) * omega
     per_pair = angle_error + 2 * 2 ** 0.5 * ulps * u
     return per_pair.pow(2).sum(-1).sqrt()
 
