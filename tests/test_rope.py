@@ -482,15 +482,18 @@ def test_static_figures_render_with_labelled_axes():
 
 # -- partial rotary: two conventions -------------------------------------------------------
 
+# Bases other than 10^4 too: a partial slice built with the default base whatever
+# rope_theta says agrees with transformers at 10^4 alone.
+@pytest.mark.parametrize("base", [10000.0, 500000.0, 1e6])
 @pytest.mark.parametrize("head_dim, factor", [(64, 0.25), (80, 0.4), (128, 0.5), (32, 1.0)])
-def test_rotary_dim_spacing_is_transformers_partial_rotary_factor(head_dim, factor):
+def test_rotary_dim_spacing_is_transformers_partial_rotary_factor(head_dim, factor, base):
     utils = pytest.importorskip("transformers.modeling_rope_utils")
     from transformers import PhiConfig
 
     config = PhiConfig(hidden_size=2 * head_dim, num_attention_heads=2,
-                       partial_rotary_factor=factor, rope_theta=10000.0)
+                       partial_rotary_factor=factor, rope_theta=base)
     reference, _ = utils.ROPE_INIT_FUNCTIONS["default"](config, "cpu")
-    ours = rope.partial_inv_freq(head_dim, factor, 10000.0, dtype=torch.float32)
+    ours = rope.partial_inv_freq(head_dim, factor, base, dtype=torch.float32)
     assert ours.shape == reference.shape == (int(head_dim * factor) // 2,)
     assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
 
