@@ -69,12 +69,14 @@ METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
 #: transformers 4.57's ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe``
 #: into halves, ``apply_rotary_pos_emb_interleave``), and always (``True``)
 #: the models whose ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``
-#: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium) or whose
+#: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium; GLM-4.1V, whose
+#: ``apply_multimodal_rotary_pos_emb`` repeats each frequency twice and calls
+#: ``rotate_half_llm``, where GLM-4.5V's rotates halves) or whose
 #: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4).
 #: Every other model type pairs ``i`` with ``i + d/2`` (``rotate_half``).
 INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      "ernie4_5_moe": True, "glm": True, "glm4": True, "cohere": True,
-                     "cohere2": True, "helium": True, "llama4": True}
+                     "cohere2": True, "helium": True, "llama4": True, "glm4v": True}
 #: Short names of the methods in the per-layer summary.
 SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
          "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
@@ -289,23 +291,40 @@ def _names_original(config: Mapping, rope_type: str) -> bool:
 
 #: M-RoPE layouts that the model's own rotary code fixes whatever
 #: ``mrope_interleaved`` says (transformers 4.57.6 and 5.24.0, run with the flag
-#: true, false and absent): Qwen2-VL and Qwen2.5-VL contiguous, Qwen3-VL and
-#: Qwen3-VL-MoE interleaved.
+#: true, false and absent): Qwen2-VL, Qwen2.5-VL, GLM-4.1V and GLM-4.5V
+#: contiguous, Qwen3-VL and Qwen3-VL-MoE interleaved. Every M-RoPE module of
+#: 4.57.6 is run against this in ``tests/test_mrope_population.py``.
 _MROPE_LAYOUT_BY_TYPE = {
     "qwen2_vl": False, "qwen2_vl_text": False, "qwen2_5_vl": False,
     "qwen2_5_vl_text": False, "qwen3_vl": True, "qwen3_vl_text": True,
-    "qwen3_vl_moe": True, "qwen3_vl_moe_text": True}
+    "qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4v": False,
+    "glm4v_text": False, "glm4v_moe": False, "glm4v_moe_text": False}
 
 
 def _mrope_interleaved(config: Mapping) -> bool:
     """Whether the pairs cycle through the axes: fixed by the model type where
     transformers' code fixes it (``_MROPE_LAYOUT_BY_TYPE``), else
-    ``mrope_interleaved`` in the rope block."""
+    ``mrope_interleaved`` in the rope block (see :func:`_mrope_layout_warning`)."""
     text, model_type = config_reader._text_config(config)
     block, _ = config_reader._rope_block(text)
     if model_type in _MROPE_LAYOUT_BY_TYPE:
         return _MROPE_LAYOUT_BY_TYPE[model_type]
     return bool(block.get("mrope_interleaved"))
+
+
+def _mrope_layout_warning(config: Mapping) -> str | None:
+    """The report's warning when an M-RoPE layout comes from the flag alone: a
+    model type whose rotary code has not been run here."""
+    text, model_type = config_reader._text_config(config)
+    if model_type in _MROPE_LAYOUT_BY_TYPE:
+        return None
+    block, _ = config_reader._rope_block(text)
+    known = sorted(t for t in _MROPE_LAYOUT_BY_TYPE if not t.endswith("_text"))
+    return (f"model_type {model_type!r}: the M-RoPE layout is read from "
+            f"mrope_interleaved ({bool(block.get('mrope_interleaved'))}), but the "
+            f"model's code may fix it whatever the flag says, as it does for "
+            f"{', '.join(known)}; check which pairs follow which axis in the model's "
+            "rotary module")
 
 
 def _mrope(sections: Sequence[int], dim: int, interleaved: bool) -> dict:
@@ -613,6 +632,8 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                if rope.mrope_section else None),
         mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
                            else None))
+    if rope.mrope_section and (unchecked := _mrope_layout_warning(config)):
+        report["warnings"].append(unchecked)
     supported = rope.extended_length or rope.max_position_embeddings or train
     with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
         warnings.simplefilter("always")

@@ -870,6 +870,15 @@ MUTANTS: tuple[Mutant, ...] = (
        "        return inv_freq(rotary_dim, dtype=dtype)\n",
        ["04_rope"], "partial rotary frequencies built with the default base 10000, "
        "whatever rope_theta says"),
+    _m("glm4v-mrope-from-flag", "tools/inspector.py",
+       '"qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4v": False,',
+       '"qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4vx": False,',
+       [], "GLM-4.1V's M-RoPE layout read from mrope_interleaved, which its "
+       "rotary code ignores"),
+    _m("glm4v-pairs-halves", "tools/inspector.py",
+       '"helium": True, "llama4": True, "glm4v": True}',
+       '"helium": True, "llama4": True}',
+       [], "GLM-4.1V's pairs reported as halves (its apply function pairs neighbours)"),
 )
 
 
