@@ -856,8 +856,10 @@ MUTANTS: tuple[Mutant, ...] = (
        ["08_practice"], "M-RoPE: the id after a video taken from its temporal ids "
        "only (wrong when the grid is wider than long; the printed prompts pass)"),
     _m("qwen3vl-flag-only", "tools/inspector.py",
-       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n",
-       "    if False:\n",
+       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n"
+       "        return _MROPE_LAYOUT_BY_TYPE[model_type]\n",
+       "    if False:\n"
+       "        return _MROPE_LAYOUT_BY_TYPE[model_type]\n",
        ["09_models"], "M-RoPE axes read from mrope_interleaved, which Qwen2-VL's to "
        "Qwen3-VL's rotary code ignores (Qwen3-VL always interleaves)"),
     _m("exaone4-rotates-full-layers", "per_layer.py",
