@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from posenc_lib.tools import conformance
 
@@ -248,3 +249,58 @@ def test_no_type_the_library_claims_disagrees(stored):
     for name, e in stored["types"].items():
         if e["verdict"] == "disagree":
             assert conformance.claimed(e["text_model_type"]) is False, name
+
+
+def test_a_flipped_pair_layout_is_caught(stored):
+    """The pair layout is compared: llama's observation with its pairs
+    reported as neighbours disagrees with the library."""
+    entry = _agreeing(stored, "llama")
+    if entry["observed"].get("pair_layout") is None:
+        pytest.skip("this sweep predates the pair-layout probe")
+    bad = copy.deepcopy(entry["observed"])
+    bad["pair_layout"] = "interleaved"
+    assert any(d["what"] == "pair layout" for d in
+               conformance.compare(bad, entry["config"],
+                                   transformers_version=stored["transformers"]))
+
+
+def _rotate(x, cos, sin, layout):
+    half = x.shape[-1] // 2
+    if layout == "half":
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, b * cos + a * sin], -1).flatten(-2)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("half", "half"), ("interleaved", "interleaved"),
+    # DeepSeek-V3's apply_rotary_pos_emb_interleave: neighbours, written out as halves
+    ("permuted", "interleaved"),
+    # a bug that mixes three features: neither layout
+    ("three", "other")])
+def test_pair_layout_probe_reads_the_function_not_its_name(kind, expected):
+    """tiny_model.pair_layout on functions written for each case; cos/sin hold
+    angles 0 (position 0, nothing moves) and 0.3·(i+1) (position 1)."""
+    import inspect as std_inspect
+
+    from posenc_lib.tools import tiny_model
+
+    angle = torch.stack([torch.zeros(4), 0.3 * torch.arange(1, 5)])  # (seq 2, 4 pairs)
+    cos, sin = angle.cos(), angle.sin()
+
+    def apply(q, k, cos, sin):
+        def one(x):
+            if kind == "permuted":
+                return _rotate(torch.cat([x[..., 0::2], x[..., 1::2]], -1), cos, sin,
+                               "half")
+            if kind == "three":
+                y = _rotate(x, cos, sin, "half")
+                return y + 0.5 * x.roll(1, -1) * (sin != 0).any(-1, keepdim=True)
+            return _rotate(x, cos, sin, kind)
+        return one(q), one(k)
+
+    q = torch.randn(1, 2, 2, 8)
+    k = torch.randn(1, 1, 2, 8)
+    sig = std_inspect.signature(apply)
+    assert tiny_model.pair_layout(apply, sig, (q, k, cos, sin), {}) == expected

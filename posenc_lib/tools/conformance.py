@@ -194,6 +194,21 @@ def compare(observed: Mapping, config: Mapping, *,
                     f"largest |cos, sin| difference {found[1]:.3g} at position "
                     f"{observed['position']} (tolerance {found[2]:.3g}, {found[0]} "
                     f"layout)")
+    pairs = observed.get("pair_layout")  # absent from sweeps made before it
+    if pairs is not None and lib["rope"] is not None:
+        from .inspector import _pair_layout  # imported when needed (a heavier module)
+
+        try:
+            ours = _pair_layout(config)
+        except ValueError as error:
+            ours = f"raises: {error}"
+        if pairs == "other":
+            add("pair layout", pairs, ours, "the model's apply_rotary* pairs features "
+                "neither as halves nor as neighbours: not compared")
+        elif pairs != ours:
+            add("pair layout", pairs, ours,
+                f"transformers' apply_rotary* rotates {pairs} pairs, the inspector "
+                f"reports {ours}")
     beyond = observed.get("beyond")
     if beyond and lib["scheme"] == "rotary" and lib["rope"] is not None:
         far = library_view(config, position=beyond["position"],

@@ -72,11 +72,24 @@ METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
 #: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium; GLM-4.1V, whose
 #: ``apply_multimodal_rotary_pos_emb`` repeats each frequency twice and calls
 #: ``rotate_half_llm``, where GLM-4.5V's rotates halves) or whose
-#: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4).
+#: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4,
+#: DeepSeek-V2), GPT-J and CodeGen (``rotate_every_two``), and LongCat-Flash
+#: (``apply_rotary_pos_emb_interleave``, as DeepSeek-V3's); of transformers
+#: 5.x's new types, those below the comment in the table.
 #: Every other model type pairs ``i`` with ``i + d/2`` (``rotate_half``).
+#: ``scripts/conformance.py`` observes the pairs of every causal-LM type
+#: transformers registers (one-hot probes through the model file's own
+#: ``apply_rotary*``) and compares them with this table.
 INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      "ernie4_5_moe": True, "glm": True, "glm4": True, "cohere": True,
-                     "cohere2": True, "helium": True, "llama4": True, "glm4v": True}
+                     "cohere2": True, "helium": True, "llama4": True, "glm4v": True,
+                     "deepseek_v2": True, "gptj": True, "codegen": True,
+                     "longcat_flash": True,
+                     # transformers 5.x types: DeepSeek-V3's switch, or always
+                     "axk1": "rope_interleave", "glm4_moe_lite": "rope_interleave",
+                     "youtu": "rope_interleave", "sarvam_mla": "rope_interleave",
+                     "axk2": True, "bailing_hybrid": True, "glm_moe_dsa": True,
+                     "cohere2_moe": True}
 #: Short names of the methods in the per-layer summary.
 SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
          "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
@@ -269,7 +282,8 @@ def _ranges(indices: Sequence[int]) -> list[list[int]]:
 
 def _pair_layout(config: Mapping) -> str:
     """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
-    weights, as transformers 4.57 reads them (see :data:`INTERLEAVED_PAIRS`)."""
+    weights, as transformers reads them (4.57.6 and 5.24.0; see
+    :data:`INTERLEAVED_PAIRS`)."""
     text, model_type = config_reader._text_config(config)
     flag = INTERLEAVED_PAIRS.get((model_type or "").removesuffix("_text"))
     if flag is True:

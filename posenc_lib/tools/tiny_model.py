@@ -19,7 +19,10 @@ feed-forward sizes, four heads of 32 features where the class sets no
   token and fixed part come from the two lengths;
 - each rotary module's cos/sin at position ``2L - 1`` (``L`` the config's
   ``max_position_embeddings``), where dynamic methods change their
-  frequencies.
+  frequencies;
+- which features the first ``apply_rotary*`` call rotates together
+  (:func:`pair_layout`): the call is repeated with the query and key replaced
+  by one-hot probes, and each probe moves into its partner feature.
 
 The observation is plain JSON; :func:`posenc_lib.tools.conformance.compare` judges
 it. Needs torch and transformers (imported when called).
@@ -36,7 +39,7 @@ import warnings
 
 import torch
 
-__all__ = ["TOKENS", "run_model", "build", "observe", "cache_bytes"]
+__all__ = ["TOKENS", "run_model", "build", "observe", "cache_bytes", "pair_layout"]
 
 TOKENS = 12
 LAYERS = 6
@@ -231,6 +234,54 @@ def build(cls, kw: dict):
     return built, model.eval()
 
 
+def pair_layout(fn, sig, args, kwargs) -> str | None:
+    """Which features ``fn`` (a model file's ``apply_rotary*``, called with
+    ``args``/``kwargs``) rotates together: ``"half"`` (``i`` with ``i + r/2``),
+    ``"interleaved"`` (``2i`` with ``2i + 1``), ``"other"``, or ``None`` when
+    it cannot be probed. Feature ``j`` of the query and key is set to 1 and
+    every other to 0; where the angle is not 0, the output of ``j`` spans two
+    features, the same two as the output of ``j``'s partner (read this way, a
+    function that also permutes its output, as DeepSeek-V3's
+    ``apply_rotary_pos_emb_interleave`` does, pairs the input's features). The
+    first two tensor arguments are the probed ones (query and key, or the one
+    tensor a function rotates)."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    names = [n for n, v in bound.arguments.items()
+             if isinstance(v, torch.Tensor) and v.is_floating_point()
+             and n not in ("cos", "sin", "freqs_cis", "position_ids")][:2]
+    if not names:
+        return None
+    width = bound.arguments[names[0]].shape[-1]
+    spans: dict = {}
+    for j in range(width):
+        probe = bound.arguments.copy()
+        for n in names:
+            x = torch.zeros_like(bound.arguments[n])
+            x[..., j] = 1
+            probe[n] = x
+        out = fn(**probe)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        rows = out.detach().reshape(-1, out.shape[-1]).float()
+        span = frozenset(torch.nonzero(rows != 0)[:, 1].tolist())
+        if len(span) == 2:
+            spans.setdefault(span, []).append(j)
+        elif len(span) > 2:
+            return "other"
+    groups = sorted(spans.values())
+    if not groups:
+        return None
+    if any(len(g) != 2 for g in groups):
+        return "other"
+    if all(b == a + 1 for a, b in groups):
+        return "interleaved"
+    if all(b == a + len(groups) for a, b in groups):
+        return "half"
+    return "other"
+
+
 def observe(model, built, model_type: str | None = None) -> dict:
     """Run ``model`` (``built``: its config object) and record what it does
     (see the module docstring)."""
@@ -240,6 +291,7 @@ def observe(model, built, model_type: str | None = None) -> dict:
     current = {"layer": None}
     rotary: dict = {}
     scales: dict = {}
+    probed: dict = {}
 
     def rotary_wrapper(name, fn):
         sig = std_inspect.signature(fn)
@@ -261,6 +313,9 @@ def observe(model, built, model_type: str | None = None) -> dict:
             elif "sincos" in bound or "sin_cos" in bound:
                 pass
             rotary.setdefault(layer, entry)
+            if "pairs" not in probed:
+                with torch.no_grad():
+                    probed["pairs"] = pair_layout(fn, sig, args, kwargs)
             return fn(*args, **kwargs)
         return wrapped
 
@@ -345,7 +400,8 @@ def observe(model, built, model_type: str | None = None) -> dict:
                 "scales": {str(k): v for k, v in scales.items()},
                 "kv_per_token": per_token,
                 "fixed_state": None if kv1 is None else
-                kv1 - TOKENS * per_token + st1, "beyond": beyond}
+                kv1 - TOKENS * per_token + st1, "beyond": beyond,
+                "pair_layout": probed.get("pairs")}
     return {"config": _jsonable(built.to_dict()), "class": type(model).__name__,
             "text_model_type": text_type, "cache_class": how,
             "rotary_functions": sorted({e["function"] for e in rotary.values()}),

@@ -878,9 +878,13 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "GLM-4.1V's M-RoPE layout read from mrope_interleaved, which its "
        "rotary code ignores"),
     _m("glm4v-pairs-halves", "tools/inspector.py",
-       '"helium": True, "llama4": True, "glm4v": True}',
-       '"helium": True, "llama4": True}',
+       '"helium": True, "llama4": True, "glm4v": True,',
+       '"helium": True, "llama4": True,',
        [], "GLM-4.1V's pairs reported as halves (its apply function pairs neighbours)"),
+    _m("gptj-pairs-halves", "tools/inspector.py",
+       '"deepseek_v2": True, "gptj": True, "codegen": True,',
+       '"deepseek_v2": True, "codegen": True,',
+       [], "GPT-J's pairs reported as halves (rotate_every_two pairs neighbours)"),
 )
 
 
