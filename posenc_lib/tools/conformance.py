@@ -196,10 +196,8 @@ def compare(observed: Mapping, config: Mapping, *,
                     f"layout)")
     pairs = observed.get("pair_layout")  # absent from sweeps made before it
     if pairs is not None and lib["rope"] is not None:
-        from .inspector import _pair_layout  # imported when needed (a heavier module)
-
         try:
-            ours = _pair_layout(config)
+            ours = config_reader._pair_layout(config)
         except ValueError as error:
             ours = f"raises: {error}"
         if pairs == "other":

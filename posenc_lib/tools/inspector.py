@@ -64,32 +64,9 @@ METHODS = {"default": "plain RoPE", "linear": "position interpolation (PI)",
            "dynamic": "dynamic NTK", "yarn": "YaRN", "llama3": "Llama 3.1 bands",
            "longrope": "LongRoPE", "ntk": "static NTK-aware (alpha)",
            "proportional": "proportional (p-RoPE, transformers 5.x)"}
-#: Model types whose checkpoints pair features ``2i, 2i + 1`` (interleaved):
-#: DeepSeek-V3 when the config's ``rope_interleave`` is true (its default;
-#: transformers 4.57's ``DeepseekV3Attention`` then permutes ``q_pe``/``k_pe``
-#: into halves, ``apply_rotary_pos_emb_interleave``), and always (``True``)
-#: the models whose ``rotate_half`` takes ``x[..., 0::2]`` and ``x[..., 1::2]``
-#: (ERNIE 4.5, GLM, GLM-4, Cohere, Cohere 2, Helium; GLM-4.1V, whose
-#: ``apply_multimodal_rotary_pos_emb`` repeats each frequency twice and calls
-#: ``rotate_half_llm``, where GLM-4.5V's rotates halves) or whose
-#: ``apply_rotary_emb`` views neighbours as one complex number (Llama 4,
-#: DeepSeek-V2), GPT-J and CodeGen (``rotate_every_two``), and LongCat-Flash
-#: (``apply_rotary_pos_emb_interleave``, as DeepSeek-V3's); of transformers
-#: 5.x's new types, those below the comment in the table.
-#: Every other model type pairs ``i`` with ``i + d/2`` (``rotate_half``).
-#: ``scripts/conformance.py`` observes the pairs of every causal-LM type
-#: transformers registers (one-hot probes through the model file's own
-#: ``apply_rotary*``) and compares them with this table.
-INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
-                     "ernie4_5_moe": True, "glm": True, "glm4": True, "cohere": True,
-                     "cohere2": True, "helium": True, "llama4": True, "glm4v": True,
-                     "deepseek_v2": True, "gptj": True, "codegen": True,
-                     "longcat_flash": True,
-                     # transformers 5.x types: DeepSeek-V3's switch, or always
-                     "axk1": "rope_interleave", "glm4_moe_lite": "rope_interleave",
-                     "youtu": "rope_interleave", "sarvam_mla": "rope_interleave",
-                     "axk2": True, "bailing_hybrid": True, "glm_moe_dsa": True,
-                     "cohere2_moe": True}
+#: Model types whose checkpoints pair features ``2i, 2i + 1``, and how each is
+#: read: ``posenc_lib.config_reader.INTERLEAVED_PAIRS``.
+INTERLEAVED_PAIRS = config_reader.INTERLEAVED_PAIRS
 #: Short names of the methods in the per-layer summary.
 SHORT = {"default": "plain", "linear": "linear", "dynamic": "dynamic NTK",
          "yarn": "YaRN", "llama3": "Llama 3", "longrope": "LongRoPE",
@@ -280,15 +257,7 @@ def _ranges(indices: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def _pair_layout(config: Mapping) -> str:
-    """``"interleaved"`` or ``"half"``: which features form a rotary pair in the
-    weights, as transformers reads them (4.57.6 and 5.24.0; see
-    :data:`INTERLEAVED_PAIRS`)."""
-    text, model_type = config_reader._text_config(config)
-    flag = INTERLEAVED_PAIRS.get((model_type or "").removesuffix("_text"))
-    if flag is True:
-        return "interleaved"
-    return "interleaved" if flag and text.get(flag, True) else "half"
+_pair_layout = config_reader._pair_layout
 
 
 def _names_original(config: Mapping, rope_type: str) -> bool:

@@ -262,7 +262,7 @@ MUTANTS: tuple[Mutant, ...] = (
        '        out[part] = {"past": len(past), "future": len(future),',
        '        out[part] = {"past": len(ranges), "future": len(future),',
        ["09_models"], "T5's buckets counted over both directions: 32 \"per direction\""),
-    _m("inspect-pair-layout-half", "tools/inspector.py",
+    _m("inspect-pair-layout-half", "config_reader.py",
        'INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,',
        'INTERLEAVED_PAIRS = {"ernie4_5": True,',
        ["09_models"], "DeepSeek-V3's interleaved q_pe/k_pe taken for the half split "
@@ -877,11 +877,11 @@ MUTANTS: tuple[Mutant, ...] = (
        '"qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4vx": False,',
        [], "GLM-4.1V's M-RoPE layout read from mrope_interleaved, which its "
        "rotary code ignores"),
-    _m("glm4v-pairs-halves", "tools/inspector.py",
+    _m("glm4v-pairs-halves", "config_reader.py",
        '"helium": True, "llama4": True, "glm4v": True,',
        '"helium": True, "llama4": True,',
        [], "GLM-4.1V's pairs reported as halves (its apply function pairs neighbours)"),
-    _m("gptj-pairs-halves", "tools/inspector.py",
+    _m("gptj-pairs-halves", "config_reader.py",
        '"deepseek_v2": True, "gptj": True, "codegen": True,',
        '"deepseek_v2": True, "codegen": True,',
        [], "GPT-J's pairs reported as halves (rotate_every_two pairs neighbours)"),
