@@ -284,30 +284,22 @@ _MROPE_LAYOUT_BY_TYPE = {
     "glm4v_text": False, "glm4v_moe": False, "glm4v_moe_text": False}
 
 
-def _mrope_interleaved(config: Mapping) -> bool:
-    """Whether the pairs cycle through the axes: fixed by the model type where
-    transformers' code fixes it (``_MROPE_LAYOUT_BY_TYPE``), else
-    ``mrope_interleaved`` in the rope block (see :func:`_mrope_layout_warning`)."""
-    text, model_type = config_reader._text_config(config)
-    block, _ = config_reader._rope_block(text)
-    if model_type in _MROPE_LAYOUT_BY_TYPE:
-        return _MROPE_LAYOUT_BY_TYPE[model_type]
-    return bool(block.get("mrope_interleaved"))
-
-
-def _mrope_layout_warning(config: Mapping) -> str | None:
-    """The report's warning when an M-RoPE layout comes from the flag alone: a
-    model type whose rotary code has not been run here."""
+def _mrope_layout(config: Mapping) -> tuple[bool, str | None]:
+    """Whether the pairs cycle through the axes, and the report's warning when
+    that comes from the flag alone. The model type fixes it where transformers'
+    code does (``_MROPE_LAYOUT_BY_TYPE``); any other type is read from
+    ``mrope_interleaved`` in the rope block, with a warning: its rotary code
+    has not been run here."""
     text, model_type = config_reader._text_config(config)
     if model_type in _MROPE_LAYOUT_BY_TYPE:
-        return None
+        return _MROPE_LAYOUT_BY_TYPE[model_type], None
     block, _ = config_reader._rope_block(text)
+    flag = bool(block.get("mrope_interleaved"))
     known = sorted(t for t in _MROPE_LAYOUT_BY_TYPE if not t.endswith("_text"))
-    return (f"model_type {model_type!r}: the M-RoPE layout is read from "
-            f"mrope_interleaved ({bool(block.get('mrope_interleaved'))}), but the "
-            f"model's code may fix it whatever the flag says, as it does for "
-            f"{', '.join(known)}; check which pairs follow which axis in the model's "
-            "rotary module")
+    return flag, (f"model_type {model_type!r}: the M-RoPE layout is read from "
+                  f"mrope_interleaved ({flag}), but the model's code may fix it "
+                  f"whatever the flag says, as it does for {', '.join(known)}; check "
+                  "which pairs follow which axis in the model's rotary module")
 
 
 def _mrope(sections: Sequence[int], dim: int, interleaved: bool) -> dict:
@@ -611,12 +603,13 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
                                 if rope.ntk_alpha is not None else rope.base, train)),
         out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
         out_of_range_count=int(out.sum()),
-        mrope=(_mrope(rope.mrope_section, rope.dim, _mrope_interleaved(config))
-               if rope.mrope_section else None),
-        mrope_interleaved=(_mrope_interleaved(config) if rope.mrope_section
-                           else None))
-    if rope.mrope_section and (unchecked := _mrope_layout_warning(config)):
-        report["warnings"].append(unchecked)
+        mrope=None, mrope_interleaved=None)
+    if rope.mrope_section:
+        interleaved, unchecked = _mrope_layout(config)
+        report.update(mrope=_mrope(rope.mrope_section, rope.dim, interleaved),
+                      mrope_interleaved=interleaved)
+        if unchecked:
+            report["warnings"].append(unchecked)
     supported = rope.extended_length or rope.max_position_embeddings or train
     with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
         warnings.simplefilter("always")

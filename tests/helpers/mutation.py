@@ -254,7 +254,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "    dim = int(head_dim * partial)\n", "    dim = head_dim\n",
        ["09_models"], "partial_rotary_factor ignored: the whole head is rotated"),
     _m("inspect-mrope-interleave-ignored", "tools/inspector.py",
-       "_mrope(rope.mrope_section, rope.dim, _mrope_interleaved(config))",
+       "_mrope(rope.mrope_section, rope.dim, interleaved)",
        "_mrope(rope.mrope_section, rope.dim, False)",
        ["09_models"], "the mrope_interleaved flag read and ignored: contiguous blocks "
        "reported for Qwen3-VL"),
@@ -856,10 +856,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ["08_practice"], "M-RoPE: the id after a video taken from its temporal ids "
        "only (wrong when the grid is wider than long; the printed prompts pass)"),
     _m("qwen3vl-flag-only", "tools/inspector.py",
-       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n"
-       "        return _MROPE_LAYOUT_BY_TYPE[model_type]\n",
-       "    if False:\n"
-       "        return _MROPE_LAYOUT_BY_TYPE[model_type]\n",
+       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n",
+       "    if False:\n",
        ["09_models"], "M-RoPE axes read from mrope_interleaved, which Qwen2-VL's to "
        "Qwen3-VL's rotary code ignores (Qwen3-VL always interleaves)"),
     _m("exaone4-rotates-full-layers", "per_layer.py",
