@@ -27,8 +27,10 @@ NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb")) + sorted(
 )
 
 COMMIT = re.compile(r"\bcommits?\s+(?:[a-z]+\s+)?[0-9a-f]{7,40}\b")
-CODE = re.compile(r"\b(repository|file|files|package|wheel)\b", re.I)
-DISCUSSION = re.compile(r"\b(issue|pull request|blog|forum|documentation)\b", re.I)
+CODE = re.compile(r"\b(repository|file|files|package|wheel)\b", re.IGNORECASE)
+DISCUSSION = re.compile(
+    r"\b(issue|pull request|blog|forum|documentation)\b", re.IGNORECASE
+)
 # How an entry names a release: "v4.57.6", "vllm 0.33.0", "transformers 5.24.0".
 RELEASE = re.compile(r"(?:\bv|\b([A-Za-z][\w.-]*)\s+)(\d+\.\d+\.\d+)\b")
 # The PyPI name of a repository an entry cites by release.
@@ -45,7 +47,7 @@ def parse_bib(text):
     """Entries of a BibTeX file as {key: (type, {field: value})}; braces
     balanced, so a value may hold braces and commas."""
     entries = {}
-    for m in re.finditer(r"^@(\w+)\{([^,\s]+),", text, re.M):
+    for m in re.finditer(r"^@(\w+)\{([^,\s]+),", text, re.MULTILINE):
         kind, key = m.group(1).lower(), m.group(2)
         i, depth, fields = m.end(), 1, {}
         body_start = i
@@ -72,7 +74,9 @@ def pinned_releases():
     sources = list(ROOT.glob("requirements*.txt")) + [ROOT / "Makefile"]
     sources += list((ROOT / "posenc_lib" / "_vendor").glob("*/vendor.txt"))
     for path in sources:
-        for name, version in re.findall(r"([A-Za-z][\w.-]*)==(\d+\.\d+\.\d+)", path.read_text()):
+        for name, version in re.findall(
+            r"([A-Za-z][\w.-]*)==(\d+\.\d+\.\d+)", path.read_text()
+        ):
             pins.setdefault(name.lower(), set()).add(version)
     return pins
 
@@ -93,7 +97,11 @@ def version_problem(key, fields, pins):
     how = re.sub(r"\\_", "_", fields.get("howpublished", ""))
     if COMMIT.search(how):
         return None
-    if key in UNPINNED_HUB_FILES and "Hugging Face" in how and "revision not pinned" in how:
+    if (
+        key in UNPINNED_HUB_FILES
+        and "Hugging Face" in how
+        and "revision not pinned" in how
+    ):
         return None
     repos = re.findall(r"\b([\w-]+/[\w.-]+)\b", how)
     names = {PYPI_NAME[r] for r in repos if r in PYPI_NAME}
@@ -113,7 +121,7 @@ ENTRIES = parse_bib(BIB.read_text())
 
 
 def test_the_parser_reads_every_entry():
-    count = len(re.findall(r"^@\w+\{", BIB.read_text(), re.M))
+    count = len(re.findall(r"^@\w+\{", BIB.read_text(), re.MULTILINE))
     assert len(ENTRIES) == count, f"parsed {len(ENTRIES)} entries of {count}"
 
 
@@ -178,7 +186,9 @@ def test_every_cited_key_is_in_the_bibliography():
         for cell in json.loads(path.read_text())["cells"]:
             if cell["cell_type"] != "markdown":
                 continue
-            for keys in re.findall(r"\{cite(?::[pt])?\}`([^`]+)`", "".join(cell["source"])):
+            for keys in re.findall(
+                r"\{cite(?::[pt])?\}`([^`]+)`", "".join(cell["source"])
+            ):
                 missing += [
                     f"{path.name} cell {cell.get('id')}: {k.strip()}"
                     for k in keys.split(",")
