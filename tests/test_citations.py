@@ -185,6 +185,42 @@ def test_links_to_files_name_a_commit():
     assert not bad, "links to a branch, not a commit:\n" + "\n".join(bad)
 
 
+INLINE_REPO = re.compile(r"\brepository\s+`?([\w.-]+/[\w.-]+)`?")
+HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def inline_repository_problems(text):
+    """Mentions of 'repository owner/name' in prose with no commit within the
+    next 250 characters (the rest of the citation)."""
+    flat = " ".join(text.split())
+    return [
+        m.group(1)
+        for m in INLINE_REPO.finditer(flat)
+        if not HEX.search(flat[m.end() : m.end() + 250])
+    ]
+
+
+def test_inline_citations_of_a_repository_name_a_commit():
+    bad = []
+    for path in NOTEBOOKS:
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "markdown":
+                bad += [
+                    f"{path.name} cell {cell.get('id')}: repository {repo}"
+                    for repo in inline_repository_problems("".join(cell["source"]))
+                ]
+    assert not bad, "repositories cited in the prose without a commit:\n" + "\n".join(
+        bad
+    )
+
+
+def test_an_inline_citation_without_a_commit_is_caught():
+    planted = "(repository vllm-project/vllm, file `vllm/x.py`, `_f`)"
+    assert inline_repository_problems(planted) == ["vllm-project/vllm"], planted
+    ok = "(repository jquesnelle/yarn at commit a18e5498)"
+    assert inline_repository_problems(ok) == [], ok
+
+
 def test_every_cited_key_is_in_the_bibliography():
     missing = []
     for path in NOTEBOOKS:
