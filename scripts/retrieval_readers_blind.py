@@ -213,7 +213,38 @@ def training_items(study, batches=TRAIN_BATCHES, seed=TRAIN_SEED):
     return out
 
 
+def _adam(net, loss_of, steps, lr=1e-2, weight_decay=1e-4, betas=(0.9, 0.999),
+          eps=1e-8):
+    """Adam with an L2 penalty (as ``torch.optim.Adam(weight_decay=...)``),
+    written out: ``torch.optim`` costs seconds to import on first use."""
+    params = list(net.parameters())
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)          # small problems: threads only contend
+    try:
+        _adam_steps(params, m, v, loss_of, steps, lr, weight_decay, betas, eps)
+    finally:
+        torch.set_num_threads(threads)
+    return net
+
+
+def _adam_steps(params, m, v, loss_of, steps, lr, weight_decay, betas, eps):
+    for t in range(1, steps + 1):
+        grads = torch.autograd.grad(loss_of(), params)
+        with torch.no_grad():
+            for p, g, m_, v_ in zip(params, grads, m, v):
+                g = g + weight_decay * p
+                m_.mul_(betas[0]).add_(g, alpha=1 - betas[0])
+                v_.mul_(betas[1]).addcmul_(g, g, value=1 - betas[1])
+                step = lr / (1 - betas[0] ** t)
+                denom = (v_ / (1 - betas[1] ** t)).sqrt_().add_(eps)
+                p.addcdiv_(m_, denom, value=-step)
+
+
 def fit_item_model(x, y, classes, hidden=0, steps=600, seed=FIT_SEED):
+    """A multinomial logistic regression (or a network of one hidden layer)
+    from item features to classes, full batch."""
     torch.manual_seed(seed)
     x, y = torch.tensor(np.asarray(x)), torch.tensor(np.asarray(y))
     if hidden:
@@ -221,13 +252,7 @@ def fit_item_model(x, y, classes, hidden=0, steps=600, seed=FIT_SEED):
                                   torch.nn.Linear(hidden, classes))
     else:
         net = torch.nn.Linear(x.shape[1], classes)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=1e-4)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        opt.step()
-    return net
+    return _adam(net, lambda: torch.nn.functional.cross_entropy(net(x), y), steps)
 
 
 def fit_candidate_model(xs, ys, hidden=0, steps=600, seed=FIT_SEED):
@@ -240,13 +265,26 @@ def fit_candidate_model(xs, ys, hidden=0, steps=600, seed=FIT_SEED):
                                   torch.nn.Linear(hidden, 1))
     else:
         net = torch.nn.Linear(x.shape[2], 1)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=1e-4)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x).squeeze(-1), y)
-        loss.backward()
-        opt.step()
-    return net
+    return _adam(net, lambda: torch.nn.functional.cross_entropy(net(x).squeeze(-1), y),
+                 steps)
+
+
+def priors(task, train):
+    """The most frequent answer rank given (query key, block place), and the
+    most frequent answer token given the query key, as counts over ``train``."""
+    rank_prior, id_prior = {}, {}
+    for r, a in train:
+        _, _, blocks, q, qb = view(task, r)
+        rank_prior.setdefault((q, qb), Counter())[blocks[qb][1].index(a)] += 1
+        id_prior.setdefault(q, Counter())[a] += 1
+    return rank_prior, id_prior
+
+
+def rank_prior_hit(task, rank_prior, row, answer):
+    _, _, blocks, q, qb = view(task, row)
+    prior = rank_prior.get((q, qb), Counter())
+    return expected_hit([prior[i] for i in range(task.width)],
+                        blocks[qb][1].index(answer))
 
 
 def learned_readers(task, train, test_rows, steps=600):
@@ -272,13 +310,7 @@ def learned_readers(task, train, test_rows, steps=600):
             fit_candidate_model([candidate_features(task, r, True) for r, _ in train],
                                 yr, steps=steps), False, True),
     }
-    # priors: the most frequent answer rank given (query key, block place), the
-    # most frequent answer id given the query key
-    rank_prior, id_prior = {}, {}
-    for (r, a), k in zip(train, yr):
-        _, _, blocks, q, qb = view(task, r)
-        rank_prior.setdefault((q, qb), Counter())[k] += 1
-        id_prior.setdefault(q, Counter())[a] += 1
+    rank_prior, id_prior = priors(task, train)
 
     def score(rows):
         ranks = np.asarray([answer_rank(task, r, a) for r, a in rows])
@@ -299,8 +331,7 @@ def learned_readers(task, train, test_rows, steps=600):
         rp, ip = [], []
         for (r, a), k in zip(rows, ranks):
             _, _, blocks, q, qb = view(task, r)
-            prior = rank_prior.get((q, qb), Counter())
-            rp.append(expected_hit([prior[i] for i in range(w)], k))
+            rp.append(rank_prior_hit(task, rank_prior, r, a))
             ids = id_prior.get(q, Counter())
             ip.append(expected_hit([ids[v] for v in blocks[qb][1]], k))
         out["rank_prior"], out["id_prior"] = np.asarray(rp), np.asarray(ip)
@@ -308,6 +339,95 @@ def learned_readers(task, train, test_rows, steps=600):
 
     fit = {name: float(v.mean()) for name, v in score(train[:2048]).items()}
     return score, fit
+
+
+# -- the first task: readers of the bag of tokens ---------------------------------------
+
+#: Training rows of the first task (:class:`posenc_lib.retrieval.PositionTask`):
+#: the retrieval study's stream for seed 0 (``_STREAMS["task"][0] + seed``).
+POSITION_STREAM = 30_000
+
+
+def position_bag_readers(task, row, answer):
+    """{reader: expected hit} of the order-free readers on one item of the
+    first task (``row`` up to its query): they see the multiset of tokens."""
+    bag = Counter(row)
+    vals = sorted(t for t in bag if t in task.value_symbols)
+    ai = vals.index(answer)
+    query = row[-1]
+    return {"bag_min_value": expected_hit([-v for v in vals], ai),
+            "bag_max_value": expected_hit(vals, ai),
+            "value_most_frequent": expected_hit([bag[v] for v in vals], ai),
+            "value_rarest": expected_hit([-bag[v] for v in vals], ai),
+            "key_matched_id": expected_hit([v == query + 32 for v in vals], ai),
+            "checksum_sum": expected_hit(pick_rank(sum(row), len(vals)), ai)}
+
+
+def position_bag_features(task, row):
+    f = np.zeros(VOCAB + 1, dtype=np.float32)
+    for t, c in Counter(row).items():
+        f[t] = c / len(row)
+    f[VOCAB] = len(row) / 512
+    return f
+
+
+def position_panel(config, batches=TRAIN_BATCHES, steps=600):
+    """The bag readers, and two trained on the counts of the first task's
+    training rows (a logistic regression and a network of one hidden layer
+    over the 32 value tokens, restricted to the item's values), on every cell
+    of its grid (:func:`posenc_lib.tools.experiment.retrieval_grid`)."""
+    from posenc_lib.tools.experiment.training import _task_rows
+
+    task = config.task
+    g = torch.Generator().manual_seed(POSITION_STREAM + TRAIN_SEED)
+    train = []
+    for _ in range(batches):
+        inputs, targets = _task_rows(config, config.train_length, config.task_batch, g,
+                                     True)
+        for r in range(inputs.shape[0]):
+            at = int((targets[r] != -100).nonzero()[0])
+            train.append((inputs[r, :at + 1].tolist(), int(targets[r, at])))
+    base = task.value_symbols[0]
+    x = [position_bag_features(task, r) for r, _ in train]
+    y = [a - base for _, a in train]
+    nets = {"learned_bag_logreg": fit_item_model(x, y, len(task.value_symbols),
+                                                 steps=steps),
+            "learned_bag_mlp": fit_item_model(x, y, len(task.value_symbols), hidden=64,
+                                              steps=steps)}
+    cells = {}
+    for name, (inputs, answers, _) in experiment.retrieval_grid(config).items():
+        rows = [(row, int(a)) for row, a in zip(inputs.tolist(), answers.tolist())]
+        hits = [position_bag_readers(task, r, a) for r, a in rows]
+        out = {k: float(sum(h[k] for h in hits)) for k in hits[0]}
+        f = torch.tensor(np.stack([position_bag_features(task, r) for r, _ in rows]))
+        with torch.no_grad():
+            for k, net in nets.items():
+                s = net(f).numpy()
+                got = 0.0
+                for (r, a), sc in zip(rows, s):
+                    vals = sorted(t for t in set(r) if t in task.value_symbols)
+                    got += expected_hit([sc[v - base] for v in vals], vals.index(a))
+                out[k] = got
+        cells[name] = {"items": len(rows), "sha256": digest((inputs, answers)),
+                       "hits": out}
+    return {"train_rows": len(train), "cells": cells}
+
+
+def position_summary(panel, p0, level=0.01):
+    """Per reader, over every item of the grid: hits, items, the two-sided
+    binomial test's p-value against ``p0`` (the chapter's rule for readers of
+    the bag) and the exact 99 % interval."""
+    from scipy import stats
+
+    items = sum(c["items"] for c in panel["cells"].values())
+    out = {}
+    for k in next(iter(panel["cells"].values()))["hits"]:
+        hits = sum(c["hits"][k] for c in panel["cells"].values())
+        p = stats.binomtest(int(round(hits)), items, p0).pvalue
+        out[k] = {"hits": hits, "items": items, "accuracy": hits / items,
+                  "p_value": float(p), "rejects": bool(p < level),
+                  "ci99": list(retrieval.clopper_pearson(int(round(hits)), items, 0.99))}
+    return out
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -378,6 +498,11 @@ def main():
     above = {c: [k for k, v in out["cells"][c]["readers"].items()
                  if v["above_margin"] and not k.startswith("control")] for c in bands}
     out["above_margin"] = above
+    config = experiment.Config()
+    position = position_panel(config, args.batches)
+    position["p0"] = 1 / config.task.pairs
+    position["readers"] = position_summary(position, position["p0"])
+    out["position_task"] = position
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     for c in out["cells"]:
         best = sorted(((v["hits"], k) for k, v in out["cells"][c]["readers"].items()
@@ -387,6 +512,9 @@ def main():
                if k.startswith("control")})
     print("fit on training items:", {k: round(v, 3) for k, v in fit.items()})
     print("above the margin:", above)
+    print("first task, bag readers over the grid:",
+          {k: (round(v["accuracy"], 3), round(v["p_value"], 3))
+           for k, v in position["readers"].items()})
 
 
 if __name__ == "__main__":
