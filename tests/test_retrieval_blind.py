@@ -189,8 +189,14 @@ def test_the_first_tasks_bag_readers_stay_at_chance_and_regenerate(stored):
     assert part["p0"] == 1 / config.task.pairs
     assert part["train_rows"] == SCRIPT.TRAIN_BATCHES * config.task_batch
     assert {"learned_bag_logreg", "learned_bag_mlp"} <= set(part["readers"])
+    from scipy import stats
+
+    items = sum(c["items"] for c in part["cells"].values())
     for name, r in part["readers"].items():
-        assert not r["rejects"] and r["p_value"] >= 0.01, (name, r)
+        hits = sum(c["hits"][name] for c in part["cells"].values())
+        assert (r["hits"], r["items"]) == (pytest.approx(hits), items), name
+        p = stats.binomtest(int(round(hits)), items, part["p0"]).pvalue
+        assert p >= 0.01 and not r["rejects"], (name, hits, p)
     grid = experiment.retrieval_grid(config)
     assert list(grid) == list(part["cells"])
     for cell, (inputs, answers, _) in grid.items():
