@@ -75,6 +75,22 @@ def test_no_reader_without_distances_passes_the_margin_and_the_controls_do(store
     assert all(v == [] for v in stored["above_margin"].values())
 
 
+def test_readers_written_twice_agree_with_the_first_panel(stored):
+    """Some readers of this panel are readers of the first, written apart
+    (another parse of the item): their hits agree band by band."""
+    v2 = json.loads(PANEL_V2.read_text())
+    w, values = TASK.width, len(TASK.keys) * TASK.width
+    same = ([("bag_min_value", "bag_smallest_id"),
+             ("value_most_frequent", "bag_most_frequent")]
+            + [(f"kth_in_block_{k}", f"after_query_{k}") for k in range(1, w + 1)]
+            + [(f"kth_from_end_{k}", f"ordinal_{values + 1 - k}")
+               for k in range(1, values + 1)])
+    for cell in v2["cells"]:
+        for mine, theirs in same:
+            assert stored["cells"][cell]["readers"][mine]["hits"] == pytest.approx(
+                v2["cells"][cell]["readers"][theirs]["hits"]), (cell, mine, theirs)
+
+
 def test_the_rule_readers_regenerate_on_every_band(stored):
     """Every rule-based reader's hits, recomputed on the chapter's band cells
     (offset_grid with the study's seed), are the stored ones."""
