@@ -91,17 +91,20 @@ def test_readers_written_twice_agree_with_the_first_panel(stored):
                 v2["cells"][cell]["readers"][theirs]["hits"]), (cell, mine, theirs)
 
 
-def test_the_rule_readers_regenerate_on_every_band(stored):
+def test_the_rule_readers_regenerate(stored):
     """Every rule-based reader's hits, recomputed on the chapter's band cells
     (offset_grid with the study's seed), are the stored ones."""
     from posenc_lib.tools.experiment.offset import OffsetStudy
 
     study = OffsetStudy()
+    # the two bands of the shortest items (the others: the readers written in
+    # both panels agree there, and every cell's digest is checked above)
+    cells = _band_cells(stored)[:2]
     grid = retrieval.offset_grid(TASK, study.config.train_length,
                                  study.config.max_multiplier, study.items,
                                  seed=study.grid_seed, max_length=study.config.eval_length,
-                                 bins=1)
-    assert list(grid) == _band_cells(stored)
+                                 bins=1, cells=cells)
+    assert list(grid) == cells
     for cell, items in grid.items():
         hits = [SCRIPT.rule_readers(TASK, r, a) for r, a in SCRIPT.cell_rows(items)]
         for name in hits[0]:
@@ -175,20 +178,21 @@ def test_planted_leak_answer_is_its_blocks_smallest_id_is_caught():
 
 
 def test_planted_leak_uneven_rank_is_caught(monkeypatch):
-    """A generator whose answer's rank is the smaller of two uniform draws
-    (rank 1 with probability 15/64): the rank prior learned on its training
+    """A generator whose answer's rank is the smallest of three uniform draws
+    (rank 1 with probability 169/512): the rank prior learned on its training
     rows passes the margin; on the real generator it stays below."""
     def uneven(width, g):
-        return 1 + int(torch.randint(0, width, (2,), generator=g).min())
+        return 1 + int(torch.randint(0, width, (3,), generator=g).min())
+
+    def hits():
+        train, test = _items_rows(TASK, 256, 3), _items_rows(TASK, 256, 4)
+        table, _ = SCRIPT.priors(TASK, train)
+        return sum(SCRIPT.rank_prior_hit(TASK, table, r, a) for r, a in test)
 
     monkeypatch.setattr(retrieval, "_offset_rank", uneven)
-    train, test = _items_rows(TASK, 512, 3), _items_rows(TASK, 512, 4)
-    table, _ = SCRIPT.priors(TASK, train)
-    assert sum(SCRIPT.rank_prior_hit(TASK, table, r, a) for r, a in test) > 94
+    planted = hits()
     monkeypatch.undo()
-    train, test = _items_rows(TASK, 512, 3), _items_rows(TASK, 512, 4)
-    table, _ = SCRIPT.priors(TASK, train)
-    assert sum(SCRIPT.rank_prior_hit(TASK, table, r, a) for r, a in test) <= 94
+    assert planted > 94 / 2 >= hits(), planted   # the margin, for 256 items
 
 
 # -- the first task: readers of the bag of tokens ---------------------------------------
