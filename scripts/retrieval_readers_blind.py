@@ -87,7 +87,7 @@ def pick_rank(rank, size):
 
 def rule_readers(task, row, answer):
     """{reader: expected hit} for one item."""
-    kv, bag, blocks, query, qb = view(task, row)
+    _, bag, blocks, query, qb = view(task, row)
     vals = blocks[qb][1]
     other = [v for i, (_, vs) in enumerate(blocks) if i != qb for v in vs]
     every = [v for _, vs in blocks for v in vs]
@@ -136,7 +136,7 @@ def rule_readers(task, row, answer):
 def item_features(task, row):
     """Per item: bag counts over the vocabulary (divided by the item's length),
     the item's length / 512, the query key one-hot, the query block's place."""
-    kv, bag, blocks, query, qb = view(task, row)
+    _, bag, blocks, query, qb = view(task, row)
     f = np.zeros(VOCAB + 1 + len(task.keys) + len(blocks), dtype=np.float32)
     for t, c in bag.items():
         f[t] = c / len(row)
@@ -151,7 +151,7 @@ def candidate_features(task, row, distance=False):
     one-hot, the ids of its neighbours in ``kv`` one-hot (a key or none
     included), the query key and block place; ``distance``: the control, plus
     the key-to-candidate distance one-hot (a position feature)."""
-    kv, bag, blocks, query, qb = view(task, row)
+    kv, _, blocks, query, qb = view(task, row)
     vals = blocks[qb][1]
     nv, w = len(task.value_symbols), len(vals)
     base = task.value_symbols[0]
@@ -167,7 +167,7 @@ def candidate_features(task, row, distance=False):
     key_at = row.index(query)
     out = np.zeros((w, size), dtype=np.float32)
     kv_q = kv[:-1]
-    start = [i for i, t in enumerate(kv_q) if t == query][0]
+    start = kv_q.index(query)
     for r, v in enumerate(vals):
         j = start + 1 + r
         prev_t = kv_q[j - 1] if j - 1 >= 0 else None
