@@ -281,7 +281,7 @@ _THW = ("temporal", "height", "width")
 #: whatever ``mrope_interleaved`` says (no modeling file of transformers 4.57.6
 #: or 5.24.0 reads that flag), and the sections 5.24.0's code falls back on when
 #: the config has no ``mrope_section`` (``None``: it fails; named in the
-#: refusal, since 4.57.6 fails where 5.24.0 falls back). Rules:
+#: refusal, since 4.57.6's code fails there for some types). Rules:
 #:
 #: * ``"blocks"``: section ``a`` takes the next ``sections[a]`` pairs (Qwen2-VL's
 #:   ``freq.split(mrope_section)``, ``m[i % 3]``);
@@ -348,10 +348,10 @@ def _mrope_layout(config: Mapping, sections: Sequence[int] | None,
                            f"(known: {known}); check which pairs follow which axis "
                            "in its rotary module"}
     rule, default = _MROPE_RULES[family]
-    if sections is None:  # 5.24.0 falls back on a default where 4.57.6 fails
-        fallback = (f"transformers 5.24.0's code falls back on {list(default)}, "
-                    "4.57.6's fails for the types it has" if default else
-                    "transformers' code fails")
+    if sections is None:  # 5.24.0 falls back on a default; 4.57.6 fails for some
+        fallback = (f"transformers 5.24.0's code falls back on {list(default)}; "
+                    "4.57.6's fails for Qwen2-VL, Qwen2.5-VL and GLM-4.1V" if default
+                    else "transformers' code fails")
         return {"refused": f"model_type {model_type!r}: M-RoPE not reported: no "
                            f"mrope_section in the rope block ({fallback}); set "
                            "mrope_section"}
