@@ -263,6 +263,13 @@ conformance: $(INSTALLED) $(PY5) ## a tiny model of every causal-LM type transfo
 	nice -n 10 $(PY5) scripts/conformance.py --out results/conformance-5.json || status=1; \
 	exit $$status
 
+# Not part of make test (CI has no transformers 5.x). Every M-RoPE module of
+# transformers 5.x, its own rotary code run on one-hot probes, against the
+# inspector (results/mrope-5.json; tests/test_mrope_results.py re-judges it).
+.PHONY: mrope-population
+mrope-population: $(INSTALLED) $(PY5) ## every M-RoPE module of transformers 5.x against the inspector (results/mrope-5.json)
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/mrope_population.py --out results/mrope-5.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

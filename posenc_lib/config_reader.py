@@ -349,7 +349,9 @@ INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      "axk1": "rope_interleave", "glm4_moe_lite": "rope_interleave",
                      "youtu": "rope_interleave", "sarvam_mla": "rope_interleave",
                      "axk2": True, "bailing_hybrid": True, "glm_moe_dsa": True,
-                     "cohere2_moe": True}
+                     "cohere2_moe": True,
+                     # M-RoPE types (5.24.0): results/mrope-5.json
+                     "glm_ocr": True, "ernie4_5_vl_moe": True, "hy_v4_vl": True}
 
 
 def _pair_layout(config: Mapping) -> str:

@@ -45,7 +45,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .. import (config_reader, _validate, alibi, bounds, multidim, per_layer,
+from .. import (config_reader, _validate, alibi, bounds, per_layer,
                 relative, scaling, serving)
 from . import engines
 from ..logit_scale import logit_factors, softmax_scale
@@ -272,41 +272,141 @@ def _names_original(config: Mapping, rope_type: str) -> bool:
                for m in (text, block))
 
 
-#: M-RoPE layouts that the model's own rotary code fixes whatever
-#: ``mrope_interleaved`` says (transformers 4.57.6 and 5.24.0, run with the flag
-#: true, false and absent): Qwen2-VL, Qwen2.5-VL, GLM-4.1V and GLM-4.5V
-#: contiguous, Qwen3-VL and Qwen3-VL-MoE interleaved. Every M-RoPE module of
-#: 4.57.6 is run against this in ``tests/test_mrope_population.py``.
-_MROPE_LAYOUT_BY_TYPE = {
-    "qwen2_vl": False, "qwen2_vl_text": False, "qwen2_5_vl": False,
-    "qwen2_5_vl_text": False, "qwen3_vl": True, "qwen3_vl_text": True,
-    "qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4v": False,
-    "glm4v_text": False, "glm4v_moe": False, "glm4v_moe_text": False}
+#: The rows of ``position_ids`` in the order ``get_rope_index`` stacks them
+#: (``torch.stack([T_grid, H_grid, W_grid])`` in every M-RoPE module of
+#: transformers 5.24.0 that the inspector reads).
+_THW = ("temporal", "height", "width")
+
+#: How each M-RoPE type's own rotary code gives its pairs to the position rows,
+#: whatever ``mrope_interleaved`` says (no modeling file of transformers 4.57.6
+#: or 5.24.0 reads that flag), and the sections 5.24.0's code falls back on when
+#: the config has no ``mrope_section`` (``None``: it fails; named in the
+#: refusal, since 4.57.6's code fails there for some types). Rules:
+#:
+#: * ``"blocks"``: section ``a`` takes the next ``sections[a]`` pairs (Qwen2-VL's
+#:   ``freq.split(mrope_section)``, ``m[i % 3]``);
+#: * ``"stride3"``: height takes pairs 1, 4, 7, ... below ``3 * sections[1]``,
+#:   width pairs 2, 5, 8, ... below ``3 * sections[2]``, time every other pair
+#:   (Qwen3-VL's ``slice(offset, mrope_section[dim] * 3, 3)``; ``sections[0]``
+#:   is not read);
+#: * ``"hw-alternate"``: the sections are (height, width, time): the first
+#:   ``sections[0] + sections[1]`` pairs alternate height, width, the rest
+#:   follow time (ERNIE-4.5-VL's ``torch.stack([freq_h, freq_w])``, which needs
+#:   equal height and width sections).
+#:
+#: Every M-RoPE module of 5.24.0 is run against this (``make mrope-population``,
+#: results/mrope-5.json), and of 4.57.6 in ``tests/test_mrope_population.py``.
+_MROPE_RULES = {
+    "qwen2_vl": ("blocks", (16, 24, 24)), "qwen2_5_vl": ("blocks", (16, 24, 24)),
+    "qwen2_5_omni": ("blocks", (16, 24, 24)), "paddleocr_vl": ("blocks", (16, 24, 24)),
+    "glm4v": ("blocks", (8, 12, 12)), "glm4v_moe": ("blocks", (8, 12, 12)),
+    "glm_image": ("blocks", (8, 12, 12)), "glm_ocr": ("blocks", (8, 12, 12)),
+    "qwen3_vl": ("stride3", (24, 20, 20)), "qwen3_vl_moe": ("stride3", (24, 20, 20)),
+    "qwen3_omni_moe": ("stride3", (24, 20, 20)), "cosmos3_edge": ("stride3", None),
+    "hy_v4_vl": ("stride3", None), "cohere_compass": ("stride3", (24, 20, 20)),
+    "qwen3_5": ("stride3", (11, 11, 10)), "qwen3_5_moe": ("stride3", (11, 11, 10)),
+    "qwen4_exp": ("stride3", (11, 11, 10)),
+    "ernie4_5_vl_moe": ("hw-alternate", (22, 22, 20)),
+}
+#: Whether the pairs cycle through the rows (the report's ``mrope_interleaved``).
+_MROPE_LAYOUT_BY_TYPE = {t: rule != "blocks" for t, (rule, _) in _MROPE_RULES.items()}
+#: M-RoPE types whose pairs the report cannot give an axis each, and why.
+_MROPE_REFUSED = {
+    "hunyuan_vl": "its rotary code splits the concatenated cos/sin by twice each "
+                  "section, so the two features of a pair follow different position "
+                  "rows wherever the rows differ: no pair has one axis to report",
+    "neomme": "its rotary code gives alternate pairs to two position rows (the grid's "
+              "row and column) with no mrope_section in the config, per layer type, "
+              "which the report does not describe",
+}
 
 
-def _mrope_layout(config: Mapping) -> tuple[bool, str | None]:
-    """Whether the pairs cycle through the axes, and the report's warning when
-    that comes from the flag alone. The model type fixes it where transformers'
-    code does (``_MROPE_LAYOUT_BY_TYPE``); any other type is read from
-    ``mrope_interleaved`` in the rope block, with a warning: its rotary code
-    has not been run here."""
-    text, model_type = config_reader._text_config(config)
-    if model_type in _MROPE_LAYOUT_BY_TYPE:
-        return _MROPE_LAYOUT_BY_TYPE[model_type], None
-    block, _ = config_reader._rope_block(text)
-    flag = bool(block.get("mrope_interleaved"))
-    known = sorted(t for t in _MROPE_LAYOUT_BY_TYPE if not t.endswith("_text"))
-    return flag, (f"model_type {model_type!r}: the M-RoPE layout is read from "
-                  f"mrope_interleaved ({flag}), but the model's code may fix it "
-                  f"whatever the flag says, as it does for {', '.join(known)}; check "
-                  "which pairs follow which axis in the model's rotary module")
+def _mrope_type(model_type: str | None) -> str:
+    """The M-RoPE family of a composite, text or thinker model_type."""
+    name = model_type or ""
+    for suffix in ("_text", "_thinker"):
+        name = name.removesuffix(suffix)
+    return name
 
 
-def _mrope(sections: Sequence[int], dim: int, interleaved: bool) -> dict:
-    axis = multidim.mrope_axis_map(list(sections), dim=dim, interleaved=interleaved)
+def _mrope_layout(config: Mapping, sections: Sequence[int] | None,
+                  pairs: int) -> dict:
+    """The M-RoPE part of the report: ``{"axes": row per pair, "interleaved",
+    "warnings"}``, or ``{"refused": why}`` where the type's code is not known
+    here, is not described by an axis per pair, or fails on the config."""
+    _, model_type = config_reader._text_config(config)
+    family = _mrope_type(model_type)
+    if family in _MROPE_REFUSED:
+        return {"refused": f"model_type {model_type!r}: M-RoPE not reported: "
+                           f"{_MROPE_REFUSED[family]}"}
+    if family not in _MROPE_RULES:
+        known = ", ".join(sorted(_MROPE_RULES))
+        return {"refused": f"model_type {model_type!r}: M-RoPE not reported: the "
+                           "pairs' axes are fixed by the model's rotary code, not by "
+                           "mrope_interleaved (which no transformers rotary code "
+                           f"reads), and this type's code has not been run here "
+                           f"(known: {known}); check which pairs follow which axis "
+                           "in its rotary module"}
+    rule, default = _MROPE_RULES[family]
+    if sections is None:  # 5.24.0 falls back on a default; 4.57.6 fails for some
+        fallback = (f"transformers 5.24.0's code falls back on {list(default)}; "
+                    "4.57.6's fails for Qwen2-VL, Qwen2.5-VL and GLM-4.1V" if default
+                    else "transformers' code fails")
+        return {"refused": f"model_type {model_type!r}: M-RoPE not reported: no "
+                           f"mrope_section in the rope block ({fallback}); set "
+                           "mrope_section"}
+    notes = []
+    sections = [int(s) for s in sections]
+    if len(sections) != 3:
+        return {"refused": f"model_type {model_type!r}: mrope_section {sections} has "
+                           f"{len(sections)} entries; its code reads three "
+                           "(temporal, height, width)"}
+    if rule != "stride3" and sum(sections) != pairs:
+        return {"refused": f"model_type {model_type!r}: mrope_section {sections} sums "
+                           f"to {sum(sections)}, not the {pairs} rotary pairs; "
+                           "transformers' code fails on it"}
+    if rule == "blocks":
+        axes = [a for a, s in enumerate(sections) for _ in range(s)]
+    elif rule == "stride3":
+        axes = [0] * pairs
+        for a in (1, 2):
+            for i in range(a, min(3 * sections[a], pairs), 3):
+                axes[i] = a
+    else:  # hw-alternate: (height, width, time) in the config
+        if sections[0] != sections[1]:
+            return {"refused": f"model_type {model_type!r}: mrope_section {sections} "
+                               "gives height and width different sections; its code "
+                               "alternates them pair by pair and fails"}
+        hw = sections[0] + sections[1]
+        axes = [1 + k % 2 for k in range(hw)] + [0] * (pairs - hw)
+    counts = [axes.count(a) for a in range(3)]
+    expected = sections if rule != "hw-alternate" else [sections[2], *sections[:2]]
+    if counts != list(expected):
+        notes.append(f"model_type {model_type!r}: its M-RoPE code gives "
+                     f"{', '.join(f'{n} {c}' for n, c in zip(_THW, counts))} pairs, "
+                     f"not what mrope_section {sections} says")
+    return {"axes": axes, "interleaved": _MROPE_LAYOUT_BY_TYPE[family], "warnings": notes}
+
+
+def _mrope(axes: Sequence[int]) -> dict:
+    axis = torch.tensor(list(axes))
     return {name: {"pairs": int((axis == a).sum()),
                    "ranges": _ranges(torch.nonzero(axis == a).flatten().tolist())}
-            for a, name in enumerate(multidim.MROPE_AXES[:len(sections)])}
+            for a, name in enumerate(_THW)}
+
+
+def _nested_text_refusal(config: Mapping) -> None:
+    """Omni configs keep the language model's fields in
+    ``thinker_config.text_config``, which the inspector does not read: a clear
+    error instead of a report of the wrong fields."""
+    thinker = config.get("thinker_config") if isinstance(config, Mapping) else None
+    if isinstance(thinker, Mapping) and "text_config" not in config:
+        inner = (thinker.get("text_config") or {}).get("model_type")
+        raise ValueError(
+            f"model_type {config.get('model_type')!r} keeps its language model's "
+            "fields in thinker_config.text_config, which the inspector does not read; "
+            f"pass config['thinker_config']['text_config'] (model_type {inner!r}) "
+            "instead")
 
 
 def _t5_buckets(num_buckets: int, max_distance: int) -> dict:
@@ -523,6 +623,7 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got "
                          f"{engine!r}")
     _check_cache_dtype(engine, cache_dtype)
+    _nested_text_refusal(config)
     scheme = config_reader.positional_scheme(config)
     report: dict = {"name": name, "model_type": config.get("model_type"),
                     "scheme": scheme}
@@ -604,12 +705,16 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
         out_of_range_pairs=_ranges(torch.nonzero(out).flatten().tolist()),
         out_of_range_count=int(out.sum()),
         mrope=None, mrope_interleaved=None)
-    if rope.mrope_section:
-        interleaved, unchecked = _mrope_layout(config)
-        report.update(mrope=_mrope(rope.mrope_section, rope.dim, interleaved),
-                      mrope_interleaved=interleaved)
-        if unchecked:
-            report["warnings"].append(unchecked)
+    if rope.mrope_section or _mrope_type(rope.model_type) in (
+            *_MROPE_RULES, *_MROPE_REFUSED):
+        layout = _mrope_layout(config, rope.mrope_section, rope.dim // 2)
+        if "refused" in layout:
+            report["mrope_refused"] = layout["refused"]
+            report["warnings"].append(layout["refused"])
+        else:
+            report.update(mrope=_mrope(layout["axes"]),
+                          mrope_interleaved=layout["interleaved"])
+            report["warnings"].extend(layout["warnings"])
     supported = rope.extended_length or rope.max_position_embeddings or train
     with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
         warnings.simplefilter("always")

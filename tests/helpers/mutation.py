@@ -254,8 +254,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "    dim = int(head_dim * partial)\n", "    dim = head_dim\n",
        ["09_models"], "partial_rotary_factor ignored: the whole head is rotated"),
     _m("inspect-mrope-interleave-ignored", "tools/inspector.py",
-       "_mrope(rope.mrope_section, rope.dim, interleaved)",
-       "_mrope(rope.mrope_section, rope.dim, False)",
+       '    if rule == "blocks":\n', '    if rule != "hw-alternate":\n',
        ["09_models"], "the mrope_interleaved flag read and ignored: contiguous blocks "
        "reported for Qwen3-VL"),
     _m("inspect-t5-both-directions", "tools/inspector.py",
@@ -856,10 +855,9 @@ MUTANTS: tuple[Mutant, ...] = (
        ["08_practice"], "M-RoPE: the id after a video taken from its temporal ids "
        "only (wrong when the grid is wider than long; the printed prompts pass)"),
     _m("qwen3vl-flag-only", "tools/inspector.py",
-       "    if model_type in _MROPE_LAYOUT_BY_TYPE:\n",
-       "    if False:\n",
-       ["09_models"], "M-RoPE axes read from mrope_interleaved, which Qwen2-VL's to "
-       "Qwen3-VL's rotary code ignores (Qwen3-VL always interleaves)"),
+       '"qwen3_vl": ("stride3", (24, 20, 20))', '"qwen3_vl": ("blocks", (24, 20, 20))',
+       ["09_models"], "Qwen3-VL's M-RoPE reported as contiguous blocks, as Qwen2-VL's "
+       "(Qwen3-VL's rotary code always interleaves, whatever mrope_interleaved says)"),
     _m("exaone4-rotates-full-layers", "per_layer.py",
        '                kind != "sliding_attention":',
        '                kind == "sliding_attention":',
@@ -871,10 +869,9 @@ MUTANTS: tuple[Mutant, ...] = (
        ["04_rope"], "partial rotary frequencies built with the default base 10000, "
        "whatever rope_theta says"),
     _m("glm4v-mrope-from-flag", "tools/inspector.py",
-       '"qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4v": False,',
-       '"qwen3_vl_moe": True, "qwen3_vl_moe_text": True, "glm4vx": False,',
-       [], "GLM-4.1V's M-RoPE layout read from mrope_interleaved, which its "
-       "rotary code ignores"),
+       '"glm4v": ("blocks", (8, 12, 12))', '"glm4vx": ("blocks", (8, 12, 12))',
+       [], "GLM-4.1V's M-RoPE type missing from the inspector's table: its axes "
+       "refused although its rotary code is known"),
     _m("glm4v-pairs-halves", "config_reader.py",
        '"helium": True, "llama4": True, "glm4v": True,',
        '"helium": True, "llama4": True,',
@@ -883,6 +880,17 @@ MUTANTS: tuple[Mutant, ...] = (
        '"deepseek_v2": True, "gptj": True, "codegen": True,',
        '"deepseek_v2": True, "codegen": True,',
        [], "GPT-J's pairs reported as halves (rotate_every_two pairs neighbours)"),
+    # ---- M-RoPE of transformers 5.x, judged from results/mrope-5.json --------------------
+    _m("mrope-ernie-as-blocks", "tools/inspector.py",
+       '"ernie4_5_vl_moe": ("hw-alternate", (22, 22, 20))',
+       '"ernie4_5_vl_moe": ("blocks", (22, 22, 20))',
+       [], "ERNIE-4.5-VL's M-RoPE read as Qwen2-VL's blocks in its config's order "
+       "(its code alternates height and width pairs, then time)"),
+    _m("mrope-stride3-smallest-section", "tools/inspector.py",
+       "            for i in range(a, min(3 * sections[a], pairs), 3):\n",
+       "            for i in range(a, min(3 * min(sections), pairs), 3):\n",
+       [], "Qwen3-VL-style interleaving stops every axis at the smallest section "
+       "(right for the released [24, 20, 20], wrong for other sections)"),
 )
 
 
