@@ -732,7 +732,7 @@ def check_shaw_labels(fn: Callable, *, max_relative_position: int = 4) -> Report
                     r, max_relative_position)
             report = _compare(name, got, expected, mistakes, atol=0,
                               what="relative.shaw_labels",
-                              diagnose=lambda g: _shaw_finding(g, r, k))
+                              diagnose=lambda g, r=r, k=k: _shaw_finding(g, r, k))
             if not report.passed:
                 return report
     return Report(True, f"shaw_labels matches relative.shaw_labels for κ in "

@@ -63,8 +63,14 @@ def run_case(case: Case):
 def measure(cases, verbose=False):
     right = [c for c in cases if c.right]
     wrong = [c for c in cases if not c.right]
-    out = {"right_ok": [], "right_bad": [], "wrong_ok": [], "wrong_unnamed": [],
-           "wrong_accepted": [], "crashed": []}
+    out = {
+        "right_ok": [],
+        "right_bad": [],
+        "wrong_ok": [],
+        "wrong_unnamed": [],
+        "wrong_accepted": [],
+        "crashed": [],
+    }
     for c in cases:
         passed, text, crashed = run_case(c)
         if crashed:
@@ -138,8 +144,9 @@ def sin_complex(n_positions, dim, base=10000.0):
 def sin_divide(n_positions, dim, base=10000.0):
     # p / base^(2i/d): the paper's form
     p = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    denom = torch.tensor([base ** (2 * i / dim) for i in range(dim // 2)],
-                         dtype=torch.float64)
+    denom = torch.tensor(
+        [base ** (2 * i / dim) for i in range(dim // 2)], dtype=torch.float64
+    )
     a = p / denom
     return torch.stack([a.sin(), a.cos()], -1).flatten(1)
 
@@ -216,7 +223,7 @@ def _blocks(k, dim, base, sign=1.0, transpose=False, kind="float"):
         block = np.array([[c, s], [-s, c]])
         if transpose:
             block = block.T
-        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = block
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = block
     return m
 
 
@@ -239,7 +246,7 @@ def shift_complex(k, dim, base=10000.0):
 def shift_by_solving(k, dim, base=10000.0):
     # M = PE(p + k) PE(p)^+ over enough rows: an equivalent (least squares) route
     t = _sin_torch64(4 * dim + 2 * abs(k) + 1, dim, base)
-    a, b = t[abs(k):abs(k) + 4 * dim], t[abs(k) + k:abs(k) + k + 4 * dim]
+    a, b = t[abs(k) : abs(k) + 4 * dim], t[abs(k) + k : abs(k) + k + 4 * dim]
     return torch.linalg.lstsq(a, b).solution.T
 
 
@@ -268,13 +275,13 @@ def shift_over_d(k, dim, base=10000.0):
     for i in range(dim // 2):
         w = base ** (-i / dim)
         c, s = math.cos(k * w), math.sin(k * w)
-        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, s], [-s, c]]
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
     return m
 
 
 def shift_mutating_nothing_wrong_shape(k, dim, base=10000.0):  # (dim/2, 2, 2) blocks
     m = _blocks(k, dim, base)
-    return np.stack([m[2 * i:2 * i + 2, 2 * i:2 * i + 2] for i in range(dim // 2)])
+    return np.stack([m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] for i in range(dim // 2)])
 
 
 def shift_nan(k, dim, base=10000.0):
@@ -306,8 +313,11 @@ def shaw_where(relative_position, max_relative_position):
 
 def shaw_loop(relative_position, max_relative_position):
     r = torch.as_tensor(relative_position)
-    flat = [min(max(int(v), -max_relative_position), max_relative_position)
-            + max_relative_position for v in r.flatten()]
+    flat = [
+        min(max(int(v), -max_relative_position), max_relative_position)
+        + max_relative_position
+        for v in r.flatten()
+    ]
     return torch.tensor(flat, dtype=torch.int64).reshape(r.shape)
 
 
@@ -360,9 +370,18 @@ def shaw_no_clip(relative_position, max_relative_position):
 # 3.2 T5 bucket (transformers' arithmetic)
 
 
-def t5_reference_style(relative_position, bidirectional=True, num_buckets=32,
-                       max_distance=128, log_dtype=torch.float32, sign=1,
-                       round_up=False, clamp=True, exact_of=None, half=True):
+def t5_reference_style(
+    relative_position,
+    bidirectional=True,
+    num_buckets=32,
+    max_distance=128,
+    log_dtype=torch.float32,
+    sign=1,
+    round_up=False,
+    clamp=True,
+    exact_of=None,
+    half=True,
+):
     r = torch.as_tensor(relative_position).to(torch.int64) * sign
     out = torch.zeros_like(r)
     n = num_buckets
@@ -375,17 +394,24 @@ def t5_reference_style(relative_position, bidirectional=True, num_buckets=32,
         dist = -torch.minimum(r, torch.zeros_like(r))
     exact = n // 2 if exact_of is None else exact_of(n)
     is_small = dist < exact
-    val = exact + (
-        torch.log(dist.to(log_dtype) / exact) / math.log(max_distance / exact)
-        * (n - exact)
-    ).to(torch.int64) + (1 if round_up else 0)
+    val = (
+        exact
+        + (
+            torch.log(dist.to(log_dtype) / exact)
+            / math.log(max_distance / exact)
+            * (n - exact)
+        ).to(torch.int64)
+        + (1 if round_up else 0)
+    )
     if clamp:
         val = torch.minimum(val, torch.full_like(val, n - 1))
     return out + torch.where(is_small, dist, val)
 
 
 def t5_right(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets, max_distance)
+    return t5_reference_style(
+        relative_position, bidirectional, num_buckets, max_distance
+    )
 
 
 def t5_numpy(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -397,14 +423,16 @@ def t5_numpy(relative_position, bidirectional=True, num_buckets=32, max_distance
     with np.errstate(divide="ignore"):
         large = exact + (
             np.log(dist.astype(np.float32) / np.float32(exact))
-            / np.float32(math.log(max_distance / exact)) * (n - exact)
+            / np.float32(math.log(max_distance / exact))
+            * (n - exact)
         ).astype(np.int64)
     large = np.minimum(large, n - 1)
     return base + np.where(dist < exact, dist, large)
 
 
-def t5_python_loop(relative_position, bidirectional=True, num_buckets=32,
-                   max_distance=128):
+def t5_python_loop(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
     # float32 log as T5 does, per element, through torch scalars
     flat = torch.as_tensor(relative_position).flatten().tolist()
     out = []
@@ -425,49 +453,72 @@ def t5_python_loop(relative_position, bidirectional=True, num_buckets=32,
 def t5_float64(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
     # the same formula with a float64 logarithm; the statement asks for transformers'
     # arithmetic, so this is right only where the two roundings agree
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, log_dtype=torch.float64)
+    return t5_reference_style(
+        relative_position,
+        bidirectional,
+        num_buckets,
+        max_distance,
+        log_dtype=torch.float64,
+    )
 
 
 def t5_sign(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, sign=-1)
+    return t5_reference_style(
+        relative_position, bidirectional, num_buckets, max_distance, sign=-1
+    )
 
 
-def t5_no_clamp(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, clamp=False)
+def t5_no_clamp(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
+    return t5_reference_style(
+        relative_position, bidirectional, num_buckets, max_distance, clamp=False
+    )
 
 
-def t5_round_up(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, round_up=True)
+def t5_round_up(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
+    return t5_reference_style(
+        relative_position, bidirectional, num_buckets, max_distance, round_up=True
+    )
 
 
-def t5_no_halving(relative_position, bidirectional=True, num_buckets=32,
-                  max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, half=False)
+def t5_no_halving(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
+    return t5_reference_style(
+        relative_position, bidirectional, num_buckets, max_distance, half=False
+    )
 
 
-def t5_ignores_bidirectional(relative_position, bidirectional=True, num_buckets=32,
-                             max_distance=128):
+def t5_ignores_bidirectional(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
     return t5_reference_style(relative_position, True, num_buckets, max_distance)
 
 
-def t5_fixed_max_distance(relative_position, bidirectional=True, num_buckets=32,
-                          max_distance=128):
+def t5_fixed_max_distance(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
     return t5_reference_style(relative_position, bidirectional, num_buckets, 128)
 
 
-def t5_exact_third(relative_position, bidirectional=True, num_buckets=32,
-                   max_distance=128):
-    return t5_reference_style(relative_position, bidirectional, num_buckets,
-                              max_distance, exact_of=lambda n: n // 2 + 1)
+def t5_exact_third(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
+    return t5_reference_style(
+        relative_position,
+        bidirectional,
+        num_buckets,
+        max_distance,
+        exact_of=lambda n: n // 2 + 1,
+    )
 
 
-def t5_round_nearest(relative_position, bidirectional=True, num_buckets=32,
-                     max_distance=128):
+def t5_round_nearest(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
     r = torch.as_tensor(relative_position).to(torch.int64)
     n = num_buckets // 2 if bidirectional else num_buckets
     out = (r > 0).to(torch.int64) * n if bidirectional else torch.zeros_like(r)
@@ -478,17 +529,34 @@ def t5_round_nearest(relative_position, bidirectional=True, num_buckets=32,
     return out + torch.where(dist < exact, dist, large)
 
 
-def t5_float_out(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    return t5_right(relative_position, bidirectional, num_buckets, max_distance).double()
+def t5_float_out(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):
+    return t5_right(
+        relative_position, bidirectional, num_buckets, max_distance
+    ).double()
 
 
 # ---------------------------------------------------------------------------------------
 # 4.1 RoPE, interleaved, head 64, base 10000
 
 
-def _rope(x, positions, *, pos=None, base=10000.0, exp_den=64, swap=False, sign=1.0,
-          layout="interleaved", dtype=torch.float32, reverse=False, rotated=64,
-          intdiv=False, table_dtype=None):
+def _rope(
+    x,
+    positions,
+    *,
+    pos=None,
+    base=10000.0,
+    exp_den=64,
+    swap=False,
+    sign=1.0,
+    layout="interleaved",
+    dtype=torch.float32,
+    reverse=False,
+    rotated=64,
+    intdiv=False,
+    table_dtype=None,
+):
     positions = pos(positions) if pos is not None else positions
     i = torch.arange(32, dtype=torch.float64)
     expo = (2 * i // exp_den) if intdiv else (2 * i / exp_den)
@@ -633,8 +701,7 @@ def half_right(weight, n_heads):
 
 def half_view(weight, n_heads):
     hd = weight.shape[0] // n_heads
-    return (weight.reshape(n_heads, hd // 2, 2, -1).transpose(1, 2)
-            .reshape(weight.shape))
+    return weight.reshape(n_heads, hd // 2, 2, -1).transpose(1, 2).reshape(weight.shape)
 
 
 def half_numpy(weight, n_heads):
@@ -703,7 +770,9 @@ def half_mutates(weight, n_heads):
 
 
 def axis_torch(sections):
-    return torch.repeat_interleave(torch.arange(len(sections)), torch.as_tensor(sections))
+    return torch.repeat_interleave(
+        torch.arange(len(sections)), torch.as_tensor(sections)
+    )
 
 
 def axis_numpy(sections):
@@ -794,7 +863,9 @@ def axial_rope_ladder(axis_of_freq, base=10000.0):  # inv_freq of a 2 n_a head
     for a in axes.unique():
         mine = axes == a
         n = int(mine.sum())
-        out[mine] = 1.0 / base ** (torch.arange(0, 2 * n, 2, dtype=torch.float64) / (2 * n))
+        out[mine] = 1.0 / base ** (
+            torch.arange(0, 2 * n, 2, dtype=torch.float64) / (2 * n)
+        )
     return out
 
 
@@ -839,8 +910,9 @@ def axial_total_count(axis_of_freq, base=10000.0):  # k within axis, / total pai
     out = torch.empty(len(axes), dtype=torch.float64)
     for a in axes.unique():
         mine = axes == a
-        out[mine] = base ** (-torch.arange(int(mine.sum()), dtype=torch.float64)
-                             / len(axes))
+        out[mine] = base ** (
+            -torch.arange(int(mine.sum()), dtype=torch.float64) / len(axes)
+        )
     return out
 
 
@@ -922,9 +994,24 @@ def ntk_nan(base, factor, dim):
 # 6.2 YaRN inv_freq (transformers, beta_fast 32, beta_slow 1)
 
 
-def _yarn(dim, base, factor, L, *, beta_fast=32.0, beta_slow=1.0, round_=True,
-          clamp_hi=None, invert=False, mult=False, float32_freqs=False,
-          dim_in_pairs=False, ramp_over=None, fixed_L=None, ignore_factor_when=None):
+def _yarn(
+    dim,
+    base,
+    factor,
+    L,
+    *,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    round_=True,
+    clamp_hi=None,
+    invert=False,
+    mult=False,
+    float32_freqs=False,
+    dim_in_pairs=False,
+    ramp_over=None,
+    fixed_L=None,
+    ignore_factor_when=None,
+):
     L = fixed_L or L
 
     def corr(turns):
@@ -955,8 +1042,9 @@ def yarn_right(dim, base, factor, original_max_position_embeddings):
 
 
 def yarn_float32_like_transformers(dim, base, factor, original_max_position_embeddings):
-    return _yarn(dim, base, factor, original_max_position_embeddings,
-                 float32_freqs=True).float()
+    return _yarn(
+        dim, base, factor, original_max_position_embeddings, float32_freqs=True
+    ).float()
 
 
 def yarn_numpy(dim, base, factor, original_max_position_embeddings):
@@ -981,8 +1069,9 @@ def yarn_inverted(dim, base, factor, original_max_position_embeddings):
 
 
 def yarn_clamp(dim, base, factor, original_max_position_embeddings):
-    return _yarn(dim, base, factor, original_max_position_embeddings,
-                 clamp_hi=dim // 2 - 1)
+    return _yarn(
+        dim, base, factor, original_max_position_embeddings, clamp_hi=dim // 2 - 1
+    )
 
 
 def yarn_no_round(dim, base, factor, original_max_position_embeddings):
@@ -990,8 +1079,14 @@ def yarn_no_round(dim, base, factor, original_max_position_embeddings):
 
 
 def yarn_betas_swapped(dim, base, factor, original_max_position_embeddings):
-    return _yarn(dim, base, factor, original_max_position_embeddings,
-                 beta_fast=1.0, beta_slow=32.0)
+    return _yarn(
+        dim,
+        base,
+        factor,
+        original_max_position_embeddings,
+        beta_fast=1.0,
+        beta_slow=32.0,
+    )
 
 
 def yarn_multiply(dim, base, factor, original_max_position_embeddings):
@@ -1002,7 +1097,9 @@ def yarn_fixed_L(dim, base, factor, original_max_position_embeddings):
     return _yarn(dim, base, factor, original_max_position_embeddings, fixed_L=4096)
 
 
-def yarn_plain_pi(dim, base, factor, original_max_position_embeddings):  # every pair / s
+def yarn_plain_pi(
+    dim, base, factor, original_max_position_embeddings
+):  # every pair / s
     i = torch.arange(dim // 2, dtype=torch.float64)
     return base ** (-2 * i / dim) / factor
 
@@ -1042,24 +1139,58 @@ BEFORE = [
     Case("2.1", "p / base^(2i/d)", sin_divide, R),
     Case("2.1", "sin/cos swapped", sin_swapped, W, r"swap|cos.{0,40}sin|sin.{0,40}cos"),
     Case("2.1", "exponent i/d", sin_over_d, W, r"exponent|2i|i/d|frequenc"),
-    Case("2.1", "exponent 2j/d with j the feature", sin_feature_index, W,
-         r"exponent|feature index|2j"),
+    Case(
+        "2.1",
+        "exponent 2j/d with j the feature",
+        sin_feature_index,
+        W,
+        r"exponent|feature index|2j",
+    ),
     Case("2.1", "base fixed at 10000", sin_fixed_base, W, r"base"),
     Case("2.1", "halves layout", sin_halves, W, r"half|halves|layout|interleav"),
-    Case("2.1", "positions from 1", sin_from_one, W, r"row 0|start|offset|p \+ 1|position 1"),
+    Case(
+        "2.1",
+        "positions from 1",
+        sin_from_one,
+        W,
+        r"row 0|start|offset|p \+ 1|position 1",
+    ),
     Case("2.1", "transposed", sin_transposed, W, r"shape"),
     Case("2.1", "NaN at one entry", sin_nan, W, r"nan|not a number|finite"),
-    Case("2.1", "float16 angles", sin_half16, W, r"float16|half precision|precision|large position|round"),
-    Case("2.1", "sin x ~ x", sin_small_angle, W, r"small|large position|position \d+|row \d+"),
-    Case("2.1", "exponent over d - 2", sin_base_minus_one, W, r"exponent|denominator|d - 2"),
+    Case(
+        "2.1",
+        "float16 angles",
+        sin_half16,
+        W,
+        r"float16|half precision|precision|large position|round",
+    ),
+    Case(
+        "2.1",
+        "sin x ~ x",
+        sin_small_angle,
+        W,
+        r"small|large position|position \d+|row \d+",
+    ),
+    Case(
+        "2.1",
+        "exponent over d - 2",
+        sin_base_minus_one,
+        W,
+        r"exponent|denominator|d - 2",
+    ),
     # 2.2
     Case("2.2", "numpy", shift_numpy, R),
     Case("2.2", "torch float32", shift_float32, R),
     Case("2.2", "complex multiplication", shift_complex, R),
     Case("2.2", "least squares on the table", shift_by_solving, R),
     Case("2.2", "python lists", shift_lists, R),
-    Case("2.2", "transposed blocks (M_{-k})", shift_transposed, W,
-         r"transpos|backward|-k|negative|sign|wrong direction|opposite"),
+    Case(
+        "2.2",
+        "transposed blocks (M_{-k})",
+        shift_transposed,
+        W,
+        r"transpos|backward|-k|negative|sign|wrong direction|opposite",
+    ),
     Case("2.2", "|k|", shift_abs_k, W, r"negative|backward|sign|-k"),
     Case("2.2", "base fixed", shift_fixed_base, W, r"base"),
     Case("2.2", "ignores k", shift_identity_k, W, r"ignor|every k|same matrix"),
@@ -1073,25 +1204,81 @@ BEFORE = [
     Case("3.1", "python loop", shaw_loop, R),
     Case("3.1", "int32 labels", shaw_int32, R),
     Case("3.1", "no shift", shaw_no_shift, W, r"shift|negative|\+ ?kappa|0 \.\.|\[0"),
-    Case("3.1", "shift then clip to [0, k]", shaw_shift_then_clip, W, r"order|before clipping|then shift|shift.{0,30}clip"),
-    Case("3.1", "clip off by one", shaw_off_by_one, W, r"off by one|\u03ba - 1|kappa - 1|one too|clip to \[-3, 3\]"),
-    Case("3.1", "query minus key", shaw_sign, W, r"sign|key minus query|j - i|revers|mirror|i - j"),
+    Case(
+        "3.1",
+        "shift then clip to [0, k]",
+        shaw_shift_then_clip,
+        W,
+        r"order|before clipping|then shift|shift.{0,30}clip",
+    ),
+    Case(
+        "3.1",
+        "clip off by one",
+        shaw_off_by_one,
+        W,
+        r"off by one|\u03ba - 1|kappa - 1|one too|clip to \[-3, 3\]",
+    ),
+    Case(
+        "3.1",
+        "query minus key",
+        shaw_sign,
+        W,
+        r"sign|key minus query|j - i|revers|mirror|i - j",
+    ),
     Case("3.1", "float labels", shaw_float, W, r"integer|dtype|float"),
-    Case("3.1", "mutates its input", shaw_mutates, W, r"chang|modif|mutat|in place|in-place"),
-    Case("3.1", "kappa fixed at 4", shaw_fixed_kappa, W, r"max_relative_position|\u03ba|kappa|argument"),
+    Case(
+        "3.1",
+        "mutates its input",
+        shaw_mutates,
+        W,
+        r"chang|modif|mutat|in place|in-place",
+    ),
+    Case(
+        "3.1",
+        "kappa fixed at 4",
+        shaw_fixed_kappa,
+        W,
+        r"max_relative_position|\u03ba|kappa|argument",
+    ),
     Case("3.1", "no clip", shaw_no_clip, W, r"clip|beyond|out of range|range"),
     # 3.2
     Case("3.2", "torch, float32 log", t5_right, R),
     Case("3.2", "numpy float32", t5_numpy, R),
     Case("3.2", "python loop", t5_python_loop, R),
     Case("3.2", "float64 log", t5_float64, R),
-    Case("3.2", "sign flipped", t5_sign, W, r"sign|direction|query minus key|revers|mirror"),
-    Case("3.2", "no clamp", t5_no_clamp, W, r"clamp|last bucket|max_distance|cap|beyond"),
+    Case(
+        "3.2",
+        "sign flipped",
+        t5_sign,
+        W,
+        r"sign|direction|query minus key|revers|mirror",
+    ),
+    Case(
+        "3.2", "no clamp", t5_no_clamp, W, r"clamp|last bucket|max_distance|cap|beyond"
+    ),
     Case("3.2", "rounds up", t5_round_up, W, r"round|floor|ceil|off by one|one too"),
-    Case("3.2", "no halving when bidirectional", t5_no_halving, W, r"halv|upper half|half of the buckets|num_buckets // 2"),
-    Case("3.2", "ignores bidirectional", t5_ignores_bidirectional, W, r"ignor|causal.{0,60}(future|right|0)"),
+    Case(
+        "3.2",
+        "no halving when bidirectional",
+        t5_no_halving,
+        W,
+        r"halv|upper half|half of the buckets|num_buckets // 2",
+    ),
+    Case(
+        "3.2",
+        "ignores bidirectional",
+        t5_ignores_bidirectional,
+        W,
+        r"ignor|causal.{0,60}(future|right|0)",
+    ),
     Case("3.2", "max_distance fixed", t5_fixed_max_distance, W, r"max_distance"),
-    Case("3.2", "exact range off by one", t5_exact_third, W, r"exact bucket|exact range|small distances"),
+    Case(
+        "3.2",
+        "exact range off by one",
+        t5_exact_third,
+        W,
+        r"exact bucket|exact range|small distances",
+    ),
     Case("3.2", "round to nearest", t5_round_nearest, W, r"round|floor|trunc"),
     Case("3.2", "float buckets", t5_float_out, W, r"integer|dtype|float|int64"),
     # 4.1
@@ -1100,19 +1287,39 @@ BEFORE = [
     Case("4.1", "returns float64", rope_float64, R),
     Case("4.1", "rotation matrices", rope_matrix, R),
     Case("4.1", "torch float32", rope_right, R),
-    Case("4.1", "positions ignored", rope_ignores_positions, W, r"position.{0,40}ignor|index in the sequence"),
+    Case(
+        "4.1",
+        "positions ignored",
+        rope_ignores_positions,
+        W,
+        r"position.{0,40}ignor|index in the sequence",
+    ),
     Case("4.1", "halves layout", rope_halves, W, r"layout|half|halves"),
     Case("4.1", "cos/sin swapped", rope_swapped, W, r"swap|cos and sin|sin and cos"),
-    Case("4.1", "reversed rotation", rope_reversed, W, r"revers|direction|sign|clockwise"),
+    Case(
+        "4.1", "reversed rotation", rope_reversed, W, r"revers|direction|sign|clockwise"
+    ),
     Case("4.1", "position offset", rope_offset, W, r"offset|shift"),
     Case("4.1", "exponent over 32", rope_exp_over_32, W, r"exponent|denominator|32"),
     Case("4.1", "integer division", rope_intdiv, W, r"integer division|//"),
     Case("4.1", "base 500000", rope_base, W, r"base"),
     Case("4.1", "reversed ladder", rope_reversed_ladder, W, r"revers|ladder|order"),
-    Case("4.1", "first 32 features", rope_half_rotated, W, r"rotat.{0,40}feature|partial|32|number of"),
+    Case(
+        "4.1",
+        "first 32 features",
+        rope_half_rotated,
+        W,
+        r"rotat.{0,40}feature|partial|32|number of",
+    ),
     Case("4.1", "bf16 tables", rope_bf16_tables, W, r"bfloat16"),
     Case("4.1", "float16 angles", rope_fp16_angles, W, r"float16|half|precision|round"),
-    Case("4.1", "mutates x", rope_mutates, W, r"chang|modif|mutat|in place|in-place|overwr"),
+    Case(
+        "4.1",
+        "mutates x",
+        rope_mutates,
+        W,
+        r"chang|modif|mutat|in place|in-place|overwr",
+    ),
     Case("4.1", "drops the batch", rope_first_batch, W, r"shape|batch"),
     Case("4.1", "NaN at position 0", rope_nan_at_zero, W, r"nan|finite|not a number"),
     # 4.2
@@ -1120,53 +1327,183 @@ BEFORE = [
     Case("4.2", "reshape/transpose view", half_view, R),
     Case("4.2", "numpy", half_numpy, R),
     Case("4.2", "permutation matrix", half_perm_matrix, R),
-    Case("4.2", "inverse permutation", half_inverse, W, r"invers|other direction|half to interleaved|backward"),
-    Case("4.2", "whole matrix as one head", half_whole_matrix, W, r"head by head|per head|n_heads|each head|across heads|one head"),
+    Case(
+        "4.2",
+        "inverse permutation",
+        half_inverse,
+        W,
+        r"invers|other direction|half to interleaved|backward",
+    ),
+    Case(
+        "4.2",
+        "whole matrix as one head",
+        half_whole_matrix,
+        W,
+        r"head by head|per head|n_heads|each head|across heads|one head",
+    ),
     Case("4.2", "columns, not rows", half_columns, W, r"column|rows"),
     Case("4.2", "swaps within pairs", half_swap_pairs, W, r"swap|within|pair"),
-    Case("4.2", "head_dim fixed at 64", half_fixed_head_dim, W, r"head_dim|head size|each head|per head"),
-    Case("4.2", "identity", half_identity, W, r"unchanged|same order|identity|not reorder|as it was|unordered|no reorder"),
-    Case("4.2", "mutates the weight", half_mutates, W, r"chang|modif|mutat|in place|in-place|overwr"),
+    Case(
+        "4.2",
+        "head_dim fixed at 64",
+        half_fixed_head_dim,
+        W,
+        r"head_dim|head size|each head|per head",
+    ),
+    Case(
+        "4.2",
+        "identity",
+        half_identity,
+        W,
+        r"unchanged|same order|identity|not reorder|as it was|unordered|no reorder",
+    ),
+    Case(
+        "4.2",
+        "mutates the weight",
+        half_mutates,
+        W,
+        r"chang|modif|mutat|in place|in-place|overwr",
+    ),
     # 5.1
     Case("5.1", "repeat_interleave", axis_torch, R),
     Case("5.1", "numpy repeat", axis_numpy, R),
     Case("5.1", "python list", axis_list, R),
     Case("5.1", "searchsorted", axis_searchsorted, R),
-    Case("5.1", "interleaved (Qwen3)", axis_interleaved, W, r"interleav|contiguous|round.robin|cycl"),
-    Case("5.1", "boundary off by one", axis_off_by_one, W, r"off by one|boundar|one pair|first pair of|last pair of"),
+    Case(
+        "5.1",
+        "interleaved (Qwen3)",
+        axis_interleaved,
+        W,
+        r"interleav|contiguous|round.robin|cycl",
+    ),
+    Case(
+        "5.1",
+        "boundary off by one",
+        axis_off_by_one,
+        W,
+        r"off by one|boundar|one pair|first pair of|last pair of",
+    ),
     Case("5.1", "reversed", axis_reversed, W, r"revers|order|time first"),
     Case("5.1", "float", axis_float, W, r"int64|integer|dtype|float"),
-    Case("5.1", "hard-coded [16, 24, 24]", axis_hardcoded, W, r"sections|argument|\[16, 24, 24\]|ignor"),
-    Case("5.1", "axes from 1", axis_one_based, W, r"axis 0|from 0|zero|one.based|start"),
-    Case("5.1", "one entry per section", axis_per_section, W, r"shape|length|sum\(sections\)|one entry per pair"),
-    Case("5.1", "assumes three sections", axis_three_axes, W, r"three|number of sections|len\(sections\)|axes"),
+    Case(
+        "5.1",
+        "hard-coded [16, 24, 24]",
+        axis_hardcoded,
+        W,
+        r"sections|argument|\[16, 24, 24\]|ignor",
+    ),
+    Case(
+        "5.1", "axes from 1", axis_one_based, W, r"axis 0|from 0|zero|one.based|start"
+    ),
+    Case(
+        "5.1",
+        "one entry per section",
+        axis_per_section,
+        W,
+        r"shape|length|sum\(sections\)|one entry per pair",
+    ),
+    Case(
+        "5.1",
+        "assumes three sections",
+        axis_three_axes,
+        W,
+        r"three|number of sections|len\(sections\)|axes",
+    ),
     # 5.2
     Case("5.2", "torch per-axis", axial_right, R),
     Case("5.2", "numpy", axial_numpy, R),
     Case("5.2", "python loop", axial_loop, R),
     Case("5.2", "RoPE of 2 n_a features", axial_rope_ladder, R),
-    Case("5.2", "one global ladder", axial_global, W, r"each axis|per axis|own|global|whole|all pairs"),
+    Case(
+        "5.2",
+        "one global ladder",
+        axial_global,
+        W,
+        r"each axis|per axis|own|global|whole|all pairs",
+    ),
     Case("5.2", "base^(-2k/n_a)", axial_two_k, W, r"exponent|2k|twice|squared|-k/n"),
     Case("5.2", "contiguous order", axial_sorted, W, r"order|map lists|interleav|sort"),
-    Case("5.2", "k from 1", axial_from_one, W, r"from 0|k = 0|start|offset|off by one|k from 1"),
+    Case(
+        "5.2",
+        "k from 1",
+        axial_from_one,
+        W,
+        r"from 0|k = 0|start|offset|off by one|k from 1",
+    ),
     Case("5.2", "base fixed", axial_fixed_base, W, r"base"),
-    Case("5.2", "over the total pairs", axial_total_count, W, r"n_a|pairs of (the|its) axis|own|total|whole|all pairs"),
-    Case("5.2", "assumes equal axes", axial_equal_split, W, r"equal|unequal|pairs of (the|its) axis|own pairs|n_a"),
-    Case("5.2", "mutates the map", axial_mutates, W, r"chang|modif|mutat|in place|in-place|overwr"),
+    Case(
+        "5.2",
+        "over the total pairs",
+        axial_total_count,
+        W,
+        r"n_a|pairs of (the|its) axis|own|total|whole|all pairs",
+    ),
+    Case(
+        "5.2",
+        "assumes equal axes",
+        axial_equal_split,
+        W,
+        r"equal|unequal|pairs of (the|its) axis|own pairs|n_a",
+    ),
+    Case(
+        "5.2",
+        "mutates the map",
+        axial_mutates,
+        W,
+        r"chang|modif|mutat|in place|in-place|overwr",
+    ),
     # 6.1
     Case("6.1", "closed form", ntk_right, R),
     Case("6.1", "exp/log", ntk_exp, R),
     Case("6.1", "0-d tensor", ntk_tensor, R),
     Case("6.1", "numpy float64", ntk_numpy, R),
     Case("6.1", "solved from the last pair", ntk_solve, R),
-    Case("6.1", "base * factor", ntk_linear, W, r"exponent|d/\(d ?- ?2\)|dim / \(dim - 2\)|linear|slowest"),
+    Case(
+        "6.1",
+        "base * factor",
+        ntk_linear,
+        W,
+        r"exponent|d/\(d ?- ?2\)|dim / \(dim - 2\)|linear|slowest",
+    ),
     Case("6.1", "integer exponent", ntk_int_exponent, W, r"integer division|//"),
-    Case("6.1", "exponent (d-2)/d", ntk_inverted_exponent, W, r"invert|upside|reciprocal|(d ?- ?2) ?/ ?d|exponent"),
-    Case("6.1", "d/(d-1)", ntk_dim_minus_one, W, r"d ?- ?1|dim - 1|exponent|i = d/2 - 1"),
-    Case("6.1", "dim fixed at 128", ntk_hardcoded_dim, W, r"\bdim\b|head size|argument|ignor"),
-    Case("6.1", "divides", ntk_divide, W, r"divid|smaller than base|must (grow|be larger)|faster|raise|increase"),
-    Case("6.1", "forgets base", ntk_no_base, W, r"forg|without the base|missing|times the base|multipl"),
-    Case("6.1", "NaN at factor 1", ntk_nan, W, r"nan|finite|not a number|factor 1|factor = 1"),
+    Case(
+        "6.1",
+        "exponent (d-2)/d",
+        ntk_inverted_exponent,
+        W,
+        r"invert|upside|reciprocal|(d ?- ?2) ?/ ?d|exponent",
+    ),
+    Case(
+        "6.1", "d/(d-1)", ntk_dim_minus_one, W, r"d ?- ?1|dim - 1|exponent|i = d/2 - 1"
+    ),
+    Case(
+        "6.1",
+        "dim fixed at 128",
+        ntk_hardcoded_dim,
+        W,
+        r"\bdim\b|head size|argument|ignor",
+    ),
+    Case(
+        "6.1",
+        "divides",
+        ntk_divide,
+        W,
+        r"divid|smaller than base|must (grow|be larger)|faster|raise|increase",
+    ),
+    Case(
+        "6.1",
+        "forgets base",
+        ntk_no_base,
+        W,
+        r"forg|without the base|missing|times the base|multipl",
+    ),
+    Case(
+        "6.1",
+        "NaN at factor 1",
+        ntk_nan,
+        W,
+        r"nan|finite|not a number|factor 1|factor = 1",
+    ),
     # 6.2
     Case("6.2", "float64", yarn_right, R),
     Case("6.2", "float32, as transformers", yarn_float32_like_transformers, R),
@@ -1175,10 +1512,34 @@ BEFORE = [
     Case("6.2", "clamp dim//2-1", yarn_clamp, W, r"clamp|dim // 2 - 1"),
     Case("6.2", "no rounding", yarn_no_round, W, r"round"),
     Case("6.2", "betas swapped", yarn_betas_swapped, W, r"beta|swap"),
-    Case("6.2", "multiplies by factor", yarn_multiply, W, r"multipl|divid|faster|instead of dividing"),
-    Case("6.2", "L fixed at 4096", yarn_fixed_L, W, r"original_max_position_embeddings|original context|argument|\bL\b"),
-    Case("6.2", "plain PI", yarn_plain_pi, W, r"every pair|all pairs|position interpolation|linear|fast pairs|no ramp"),
-    Case("6.2", "unchanged", yarn_no_change, W, r"unchanged|scaling ignored|plain RoPE|no scaling"),
+    Case(
+        "6.2",
+        "multiplies by factor",
+        yarn_multiply,
+        W,
+        r"multipl|divid|faster|instead of dividing",
+    ),
+    Case(
+        "6.2",
+        "L fixed at 4096",
+        yarn_fixed_L,
+        W,
+        r"original_max_position_embeddings|original context|argument|\bL\b",
+    ),
+    Case(
+        "6.2",
+        "plain PI",
+        yarn_plain_pi,
+        W,
+        r"every pair|all pairs|position interpolation|linear|fast pairs|no ramp",
+    ),
+    Case(
+        "6.2",
+        "unchanged",
+        yarn_no_change,
+        W,
+        r"unchanged|scaling ignored|plain RoPE|no scaling",
+    ),
     Case("6.2", "NaN at the last pair", yarn_nan, W, r"nan|finite|not a number"),
 ]
 for q, answer in ANSWERS.items():
@@ -1187,7 +1548,133 @@ for q, answer in ANSWERS.items():
         Case(q, "numpy bool", _pred(np.bool_(answer)), R),
         Case(q, "0-d torch bool", _pred(torch.tensor(answer)), R),
         Case(q, "the other bool", _pred(not answer), W, PREDICTION_NAMES),
-        Case(q, "the string of the answer", _pred(str(answer)), W,
-             r"True or False|bool|string|str"),
+        Case(
+            q,
+            "the string of the answer",
+            _pred(str(answer)),
+            W,
+            r"True or False|bool|string|str",
+        ),
         Case(q, "None (forgot return)", _pred(None), W, r"None|return|True or False"),
     ]
+
+
+# ---------------------------------------------------------------------------------------
+# FRESH: a second sample, written after the graders were fixed, never used to fix them.
+
+
+def fresh_sin_default_dtype(n_positions, dim, base=10000.0):
+    # torch's default dtype throughout: float32 from arange(int) / int
+    p = torch.arange(n_positions)[:, None]
+    w = base ** (-torch.arange(0, dim, 2) / dim)
+    t = torch.zeros(n_positions, dim)
+    t[:, 0::2] = torch.sin(p * w)
+    t[:, 1::2] = torch.cos(p * w)
+    return t
+
+
+def fresh_axial_default_dtype(axis_of_freq, base=10000.0):
+    out = torch.zeros(len(axis_of_freq))
+    for a in torch.unique(axis_of_freq):
+        idx = torch.nonzero(axis_of_freq == a).flatten()
+        out[idx] = base ** (-torch.arange(len(idx)) / len(idx))
+    return out
+
+
+def fresh_rope_every_two(x, positions):
+    # GPT-J's rotate_every_two with repeated cos and sin tables
+    inv = 1.0 / (10000 ** (torch.arange(0, 64, 2).float() / 64))
+    ang = positions.float()[:, None] * inv
+    cos = ang.cos().repeat_interleave(2, dim=-1)
+    sin = ang.sin().repeat_interleave(2, dim=-1)
+    rot = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+    return x * cos + rot * sin
+
+
+def fresh_ntk_array(base, factor, dim):
+    return np.array(base * factor ** (dim / (dim - 2)))
+
+
+def fresh_half_slices(weight, n_heads):
+    hd = weight.shape[0] // n_heads
+    parts = []
+    for h in range(n_heads):
+        head = weight[h * hd : (h + 1) * hd]
+        parts += [head[0::2], head[1::2]]
+    return torch.cat(parts)
+
+
+def fresh_axis_int32(sections):
+    return torch.cat(
+        [torch.full((n,), a, dtype=torch.int32) for a, n in enumerate(sections)]
+    )
+
+
+def fresh_sin_normalised(n_positions, dim, base=10000.0):  # positions p / n
+    p = torch.arange(n_positions, dtype=torch.float64)[:, None] / n_positions
+    w = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.stack([torch.sin(p * w), torch.cos(p * w)], -1).flatten(1)
+
+
+def fresh_shift_halves(k, dim, base=10000.0):  # blocks on pairs (i, i + d/2)
+    m = np.zeros((dim, dim))
+    h = dim // 2
+    for i in range(h):
+        w = base ** (-2 * i / dim)
+        c, s = math.cos(k * w), math.sin(k * w)
+        m[i, i], m[i, i + h], m[i + h, i], m[i + h, i + h] = c, s, -s, c
+    return m
+
+
+def fresh_rope_cache_4096(x, positions):  # a cos/sin cache of 4096 rows, clamped
+    return _rope(x, positions.clamp_max(4095))
+
+
+def fresh_yarn_no_two(dim, base, factor, original_max_position_embeddings):
+    # correction pair without the 2 in 2 ln(base)
+    L = original_max_position_embeddings
+
+    def corr(turns):
+        return dim * math.log(L / (turns * 2 * math.pi)) / math.log(base)
+
+    low = max(math.floor(corr(32)), 0)
+    high = min(math.ceil(corr(1)), dim - 1)
+    if low == high:
+        high += 0.001
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    theta = base ** (-2 * i / dim)
+    ramp = ((i - low) / (high - low)).clamp(0, 1)
+    return theta * (1 - ramp) + theta / factor * ramp
+
+
+def fresh_t5_log_max(
+    relative_position, bidirectional=True, num_buckets=32, max_distance=128
+):  # ln(max_distance) instead of ln(max_distance / exact)
+    r = relative_position
+    n = num_buckets // 2 if bidirectional else num_buckets
+    out = (r > 0).long() * n if bidirectional else torch.zeros_like(r)
+    dist = r.abs() if bidirectional else (-r).clamp_min(0)
+    exact = n // 2
+    x = torch.log(dist.float() / exact) / math.log(max_distance) * (n - exact)
+    large = (exact + x.long()).clamp_max(n - 1)
+    return out + torch.where(dist < exact, dist, large)
+
+
+FRESH = [
+    Case("2.1", "torch default dtype (float32)", fresh_sin_default_dtype, R),
+    Case("5.2", "torch default dtype (float32)", fresh_axial_default_dtype, R),
+    Case("4.1", "rotate_every_two", fresh_rope_every_two, R),
+    Case("6.1", "0-d numpy array", fresh_ntk_array, R),
+    Case("4.2", "per-head even/odd slices", fresh_half_slices, R),
+    Case("5.1", "int32 map", fresh_axis_int32, R),
+    Case("2.1", "positions normalised by n", fresh_sin_normalised, W,
+         r"position|row \d+ holds|p / n|scal"),
+    Case("2.2", "blocks on (i, i + d/2)", fresh_shift_halves, W,
+         r"pair|block|half|layout"),
+    Case("4.1", "cache of 4096 rows, clamped", fresh_rope_cache_4096, W,
+         r"clamp|4096|cache"),
+    Case("6.2", "correction pair without the 2", fresh_yarn_no_two, W,
+         r"correction|ramp|range|beta|turn"),
+    Case("3.2", "ln(max_distance) instead of ln(max_distance/exact)", fresh_t5_log_max, W,
+         r"max_distance ?/|ln\(max_distance|logarithm|log"),
+]
