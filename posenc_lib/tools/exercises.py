@@ -624,12 +624,35 @@ def _check_t5_once(got, r, bidirectional, num_buckets, max_distance) -> Report:
             mistakes[f"max_distance is ignored (128 used, {max_distance} asked for)."] \
                 = other(num_buckets, 128)
     mistakes = {k: v for k, v in mistakes.items() if v is not None}
+    def log_range(g, distance):
+        """Exact buckets right, logarithmic ones not: where each reaches the last
+        bucket, and the first distance that differs."""
+        wrong = g.to(torch.int64) != expected
+        at = int(torch.nonzero(wrong & (distance == distance[wrong].min()))[0])
+        inner = expected % per_direction if bidirectional else expected
+        mine = g.to(torch.int64) % per_direction if bidirectional else g.to(torch.int64)
+        side = (r > 0) == (r[at] > 0)
+
+        def reaches(labels):
+            hit = distance[side & (labels == per_direction - 1)]
+            return f"at distance {int(hit.min())}" if hit.numel() else "nowhere up to 300"
+
+        return (f"the exact buckets are right, the logarithmic ones are not: relative "
+                f"position {int(r[at])} (distance {int(distance[at])}) gets "
+                f"{int(g[at])}, T5 gives {int(expected[at])}; yours reach the last "
+                f"bucket {reaches(mine)}, T5's {reaches(inner)}. T5's "
+                f"bucket for a distance δ >= N/2 is N/2 + floor((N - N/2)·ln(δ/(N/2))"
+                f"/ln(max_distance/(N/2))), capped at N - 1 (N the buckets per "
+                f"direction): the logarithm spans N/2 .. max_distance.")
+
     def off_by_one(g):
         """Wrong by one bucket, only where the logarithmic branch applies."""
         gap = g.to(torch.int64) - expected
         distance = r.abs() if bidirectional else (-r).clamp_min(0)
-        if not bool((gap.abs() <= 1).all()) or bool((gap[distance < exact] != 0).any()):
+        if bool((gap[distance < exact] != 0).any()):
             return None
+        if not bool((gap.abs() <= 1).all()):
+            return log_range(g, distance)
         at = int(torch.nonzero(gap)[0])
         last = (expected % per_direction) == per_direction - 1
         if bool((gap[~last] == 0).all()) and bool((gap[last] >= -1).all()) and \
@@ -1245,6 +1268,11 @@ def _check_yarn_once(fn, dim, base, factor, original_max_position_embeddings) ->
                                  f"{original_max_position_embeddings}): the {name} "
                                  f"argument is ignored ({setting[name]:g} used, "
                                  f"{asked:g} asked for).")
+    if set(result.findings) <= {"unknown"}:
+        found = _yarn_ramp_finding(got.to(torch.float64), dim, base, factor,
+                                   original_max_position_embeddings)
+        if found:
+            return Report(False, f"{head}: {found}")
     # the finding and its evidence, without the library call that would replace
     # the exercise
     text = result.explanation.split(" Fix:")[0]
@@ -1286,6 +1314,35 @@ def _yarn_mistake(got, dim, base, factor, original_max_position_embeddings) -> s
         if not torch.allclose(candidate, right, rtol=1e-6, atol=0) and bool(
                 ((candidate - got).abs() <= 1e-5 * candidate.abs()).all()):
             return text
+    return None
+
+
+def _yarn_ramp_finding(got, dim, base, factor, original_max_position_embeddings):
+    """A ramp between θ_i and θ_i / factor that runs between other pairs than
+    YaRN's: where it starts and ends, against where YaRN's does."""
+    plain = rope.inv_freq(dim, base, dtype=torch.float64)
+    right, _ = scaling.rope_parameters("yarn", dim, base, factor=factor,
+                                       original_max_position_embeddings=(
+                                           original_max_position_embeddings),
+                                       dtype=torch.float64)
+    ramp = (plain - right.to(torch.float64)) / (plain - plain / factor)
+    yours = (plain - got) / (plain - plain / factor)
+    if factor != 1 and bool((yours > -1e-5).all()) and bool((yours < 1 + 1e-5).all()) \
+            and bool((yours[1:] >= yours[:-1] - 1e-5).all()):
+        def ends(w):
+            kept = torch.nonzero(w < 1e-5).flatten()
+            divided = torch.nonzero(w > 1 - 1e-5).flatten()
+            return (f"keeps θ_i up to pair {int(kept[-1])}" if kept.numel()
+                    else "keeps no pair",
+                    f"divides it by factor from pair {int(divided[0])} on"
+                    if divided.numel() else "divides no pair fully")
+
+        (a, b), (want_a, want_b) = ends(yours), ends(ramp)
+        if (a, b) != (want_a, want_b):
+            return (f"your ramp {a} and {b}; YaRN's {want_a} and {want_b}. The ramp runs from the pair that turns beta_fast = "
+                    f"32 times within the original context (index rounded down) to the "
+                    f"one that turns beta_slow = 1 time (rounded up); pair i turns "
+                    f"L·θ_i/(2π) times, θ_i = base^(-2i/d).")
     return None
 
 
