@@ -929,9 +929,11 @@ def _check_layout_once(fn, n_heads, head_dim) -> Report:
     inverse = torch.argsort(perm)
     per_head = w_q.reshape(n_heads, head_dim, -1)
     if torch.allclose(new_q, per_head[:, inverse].reshape(w_q.shape)):
-        return Report(False, "to_half_layout applies the inverse permutation "
-                             "(torch.argsort(perm)): row i of a head must take row "
-                             "perm[i] = [0, 2, 4, ..., 1, 3, 5, ...][i].")
+        return Report(False, "to_half_layout applies the inverse permutation: it "
+                             "moves the rows the other way round: where half-layout row "
+                             "i must hold interleaved row s(i), yours puts interleaved "
+                             "row i at position s(i). Decide, for each half-layout row i, which "
+                             "interleaved row it must hold, and take that row.")
     whole = rope.layout_permutation(n_heads * head_dim)
     if torch.allclose(new_q, w_q[whole]):
         return Report(False, "to_half_layout permutes all rows at once; the "

@@ -420,7 +420,7 @@ def t5_numpy(relative_position, bidirectional=True, num_buckets=32, max_distance
     base = (r > 0) * n if bidirectional else np.zeros_like(r)
     dist = np.abs(r) if bidirectional else np.maximum(-r, 0)
     exact = n // 2
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         large = exact + (
             np.log(dist.astype(np.float32) / np.float32(exact))
             / np.float32(math.log(max_distance / exact))
