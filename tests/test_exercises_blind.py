@@ -57,3 +57,16 @@ def test_the_sample_covers_every_exercise():
     for exercise in graded:
         kinds = {c.right for c in BEFORE if c.exercise == exercise}
         assert kinds == {True, False}, f"{exercise}: needs right and wrong answers"
+
+
+def test_prediction_accepts_numpy_and_torch_bools_only():
+    import numpy as np
+    import torch
+
+    from posenc_lib.tools import exercises
+
+    for answer in (True, np.True_, np.array(True), torch.tensor(True)):
+        assert exercises.check_prediction("2.3", lambda a=answer: a).passed, answer
+    for answer in (1, "True", None, np.array([True, False])):
+        report = exercises.check_prediction("2.3", lambda a=answer: a)
+        assert not report.passed and "predict()" in report.message, report.message

@@ -282,8 +282,11 @@ def check_sinusoidal(fn: Callable, *, n_positions: int = 64, dim: int = 16,
     (40, 12, 500), (33, 8, 1e6) and (1000, 24, 10000). The reference is the float64 table of :func:`posenc_lib.absolute.sinusoidal_encoding`; the named
     mistakes are sin and cos swapped, the sines in the first half and the
     cosines in the second (instead of interleaved), the exponent ``i/d``
-    instead of ``2i/d``, and the base ignored (10000 used). The messages name
-    no library call: the exercise is written without the library.
+    instead of ``2i/d``, and the base ignored (10000 used); otherwise what the
+    table itself shows: a position offset, the frequencies fitted from row 1, or
+    an error that grows with the position. A table computed in float32 passes
+    (``_sinusoidal_tolerance``). The messages name no library call: the
+    exercise is written without the library.
     """
     cases = list(dict.fromkeys(((n_positions, dim, base),) + _SINUSOIDAL_CASES))
     failed = _first_failure(_check_sinusoidal_once(fn, n, d, b) for n, d, b in cases)
@@ -994,7 +997,8 @@ def check_mrope_axis_map(fn: Callable) -> Report:
     """Grade ``fn(sections) -> axis_of_freq``: M-RoPE's contiguous axis map.
 
     Reference :func:`posenc_lib.multidim.mrope_axis_map`, on Qwen2-VL's
-    ``[16, 24, 24]`` and on ``[2, 3, 1]``; named mistakes: the sections taken
+    ``[16, 24, 24]`` and on ``[2, 3, 1]``, ``[3, 5]`` and ``[1, 2, 3, 2]`` (any
+    number of axes); integers only. Named mistakes: the sections taken
     in reverse order, and the axes visited round-robin (Qwen3-VL's interleaved
     map, not the contiguous one).
     """
@@ -1157,7 +1161,11 @@ def check_ntk_base(fn: Callable) -> Report:
 
     Reference :func:`posenc_lib.scaling.ntk_base`, and the property that
     defines it: the slowest pair turns exactly ``factor`` times slower while
-    pair 0 keeps ``θ_0 = 1``. Named mistake: the exponent ``d/(d-2)`` dropped.
+    pair 0 keeps ``θ_0 = 1``, at (base, factor, dim) = (10000, 4, 128),
+    (500000, 8, 64), (10000, 1, 128) and (10000, 2.5, 6). Named mistakes: the
+    exponent ``d/(d-2)`` dropped (or integer division), inverted, the base left
+    out, a base smaller than the old one, an argument ignored; otherwise the
+    answer's own exponent of ``factor`` is shown.
     """
     cases = ((10000.0, 4.0, 128), (500000.0, 8.0, 64), (10000.0, 1.0, 128),
              (10000.0, 2.5, 6))
@@ -1227,7 +1235,11 @@ def check_yarn_inv_freq(fn: Callable, *, dim: int = 128, base: float = 10000.0,
                         original_max_position_embeddings: int = 4096) -> Report:
     """Grade ``fn(dim, base, factor, original_max_position_embeddings)``: YaRN's
     ``inv_freq``, by :func:`posenc_lib.tools.diagnose.diagnose_inv_freq` against the
-    config transformers would read (``beta_fast=32``, ``beta_slow=1``)."""
+    config transformers would read (``beta_fast=32``, ``beta_slow=1``), at the
+    given setting, (64, 500000, 4, 2048) and (128, 10000, 4, 65536) (whose ramp
+    ends past ``dim/2 - 1``). Before diagnose's own findings: the betas swapped,
+    the slow pairs multiplied by ``factor``, every pair divided; where diagnose
+    finds nothing known, where the answer's ramp starts and ends."""
     # the third setting's ramp ends past dim/2 - 1, so a clamp there shows
     settings = list(dict.fromkeys(((dim, base, factor, original_max_position_embeddings),
                                    (64, 500000.0, 4.0, 2048), (128, 10000.0, 4.0, 65536))))
@@ -1471,10 +1483,12 @@ _PREDICTION_HINTS = {
 
 def _as_bool(answer) -> bool:
     """A prediction as a Python bool: ``True``/``False``, numpy's ``bool_`` and a
-    one-element bool tensor are accepted; anything else is a report (a string
+    one-element bool array or tensor are accepted; anything else is a report (a string
     is not, since ``"False"`` is a true value)."""
     if isinstance(answer, (bool, np.bool_)):
         return bool(answer)
+    if isinstance(answer, np.ndarray) and answer.dtype == np.bool_ and answer.size == 1:
+        return bool(answer.item())
     if isinstance(answer, Tensor) and answer.dtype == torch.bool and answer.numel() == 1:
         return bool(answer.item())
     if isinstance(answer, str):
