@@ -55,6 +55,9 @@ def _schedule(angles, positions, theta, intended, fit, pairs, attention):
     codes, lines = [], []
     explained = _explain_schedule(free, intended)
     if explained is None:
+        # the older fit tries a geometric ladder of another base or exponent;
+        # if it cannot, these proven rotations at free frequencies are the answer
+        intended["free_rotation"] = _free_sentence(free, intended, attention)
         return None
     codes.append(explained[0])
     lines.append(explained[1])
@@ -62,6 +65,47 @@ def _schedule(angles, positions, theta, intended, fit, pairs, attention):
         codes.append(attention[0])
         lines.append(attention[1])
     return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+
+
+def _free_sentence(free, intended, attention):
+    """``(codes, sentence)`` for pairs that are exact rotations, every position
+    rotated as itself, at frequencies ``free`` that no ladder or scaling the
+    fit knows explains: the finding ``"frequency"``."""
+    theta = intended["expected"].to(torch.float64)
+    rel = 2e-4
+    off = ((free - theta).abs() > rel * theta).nonzero().flatten().tolist()
+    shown = "; ".join(f"pair {i} turns {float(free[i]):.6g} rad per position, intended "
+                      f"{float(theta[i]):.6g}" for i in off[:3])
+    hint = ""
+    n = len(free)
+    shifted = [i for i in range(n - 1)
+               if abs(float(free[i] / theta[i + 1]) - 1) <= rel
+               or abs(float(free[i + 1] / theta[i]) - 1) <= rel]
+    repeated = [i for i in range(n - 1) if abs(float(free[i + 1] / free[i]) - 1) <= rel]
+    if repeated:
+        hint = (f" Pairs {repeated[0]} and {repeated[0] + 1} turn at the same frequency "
+                f"(a frequency repeated?).")
+    elif len(shifted) >= max(2, len(off) // 2):
+        hint = (f" From pair {shifted[0]} on, pairs turn at their neighbour's intended "
+                f"frequency: the ladder is shifted by one pair (a frequency dropped or "
+                f"inserted, or inv_freq indexed off by one).")
+    elif bool((free[1:] > free[:-1]).any()):
+        k = int(torch.nonzero(free[1:] > free[:-1])[0])
+        hint = (f" The ladder is not decreasing: pair {k + 1} turns faster than pair "
+                f"{k}.")
+    line = (f"Frequency: every pair of the {intended['layout']} layout is a rotation and "
+            f"every probed position is rotated as itself, but {len(off)} of {n} pairs "
+            f"turn at other frequencies than intended ({shown}), and no base"
+            + (", exponent or scaling parameter" if intended["scaled"] else " or exponent")
+            + f" reproduces them.{hint} Fix: compute inv_freq from the one formula, "
+              f"base ** (-2i/d) for i = 0..d/2-1"
+            + (", then the scaling as scaling.rope_from_config does" if intended["scaled"]
+               else "") + ".")
+    codes, lines = ["frequency"], [line]
+    if attention is not None:
+        codes.append(attention[0])
+        lines.append(attention[1])
+    return _order(codes), "\n".join(lines)
 
 
 def _explain_schedule(free, intended):
