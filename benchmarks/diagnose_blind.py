@@ -1,6 +1,6 @@
 """diagnose_rope on the blind cases of tests/helpers/diagnose_blind.py.
 
-Runs every case of ``CASES`` and ``LATER`` and stores, under ``--section``
+Runs every case of ``CASES``, ``LATER`` and ``THIRD`` and stores, under ``--section``
 (``after`` by default) of results/diagnose_blind.json, each case's findings,
 its outcome and the totals; tests/test_diagnose_blind.py checks the stored
 file against the cases and re-runs a few of them live.
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from helpers.diagnose_blind import CASES, LATER, outcome, run, totals  # noqa: E402
+from helpers.diagnose_blind import CASES, LATER, THIRD, outcome, run, totals  # noqa: E402
 
 
 def main():
@@ -39,7 +39,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     start = time.perf_counter()
-    cases = CASES + (LATER if args.section == "after" else [])
+    cases = CASES + (LATER + THIRD if args.section == "after" else [])
     found = run(cases)
     seconds = time.perf_counter() - start
     section = {
@@ -49,6 +49,10 @@ def main():
         "commit": "f0985f6" if args.section == "before" else commit,
         "seconds": round(seconds, 1),
         "cases": {c.name: {"findings": found[c.name],
+                           "accepted": sorted(c.accepted | c.amended),
+                           "list": ("first" if c in CASES else
+                                    "later" if c in LATER else "third"),
+                           "text": c.text,
                            "outcome": outcome(c, found[c.name]),
                            "outcome_as_decided": outcome(c, found[c.name], amended=False)}
                   for c in cases},
@@ -57,9 +61,10 @@ def main():
     }
     if args.section == "after":
         section["later_list"] = totals(LATER, found)
+        section["third_list"] = totals(THIRD, found)
     stored[args.section] = section
     out.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    for key in ("first_list_as_decided", "first_list", "later_list"):
+    for key in ("first_list_as_decided", "first_list", "later_list", "third_list"):
         if key in section:
             print(key, section[key])
     for name, row in section["cases"].items():

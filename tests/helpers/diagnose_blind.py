@@ -6,7 +6,8 @@ descriptions of ``CODES``) that would name its bug, or "clean".
 ``CASES`` is the first list (its rate before any change to diagnose is the
 measurement recorded in results/diagnose_blind.json); ``LATER`` holds ten
 more, written after diagnose was changed, to check that the changes were
-general rules rather than fits to ``CASES``.
+general rules rather than fits to ``CASES``; ``THIRD`` three more, written
+after the one change that ``LATER`` prompted (the scaling's ramp band).
 
 Every ``fn`` takes ``x`` ``(batch, seq, dim)`` float32 and ``positions``
 ``(seq,)`` int64, as ``diagnose_rope`` calls it; kernels written for other
@@ -827,4 +828,53 @@ LATER = [
     Case("later-reversed-upper-pairs", _reversed_upper_pairs, PLAIN,
          frozenset({"rotation-reversed", "frequency", "pair-block"}),
          "upper half of the pairs turn backwards"),
+]
+
+
+# ---------------------------------------------------------------- written after the ramp fix
+def _yarn_unclamped(x, positions):
+    # YaRN's ramp without the clamp to [0, 1]
+    d, base, factor, old = D, 10000.0, 4.0, 4096
+
+    def corr(rot):
+        return (d * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    lo, hi = math.floor(corr(32)), math.ceil(corr(1))
+    ramp = (torch.arange(d // 2, dtype=torch.float64) - lo) / (hi - lo)
+    pos = base ** (torch.arange(0, d, 2).double() / d)
+    f = (1.0 / (factor * pos)) * ramp + (1.0 / pos) * (1 - ramp)
+    return hf_like(x, positions, inv_freq=f.float().abs(), scale=YM)
+
+
+def _llama3_double_divide(x, positions):
+    # the smoothed band interpolates from the already divided frequency
+    inv = _inv_freq(D, 500000.0)
+    old, lo, hi, factor = 8192, 1.0, 4.0, 8.0
+    out = []
+    for f in inv.tolist():
+        wl = 2 * math.pi / f
+        if wl < old / hi:
+            out.append(f)
+        elif wl > old / lo:
+            out.append(f / factor)
+        else:
+            g = f / factor
+            smooth = (old / wl - lo) / (hi - lo)
+            out.append((1 - smooth) * g / factor + smooth * g)
+    return hf_like(x, positions, inv_freq=torch.tensor(out, dtype=torch.float32))
+
+
+def _yarn_one_ramp_pair(x, positions):
+    f = YF.clone()
+    f[15] = f[16]
+    return hf_like(x, positions, inv_freq=f, scale=YM)
+
+
+THIRD = [
+    Case("third-yarn-unclamped-ramp", _yarn_unclamped, YARN_KW, frozenset({"scaling"}),
+         "YaRN ramp not clamped to [0, 1]"),
+    Case("third-llama3-double-divide", _llama3_double_divide, LLAMA3_KW,
+         frozenset({"scaling"}), "Llama 3 smoothing from the already divided frequency"),
+    Case("third-yarn-one-ramp-pair", _yarn_one_ramp_pair, YARN_KW,
+         frozenset({"frequency", "scaling"}), "one pair inside YaRN's ramp overwritten"),
 ]

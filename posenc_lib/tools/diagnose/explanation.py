@@ -128,7 +128,11 @@ def _explain_schedule(free, intended):
                 f"torch.arange without .float()). Fix: keep inv_freq in float32 and "
                 f"cast the positions to float (position_ids.float()).")
     off = ((free - theta).abs() > rel * theta).nonzero().flatten().tolist()
-    if off and len(off) <= max(2, len(theta) // 8) and not (
+    ramp = _ramp_pairs(theta, plain, intended) if intended["scaled"] else []
+    # several pairs off, all where the scaling ramps or smooths: its formula, not
+    # a per-pair edit (one pair alone stays a per-pair frequency)
+    in_ramp = len(off) >= 2 and set(off) <= set(ramp)
+    if off and not in_ramp and len(off) <= max(2, len(theta) // 8) and not (
             intended["scaled"] and _scaling_parameter_fit(free, intended)):
         shown = "; ".join(f"pair {i} turns {float(free[i]):.6g} rad per position, "
                           f"intended {float(theta[i]):.6g} ({float(free[i] / theta[i]):.4g}"
@@ -169,6 +173,10 @@ def _explain_schedule(free, intended):
         line += (f"Fitted pair by pair: fn keeps pairs 0..{k_fn} and divides pairs "
                  f"{d_fn}..{len(theta) - 1} by {factor:g}, ramping between; the "
                  f"rope_scaling keeps 0..{k_ex} and divides {d_ex}..{len(theta) - 1}. ")
+    if in_ramp:
+        line += (f"Only pairs between the kept and the divided ones differ ({len(off)} of "
+                 f"pairs {ramp[0]}..{ramp[-1]}, where the scaling ramps or smooths): the "
+                 f"ramp or smoothing formula differs. ")
     found = _scaling_parameter_fit(free, intended)
     if found:
         line += f"Reproduced by: {found}. "
@@ -180,6 +188,21 @@ def _explain_schedule(free, intended):
     line += ("Fix: compute inv_freq with scaling.rope_from_config(config), with the ramp "
              "or smoothing exactly as there.")
     return ("scaling", line)
+
+
+def _ramp_pairs(theta, plain, intended):
+    """Pairs whose intended frequency is neither kept nor divided by the
+    scaling's full factor (``theta / plain`` strictly between ``1/factor`` and
+    1, and not a common ratio): the ramp of YaRN, the smoothed band of Llama 3."""
+    factor = _scaling_factor(intended)
+    if not factor or factor <= 1:
+        return []
+    ratio = theta / plain
+    rel = 1e-3
+    ramp = [i for i in range(len(ratio))
+            if abs(float(ratio[i]) - 1) > rel and abs(float(ratio[i]) * factor - 1) > rel]
+    kept = len(ratio) - len(ramp)
+    return ramp if ramp and kept else []
 
 
 def _scaling_factor(intended):

@@ -446,8 +446,17 @@ def _clean(fit, intended, positions, g):
         + f" (fitted pair 0 {float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad per "
           f"position), attention factor {g:.6g}, and every probed position p rotated as "
           f"p itself (0 to {int(positions.max())}: no wrap, clamp, offset or scale).")
+    top = int(positions.max())
+    fit.lines.append(
+        f"Not probed: positions above {top} (a cache that wraps or clamps beyond them "
+        f"is invisible here: give the model's full context as max_position_embeddings "
+        f"or max_position); x other than float32 (fn's low-precision path); and heads: "
+        f"fn is called on (batch, seq, dim) and its batch rows are checked, so a bug "
+        f"in some heads only shows if fn maps that batch onto heads.")
     fit.fitted.update(base=intended["base"], exponent=f"2i/{intended['rotary']}",
-                      sign=1.0, position_bits=None)
+                      sign=1.0, position_bits=None,
+                      not_probed=("positions above max_position", "x not float32",
+                                  "head axis"))
     return Diagnosis([], "\n".join(fit.lines), fit.fitted)
 
 
