@@ -69,6 +69,10 @@ def test_live(name):
     want = "clean" if not case.accepted else "named"
     assert outcome(case, found.findings) == want, f"{name} ({case.text}): {found}"
     assert found.findings == _stored()["after"]["cases"][name]["findings"], name
+    if want == "clean":
+        # a clean answer says what it could not see
+        top = found.fitted["probed_positions"][1]
+        assert f"Not probed: positions above {top}" in found.explanation, found.explanation
 
 
 @pytest.mark.slow

@@ -127,7 +127,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
 
     Returns:
         :class:`Diagnosis`: ``findings`` (codes from :data:`CODES`; empty when
-        ``fn`` is RoPE as intended within float32 rounding) and ``explanation``.
+        ``fn`` is RoPE as intended within float32 rounding) and ``explanation``
+        (for a clean ``fn``, also what was not probed: positions above
+        ``max_position``, inputs other than float32, a head axis).
 
     Raises:
         ValueError: naming the parameter, for a bad argument; and when ``fn``
