@@ -200,12 +200,20 @@ def test_angles_in_bfloat16():
     lambda x, p: x,                                           # no rotation at all
     lambda x, p: x + 0.1,                                     # not linear
     lambda x, p: 1.5 * x,                                     # changes x at position 0
-    lambda x, p: rope.apply_rope(x, p, scaling.rope_parameters(
-        "yarn", 64, factor=4.0, original_max_position_embeddings=1024,
-        dtype=torch.float32)[0]),                             # frequencies not geometric
 ])
 def test_other_maps_are_not_rope(fn):
     assert diagnose_rope(fn, dim=64).findings == ["not-rope"]
+
+
+def test_frequencies_not_geometric():
+    """Exact rotations at constant frequencies that no ladder explains (YaRN's,
+    where plain RoPE is intended): the finding is the frequencies."""
+    freq = scaling.rope_parameters("yarn", 64, factor=4.0,
+                                   original_max_position_embeddings=1024,
+                                   dtype=torch.float32)[0]
+    found = diagnose_rope(lambda x, p: rope.apply_rope(x, p, freq), dim=64)
+    assert found.findings == ["frequency"], found.explanation
+    assert "no base or exponent reproduces them" in found.explanation, found.explanation
 
 
 def test_position_interpolation_is_named_as_a_rope():

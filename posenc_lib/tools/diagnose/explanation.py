@@ -55,6 +55,9 @@ def _schedule(angles, positions, theta, intended, fit, pairs, attention):
     codes, lines = [], []
     explained = _explain_schedule(free, intended)
     if explained is None:
+        # the older fit tries a geometric ladder of another base or exponent;
+        # if it cannot, these proven rotations at free frequencies are the answer
+        intended["free_rotation"] = _free_sentence(free, intended, attention)
         return None
     codes.append(explained[0])
     lines.append(explained[1])
@@ -62,6 +65,47 @@ def _schedule(angles, positions, theta, intended, fit, pairs, attention):
         codes.append(attention[0])
         lines.append(attention[1])
     return Diagnosis(_order(codes), "\n".join(lines), fit.fitted)
+
+
+def _free_sentence(free, intended, attention):
+    """``(codes, sentence)`` for pairs that are exact rotations, every position
+    rotated as itself, at frequencies ``free`` that no ladder or scaling the
+    fit knows explains: the finding ``"frequency"``."""
+    theta = intended["expected"].to(torch.float64)
+    rel = 2e-4
+    off = ((free - theta).abs() > rel * theta).nonzero().flatten().tolist()
+    shown = "; ".join(f"pair {i} turns {float(free[i]):.6g} rad per position, intended "
+                      f"{float(theta[i]):.6g}" for i in off[:3])
+    hint = ""
+    n = len(free)
+    shifted = [i for i in range(n - 1)
+               if abs(float(free[i] / theta[i + 1]) - 1) <= rel
+               or abs(float(free[i + 1] / theta[i]) - 1) <= rel]
+    repeated = [i for i in range(n - 1) if abs(float(free[i + 1] / free[i]) - 1) <= rel]
+    if repeated:
+        hint = (f" Pairs {repeated[0]} and {repeated[0] + 1} turn at the same frequency "
+                f"(a frequency repeated?).")
+    elif len(shifted) >= max(2, len(off) // 2):
+        hint = (f" From pair {shifted[0]} on, pairs turn at their neighbour's intended "
+                f"frequency: the ladder is shifted by one pair (a frequency dropped or "
+                f"inserted, or inv_freq indexed off by one).")
+    elif bool((free[1:] > free[:-1]).any()):
+        k = int(torch.nonzero(free[1:] > free[:-1])[0])
+        hint = (f" The ladder is not decreasing: pair {k + 1} turns faster than pair "
+                f"{k}.")
+    line = (f"Frequency: every pair of the {intended['layout']} layout is a rotation and "
+            f"every probed position is rotated as itself, but {len(off)} of {n} pairs "
+            f"turn at other frequencies than intended ({shown}), and no base"
+            + (", exponent or scaling parameter" if intended["scaled"] else " or exponent")
+            + f" reproduces them.{hint} Fix: compute inv_freq from the one formula, "
+              f"base ** (-2i/d) for i = 0..d/2-1"
+            + (", then the scaling as scaling.rope_from_config does" if intended["scaled"]
+               else "") + ".")
+    codes, lines = ["frequency"], [line]
+    if attention is not None:
+        codes.append(attention[0])
+        lines.append(attention[1])
+    return _order(codes), "\n".join(lines)
 
 
 def _explain_schedule(free, intended):
@@ -84,7 +128,11 @@ def _explain_schedule(free, intended):
                 f"torch.arange without .float()). Fix: keep inv_freq in float32 and "
                 f"cast the positions to float (position_ids.float()).")
     off = ((free - theta).abs() > rel * theta).nonzero().flatten().tolist()
-    if off and len(off) <= max(2, len(theta) // 8) and not (
+    ramp = _ramp_pairs(theta, plain, intended) if intended["scaled"] else []
+    # several pairs off, all where the scaling ramps or smooths: its formula, not
+    # a per-pair edit (one pair alone stays a per-pair frequency)
+    in_ramp = len(off) >= 2 and set(off) <= set(ramp)
+    if off and not in_ramp and len(off) <= max(2, len(theta) // 8) and not (
             intended["scaled"] and _scaling_parameter_fit(free, intended)):
         shown = "; ".join(f"pair {i} turns {float(free[i]):.6g} rad per position, "
                           f"intended {float(theta[i]):.6g} ({float(free[i] / theta[i]):.4g}"
@@ -125,6 +173,10 @@ def _explain_schedule(free, intended):
         line += (f"Fitted pair by pair: fn keeps pairs 0..{k_fn} and divides pairs "
                  f"{d_fn}..{len(theta) - 1} by {factor:g}, ramping between; the "
                  f"rope_scaling keeps 0..{k_ex} and divides {d_ex}..{len(theta) - 1}. ")
+    if in_ramp:
+        line += (f"Only pairs between the kept and the divided ones differ ({len(off)} of "
+                 f"pairs {ramp[0]}..{ramp[-1]}, where the scaling ramps or smooths): the "
+                 f"ramp or smoothing formula differs. ")
     found = _scaling_parameter_fit(free, intended)
     if found:
         line += f"Reproduced by: {found}. "
@@ -136,6 +188,21 @@ def _explain_schedule(free, intended):
     line += ("Fix: compute inv_freq with scaling.rope_from_config(config), with the ramp "
              "or smoothing exactly as there.")
     return ("scaling", line)
+
+
+def _ramp_pairs(theta, plain, intended):
+    """Pairs whose intended frequency is neither kept nor divided by the
+    scaling's full factor (``theta / plain`` strictly between ``1/factor`` and
+    1, and not a common ratio): the ramp of YaRN, the smoothed band of Llama 3."""
+    factor = _scaling_factor(intended)
+    if not factor or factor <= 1:
+        return []
+    ratio = theta / plain
+    rel = 1e-3
+    ramp = [i for i in range(len(ratio))
+            if abs(float(ratio[i]) - 1) > rel and abs(float(ratio[i]) * factor - 1) > rel]
+    kept = len(ratio) - len(ramp)
+    return ramp if ramp and kept else []
 
 
 def _scaling_factor(intended):

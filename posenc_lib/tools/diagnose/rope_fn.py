@@ -127,7 +127,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
 
     Returns:
         :class:`Diagnosis`: ``findings`` (codes from :data:`CODES`; empty when
-        ``fn`` is RoPE as intended within float32 rounding) and ``explanation``.
+        ``fn`` is RoPE as intended within float32 rounding) and ``explanation``
+        (for a clean ``fn``, also what was not probed: positions above
+        ``max_position``, inputs other than float32, a head axis).
 
     Raises:
         ValueError: naming the parameter, for a bad argument; and when ``fn``
@@ -137,6 +139,10 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
     """
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    again = dict(dim=dim, base=base, layout=layout, rotary_dim=rotary_dim,
+                 rope_scaling=rope_scaling, max_position_embeddings=max_position_embeddings,
+                 seq_len=seq_len, config=config, max_position=max_position, seed=seed,
+                 rotary_position=rotary_position, timeout=timeout)
     if config is not None:
         dim, base, layout, rotary_dim, cfg = _from_config(config, dim, base, layout,
                                                           rotary_dim, rope_scaling,
@@ -195,6 +201,9 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                               f"its answers for the unit vectors by up to "
                               f"{linear_error:.3g}, and RoPE is a linear map (a "
                               f"rotation) of each x")
+    converted = _layout_conversion(m, intended)
+    if converted is not None:
+        return _diagnose_converted(fn, converted, intended, again)
     ignored = _positions_used(fn, dim, max_position, gen, timeout, noise)
     if ignored is not None:
         fit.findings.append("positions-ignored")
@@ -218,6 +227,12 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                                    _Fit([], [], dict(fit.fitted)))
                 if rescued is not None:
                     result = rescued
+        free = intended.get("free_rotation")
+        if free is not None and result.findings and set(result.findings) <= {
+                "pair-block", "not-rope"}:
+            # the blocks were proven rotations at constant per-pair frequencies
+            # with every position its own: the frequencies are what is wrong
+            result = Diagnosis(free[0], free[1], result.fitted)
         if result.ok or result.findings == ["not-rope"]:
             extra = _long_run(fn, intended)
             if extra is not None and result.ok:
@@ -242,6 +257,54 @@ def diagnose_rope(fn: Callable[[Tensor, Tensor], Tensor], *, dim: int | None = N
                          f"rope.apply_rope's by hand.")
         fit.fitted["error"] = f"{type(error).__name__}: {error}"
         return _finish(fit)
+
+
+def _layout_conversion(m, intended):
+    """``(P, from, to)`` when ``fn`` is, at position 0 (where RoPE is the
+    identity), the permutation that moves the rotated features from one
+    layout's order to the other's (a conversion ``rope.interleaved_to_half``
+    does for weights, left in the kernel), else ``None``."""
+    dim, rotary, start = intended["dim"], intended["rotary"], intended["start"]
+    if rotary < 4:
+        return None          # one pair: the two layouts are the same order
+    m0 = m[0]
+    tol = 1e-4 + 4 * intended["noise"]
+    for src, dst in (("half", "interleaved"), ("interleaved", "half")):
+        p = torch.eye(dim, dtype=torch.float64)
+        p[start:start + rotary] = 0.0
+        for (a, b), (c, d) in zip(_pairs_of(src, start, rotary // 2),
+                                  _pairs_of(dst, start, rotary // 2)):
+            p[c, a] = 1.0
+            p[d, b] = 1.0
+        if float((m0 - p).abs().max()) <= tol:
+            return p, src, dst
+    return None
+
+
+def _diagnose_converted(fn, converted, intended, again):
+    """The diagnosis of ``fn`` whose outputs come out in the other layout's order:
+    ``"layout"``, then what the same ``fn`` with its outputs put back in order
+    does (diagnosed again)."""
+    p, src, dst = converted
+    pt = p.to(torch.float32)
+
+    def reordered(x, positions):
+        out = fn(x, positions)
+        return out @ pt.to(out.dtype).to(out.device)
+
+    inner = diagnose_rope(reordered, **again)
+    line = (f"Layout: at position 0, where RoPE is the identity, fn moves its "
+            f"features from the {src} layout's order to the {dst} layout's (feature "
+            f"{intended['start'] + 1} comes out at "
+            f"{int(p[:, intended['start'] + 1].argmax())}): it rotates in one layout "
+            f"and writes (or reads) the features in the other, a layout conversion "
+            f"left in the kernel. Fix: return the features in the order they came "
+            f"in; convert the checkpoint's q and k weights instead "
+            f"(rope.interleaved_to_half).")
+    rest = ("With the outputs put back in order, fn is RoPE as intended."
+            if inner.ok else "With the outputs put back in order:\n" + inner.explanation)
+    codes = _order(["layout"] + [c for c in inner.findings if c != "layout"])
+    return Diagnosis(codes, line + "\n" + rest, dict(inner.fitted, output_order=dst))
 
 
 #: Largest position probed: float32 holds every integer up to 2**24.
@@ -385,8 +448,17 @@ def _clean(fit, intended, positions, g):
         + f" (fitted pair 0 {float(theta[0]):.6g}, last pair {float(theta[-1]):.4g} rad per "
           f"position), attention factor {g:.6g}, and every probed position p rotated as "
           f"p itself (0 to {int(positions.max())}: no wrap, clamp, offset or scale).")
+    top = int(positions.max())
+    fit.lines.append(
+        f"Not probed: positions above {top} (a cache that wraps or clamps beyond them "
+        f"is invisible here: give the model's full context as max_position_embeddings "
+        f"or max_position); x other than float32 (fn's low-precision path); and heads: "
+        f"fn is called on (batch, seq, dim) and its batch rows are checked, so a bug "
+        f"in some heads only shows if fn maps that batch onto heads.")
     fit.fitted.update(base=intended["base"], exponent=f"2i/{intended['rotary']}",
-                      sign=1.0, position_bits=None)
+                      sign=1.0, position_bits=None,
+                      not_probed=("positions above max_position", "x not float32",
+                                  "head axis"))
     return Diagnosis([], "\n".join(fit.lines), fit.fitted)
 
 
