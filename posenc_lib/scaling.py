@@ -661,7 +661,7 @@ def _lengths_arg(name: str, value) -> Tensor:
 
 
 def out_of_range_pairs(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: float,
-                       target_length, *, rtol: float = 1e-9) -> Tensor:
+                       target_length, *, rtol: float | None = None) -> Tensor:
     """Which pairs are pushed outside the angle range they saw in training.
 
     Training on positions ``[0, train_length]`` with frequencies ``θ_i``
@@ -674,6 +674,14 @@ def out_of_range_pairs(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: 
     Args:
         inv_freq, scaled_inv_freq, train_length, target_length: as for
             :func:`angle_range_ratio` (several lengths at once included).
+        rtol: by default the rounding of the inputs' own dtype (the coarser
+            of the two): ``u·(8 + |ln θ|max + |ln θ'|max)``, doubled, with
+            ``u`` its unit roundoff. A frequency computed as ``base^(-y)``
+            in that dtype is off by up to ``(|ln θ| + 2)·u`` relative (the
+            rounding of ``y`` and ``base``, times ``|ln θ|``, plus the power's
+            own few ulps); the ratio of two, times two lengths, adds ``4u``.
+            Below the dtype's smallest normal number ``tiny`` (float16 from
+            6e-5), ``u`` grows to ``u·(1 + tiny/min θ)``.
 
     Returns:
         ``(dim/2,)`` bool tensor, or ``(n, dim/2)`` for ``n`` lengths; its
@@ -681,6 +689,16 @@ def out_of_range_pairs(inv_freq: Tensor, scaled_inv_freq: Tensor, train_length: 
     """
     ratio = angle_range_ratio(inv_freq, scaled_inv_freq, train_length, target_length)
     closed = train_length * inv_freq.to(torch.float64) >= 2 * math.pi
+    if rtol is None:
+        u, logs = 0.0, 0.0
+        for f in (inv_freq, scaled_inv_freq):
+            info, smallest = torch.finfo(f.dtype), float(f.abs().min())
+            # a subnormal keeps only tiny·eps absolute precision: u·tiny/|θ| relative
+            u = max(u, info.eps / 2 * (1 + info.tiny / smallest))
+            logs += float(f.to(torch.float64).log().abs().max())
+        rtol = 2 * u * (8 + logs)
+    else:
+        rtol = _validate.finite_float("rtol", rtol, at_least=0.0)
     return (ratio > 1 + rtol) & ~closed
 
 
