@@ -521,9 +521,26 @@ def judge(raw: dict, observed: dict, logged: list, *, crosscheck_too: bool = Tru
     return out
 
 
+def refused(judged: dict) -> bool:
+    """Whether the library refuses the config with a clear error (the
+    inspector's ``ValueError`` naming the field), every compare difference
+    being that refusal and the crosscheck raising it too: an answer the
+    library may give, tallied apart from the disagreements."""
+    message = judged.get("inspector") or ""
+    if not message.startswith("refuses: "):
+        return False
+    text = message.removeprefix("refuses: ")[:60]
+    return all(d["what"] == "library" and text in d["reason"]
+               for d in judged.get("compare") or []) and \
+        all(text in p for p in judged.get("crosscheck") or [])
+
+
 def disagrees(judged: dict) -> list[str]:
     """The parts of a judgement that disagree (``compare``, ``inspector``,
-    ``crosscheck``; ``warnings`` is tallied apart)."""
+    ``crosscheck``; ``warnings`` is tallied apart; a clear refusal is
+    ``["refused"]``)."""
+    if refused(judged):
+        return ["refused"]
     return [k for k in ("compare", "inspector", "crosscheck") if judged.get(k)]
 
 
@@ -611,8 +628,8 @@ def tallies(entries: list) -> dict:
     """Counts per type and per kind: drawn, accepted, disagree (any part),
     and per part."""
     def blank():
-        return {"accepted": 0, "rejected": 0, "disagree": 0, "compare": 0,
-                "inspector": 0, "crosscheck": 0, "warnings": 0}
+        return {"accepted": 0, "rejected": 0, "disagree": 0, "refused": 0,
+                "compare": 0, "inspector": 0, "crosscheck": 0, "warnings": 0}
 
     out = {"total": blank(), "by_type": {}, "by_kind": {}}
     for e in entries:
@@ -623,6 +640,9 @@ def tallies(entries: list) -> dict:
                 bucket["rejected"] += 1
                 continue
             bucket["accepted"] += 1
+            if e["disagree"] == ["refused"]:
+                bucket["refused"] += 1
+                continue
             bucket["disagree"] += bool(e["disagree"])
             for part in ("compare", "inspector", "crosscheck", "warnings"):
                 bucket[part] += bool(e["judged"].get(part))

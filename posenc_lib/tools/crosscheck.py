@@ -141,8 +141,9 @@ class _SinCosTable:
 
 def _rotary_for(model, layer):
     """The rotary module a decoder layer's forward pass uses, or ``None``."""
-    attn = getattr(layer, "self_attn", getattr(layer, "attention",
-                                                getattr(layer, "attn", None)))
+    attn = next((getattr(layer, n) for n in ("self_attn", "attention", "attn",
+                                             "self_attention")  # Falcon's
+                 if getattr(layer, n, None) is not None), None)
     name = type(attn).__name__ if attn is not None else ""
     if isinstance(getattr(attn, "embed_positions", None), torch.Tensor):
         return _SinCosTable(attn.embed_positions), attn  # GPT-J, CodeGen
