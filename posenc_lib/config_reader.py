@@ -555,6 +555,17 @@ def _partial_factor(config: Mapping, block: dict, layout: str) -> float:
 
 
 def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> float:
+    if model_type in FIXED_BASE:  # the modelling code never reads a base field
+        given = {k: v for k, v in (("rope_theta", config.get("rope_theta")),
+                                   ("rope_parameters.rope_theta",
+                                    block.get("rope_theta"))) if v is not None}
+        block.pop("rope_theta", None)
+        if any(v != FIXED_BASE[model_type] for v in given.values()):
+            warnings.warn(f"{given} ignored: model_type {model_type!r} rotates with "
+                          f"the fixed base {FIXED_BASE[model_type]:g} (its "
+                          f"create_sinusoidal_positions reads no config field)",
+                          IgnoredKeyWarning, stacklevel=5)
+        return FIXED_BASE[model_type]
     found = {}
     if config.get("rope_theta") is not None:
         found["rope_theta"] = config["rope_theta"]

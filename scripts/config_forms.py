@@ -97,6 +97,20 @@ class Draw:
         return out
 
     @classmethod
+    def scripted(cls, choices: dict):
+        """The value ``choices`` gives each named choice, else the first option
+        (a subset: the listed options, else none)."""
+        d = cls(lambda options: options[0])
+        base_choice, base_subset = d.choice, d.subset
+        d.choice = lambda name, options: (d.log.__setitem__(name, choices[name]) or
+                                          choices[name]) if name in choices \
+            else base_choice(name, options)
+        d.subset = lambda name, options: (d.log.__setitem__(name, choices[name]) or
+                                          choices[name]) if name in choices \
+            else base_subset(name, [])
+        return d
+
+    @classmethod
     def seeded(cls, seed):
         rng = random.Random(seed)
         return cls(lambda options: options[rng.randrange(len(options))])
@@ -649,6 +663,50 @@ def tallies(entries: list) -> dict:
     return out
 
 
+def rejudge(stored: dict, *, before: dict | None = None, command: str = "") -> dict:
+    """A stored run judged again by the library as it is now, from the stored
+    observations (no model is built): ``compare`` and ``inspector`` are
+    re-run; ``crosscheck`` (which builds its own model) is kept as the run
+    found it (``crosscheck_rerun`` false). ``before`` (another stored run,
+    default this one) gives the tallies kept under ``before``, with
+    ``before_command``."""
+    import warnings
+
+    from posenc_lib.tools import inspector
+
+    before = before or stored
+    out = {k: v for k, v in stored.items() if k not in ("entries", "tallies")}
+    out["before"] = before.get("before") or tallies(  # a refusal counted apart
+        [dict(e, disagree=disagrees(e["judged"])) if e["accepted"] else e
+         for e in before["entries"]])
+    out["before_command"] = before.get("before_command", command)
+    out["crosscheck_rerun"] = False
+    entries = []
+    for e in stored["entries"]:
+        e = dict(e)
+        if e["accepted"]:
+            judged = dict(e["judged"])
+            diffs = conformance.compare(e["observed"], e["raw"],
+                                        transformers_version=stored["transformers"])
+            judged["compare"] = ([d for d in diffs if not d["reason"].endswith(
+                "not compared")] if conformance.verdict(diffs) == "disagree" else [])
+            judged["inspector"] = None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    inspector.inspect_config(e["raw"])
+                except ValueError as error:
+                    judged["inspector"] = f"refuses: {str(error)[:300]}"
+                except Exception as error:  # noqa: BLE001 -- a crash is a finding
+                    judged["inspector"] = f"crash: {type(error).__name__}: {error}"[:300]
+            e["judged"] = judged
+            e["disagree"] = disagrees(judged)
+        entries.append(e)
+    out["tallies"] = tallies(entries)
+    out["entries"] = entries
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -659,7 +717,23 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-gb", type=float, default=3.0,
                         help="data-segment limit: a config whose model would "
                         "not fit fails with an allocation error, recorded")
+    parser.add_argument("--rejudge", type=Path, default=None,
+                        help="judge a stored run (this script's --out) again "
+                        "with the current library; no model is built")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="with --rejudge: the run whose tallies are kept "
+                        "as the before figure")
     args = parser.parse_args(argv)
+    if args.rejudge:
+        out = rejudge(json.loads(args.rejudge.read_text()),
+                      before=json.loads(args.before.read_text()) if args.before
+                      else None, command=f"python scripts/config_forms.py --examples "
+                      f"{args.examples} (before the fixes)")
+        print(json.dumps(out["before"]["total"]), "->",
+              json.dumps(out["tallies"]["total"]))
+        if args.out:
+            args.out.write_text(json.dumps(out, default=str) + "\n")
+        return 0
     try:
         import resource
 
@@ -694,7 +768,7 @@ def main(argv=None) -> int:
            "tallies": tallies(entries), "entries": entries}
     print(json.dumps(out["tallies"]["total"]), f"{elapsed:.0f} s")
     if args.out:
-        args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
+        args.out.write_text(json.dumps(out, default=str) + "\n")
     return 0
 
 
