@@ -594,8 +594,11 @@ _LENGTH_ALIASES = ("max_position_embeddings", "n_positions")
 
 
 def _max_length(config: Mapping) -> int | None:
-    name, value = _one_of_aliases(config, _LENGTH_ALIASES)
-    return None if value is None else _positive_length(name, value)
+    # with both keys, max_position_embeddings wins: PretrainedConfig sets the
+    # keyword arguments it does not take after the class's own
+    # (``n_positions``), through the attribute_map
+    name = next((n for n in _LENGTH_ALIASES if config.get(n) is not None), None)
+    return None if name is None else _positive_length(name, config[name])
 
 
 def _optional_length(config: Mapping, name: str) -> int | None:

@@ -49,7 +49,6 @@ import argparse
 import copy
 import json
 import logging
-import math
 import platform
 import random
 import sys
