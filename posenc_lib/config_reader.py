@@ -388,10 +388,12 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
     if text is None and model_type == "modernbert-decoder" and \
-            config.get("rope_theta") is None and config.get("global_rope_theta"):
+            config.get("global_rope_theta"):
         # ModernBertDecoderConfig maps rope_theta onto global_rope_theta, and
         # 4.57.6 builds both rotary modules (global_rotary_emb, local_rotary_emb)
-        # from that one config: local_rope_theta is not read
+        # from that one config: local_rope_theta is not read. With both keys,
+        # global_rope_theta wins (__init__ assigns it after PretrainedConfig
+        # has set the keyword rope_theta through the attribute_map)
         return {**config, "rope_theta": config["global_rope_theta"]}, model_type
     if text is None and model_type == "dbrx" and isinstance(config.get("attn_config"),
                                                             Mapping):

@@ -158,6 +158,9 @@ def _rotary_for(model, layer):
         return model.rotary_embs[attn.attention_type], attn
     if getattr(attn, "is_sliding", False) and hasattr(model, "rotary_emb_local"):
         return model.rotary_emb_local, attn
+    if hasattr(model, "global_rotary_emb"):  # ModernBERT decoder
+        return (model.local_rotary_emb if getattr(attn, "is_sliding", False)
+                else model.global_rotary_emb), attn
     return getattr(model, "rotary_emb", None), attn
 
 
