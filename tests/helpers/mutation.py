@@ -883,6 +883,16 @@ MUTANTS: tuple[Mutant, ...] = (
        '"deepseek_v2": True, "gptj": True, "codegen": True,',
        '"deepseek_v2": True, "codegen": True,',
        [], "GPT-J's pairs reported as halves (rotate_every_two pairs neighbours)"),
+    _m("legacy-rotary-keys-everywhere", "config_reader.py",
+       "    if not unread:\n        return text\n",
+       "    if True:\n        return text\n",
+       [], "rotary_pct, rotary_emb_base and rotary_dim read on every model type "
+       "(only GPT-NeoX, GPT-J and CodeGen read them)"),
+    _m("kv-heads-null-is-default", "serving.py",
+       'and "num_key_value_heads" not in text:',
+       "and True:",
+       [], "an explicit null num_key_value_heads read as the class default (the "
+       "class turns null into the query heads)"),
 )
 
 
