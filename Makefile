@@ -270,6 +270,15 @@ conformance: $(INSTALLED) $(PY5) ## a tiny model of every causal-LM type transfo
 mrope-population: $(INSTALLED) $(PY5) ## every M-RoPE module of transformers 5.x against the inspector (results/mrope-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/mrope_population.py --out results/mrope-5.json
 
+# Not part of make test (about 20 min each on two shared cores): configs drawn
+# in the forms released config.json files take (scripts/config_forms.py), on
+# every rotary causal-LM type, each judged against a tiny transformers model;
+# tests/test_config_forms.py re-judges the stored runs.
+.PHONY: config-forms
+config-forms: $(INSTALLED) $(PY5) ## generated config forms per rotary causal-LM type against tiny transformers models (results/config_forms-*.json)
+	nice -n 10 $(PY) scripts/config_forms.py --examples 10 --out results/config_forms-4.json
+	nice -n 10 $(PY5) scripts/config_forms.py --examples 10 --out results/config_forms-5.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

@@ -390,10 +390,12 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
     if text is None and model_type == "modernbert-decoder" and \
-            config.get("rope_theta") is None and config.get("global_rope_theta"):
+            config.get("global_rope_theta"):
         # ModernBertDecoderConfig maps rope_theta onto global_rope_theta, and
         # 4.57.6 builds both rotary modules (global_rotary_emb, local_rotary_emb)
-        # from that one config: local_rope_theta is not read
+        # from that one config: local_rope_theta is not read. With both keys,
+        # global_rope_theta wins (__init__ assigns it after PretrainedConfig
+        # has set the keyword rope_theta through the attribute_map)
         return {**config, "rope_theta": config["global_rope_theta"]}, model_type
     if text is None and model_type == "dbrx" and isinstance(config.get("attn_config"),
                                                             Mapping):
@@ -557,6 +559,17 @@ def _partial_factor(config: Mapping, block: dict, layout: str) -> float:
 
 
 def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> float:
+    if model_type in FIXED_BASE:  # the modelling code never reads a base field
+        given = {k: v for k, v in (("rope_theta", config.get("rope_theta")),
+                                   ("rope_parameters.rope_theta",
+                                    block.get("rope_theta"))) if v is not None}
+        block.pop("rope_theta", None)
+        if any(v != FIXED_BASE[model_type] for v in given.values()):
+            warnings.warn(f"{given} ignored: model_type {model_type!r} rotates with "
+                          f"the fixed base {FIXED_BASE[model_type]:g} (its "
+                          f"create_sinusoidal_positions reads no config field)",
+                          IgnoredKeyWarning, stacklevel=5)
+        return FIXED_BASE[model_type]
     found = {}
     if config.get("rope_theta") is not None:
         found["rope_theta"] = config["rope_theta"]
@@ -577,6 +590,19 @@ def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> 
     raise ValueError(f"config is incomplete: no rope_theta, and model_type "
                      f"{model_type!r} has no known default (known: "
                      f"{sorted(MODEL_DEFAULTS)})")
+
+
+#: Names config classes give ``max_position_embeddings`` (their
+#: ``attribute_map``: GPT-J and CodeGen store it as ``n_positions``).
+_LENGTH_ALIASES = ("max_position_embeddings", "n_positions")
+
+
+def _max_length(config: Mapping) -> int | None:
+    # with both keys, max_position_embeddings wins: PretrainedConfig sets the
+    # keyword arguments it does not take after the class's own
+    # (``n_positions``), through the attribute_map
+    name = next((n for n in _LENGTH_ALIASES if config.get(n) is not None), None)
+    return None if name is None else _positive_length(name, config[name])
 
 
 def _optional_length(config: Mapping, name: str) -> int | None:
@@ -670,6 +696,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                              and text["attn_config"].get("alibi")):
         raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
                          "are no RoPE frequencies to compute")
+    text = _legacy_keys_dropped(text, model_type)
     block, layout = _rope_block(text)
     if model_type == "phi3" and layout.startswith("4.x") and \
             set(block) != {"type", "short_factor", "long_factor"}:
@@ -724,7 +751,7 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
             problems.messages.append(
                 f"the rotary dim int(head_dim * partial_rotary_factor) = "
                 f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
-    max_len = problems.check(_optional_length, text, "max_position_embeddings")
+    max_len = problems.check(_max_length, text)
     top_original = problems.check(_optional_length, text,
                                   "original_max_position_embeddings")
     block_original = block.get("original_max_position_embeddings")
@@ -821,6 +848,46 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                       mrope_section=mrope, layout=layout, model_type=model_type,
                       ntk_alpha=alpha, dynamic_params=dynamic_params,
                       defaults_used=tuple(used))
+
+
+#: Older names of rotary fields and the model types whose config class reads
+#: them (``configuration_gpt_neox.py``, ``configuration_gpt_neox_japanese.py``,
+#: ``configuration_gptj.py``, ``configuration_codegen.py`` in transformers
+#: 4.57.6 and 5.24.0; ``configuration_minimax_m2.py`` and
+#: ``configuration_minimax_m3_vl.py`` in 5.24.0). Every other class keeps such
+#: a key as an attribute that nothing reads: ``_legacy_keys_dropped`` drops it.
+LEGACY_ROTARY_KEYS = {"rotary_pct": ("gpt_neox", "gpt_neox_japanese"),
+                      "rotary_emb_base": ("gpt_neox", "gpt_neox_japanese"),
+                      "rotary_dim": ("gptj", "codegen", "minimax_m2", "minimax_m3_vl")}
+
+
+#: Model types whose attention has one key and value head per query head and
+#: whose config class has no ``num_key_value_heads`` (nor reads one): a
+#: ``num_key_value_heads`` in their config changes nothing (the modelling
+#: files of transformers 4.57.6 and 5.24.0 never name it).
+MHA_ONLY = ("codegen", "gptj", "gpt_neox", "gpt_neox_japanese", "persimmon",
+            "modernbert-decoder")
+
+
+class IgnoredKeyWarning(UserWarning):
+    """A top-level key that names a rotary field in other model families and
+    that this model type's config class does not read (nor does transformers)."""
+
+
+def _legacy_keys_dropped(text: dict, model_type: str | None) -> dict:
+    """``text`` without the keys of :data:`LEGACY_ROTARY_KEYS` its model type
+    does not read (each dropped key named in one :class:`IgnoredKeyWarning`)."""
+    name = (model_type or "").removesuffix("_text")
+    unread = sorted(k for k, types in LEGACY_ROTARY_KEYS.items()
+                    if text.get(k) is not None and name not in types)
+    if not unread:
+        return text
+    readers = {k: list(LEGACY_ROTARY_KEYS[k]) for k in unread}
+    warnings.warn(f"{unread} ignored: model_type {model_type!r}'s config class does "
+                  f"not read them, and neither does transformers (only {readers} "
+                  f"do); use partial_rotary_factor and rope_theta", IgnoredKeyWarning,
+                  stacklevel=4)
+    return {k: v for k, v in text.items() if k not in unread}
 
 
 def _granite_nope(text: Mapping, model_type) -> bool:

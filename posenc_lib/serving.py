@@ -615,14 +615,18 @@ def cache_head(config: Mapping) -> dict:
     _, heads = config_reader._one_of_aliases(text, config_reader._HEADS_ALIASES)
     heads = _validate.positive_int("num_attention_heads", heads)
     kv_heads = text.get("num_key_value_heads")
+    if model_type in config_reader.MHA_ONLY:  # no class field; never read
+        kv_heads = None
     if model_type == "falcon":  # FalconAttention.num_kv_heads
         kv_heads = (text.get("num_kv_heads") or heads) if (
             text.get("new_decoder_architecture") or not text.get("multi_query", True)) \
             else 1
     if kv_heads is None and model_type in ("deepseek_v3", "deepseek_v2"):
         kv_heads = heads  # DeepseekV3Attention expands its keys per query head
-    elif kv_heads is None and model_type in _validate_config.KV_HEADS_DEFAULTS:
-        # the config class fills in its own default, not the query heads
+    elif kv_heads is None and model_type in _validate_config.KV_HEADS_DEFAULTS \
+            and "num_key_value_heads" not in text:
+        # an absent field: the config class fills in its own default, not the
+        # query heads (an explicit null is the query heads, or does not build)
         kv_heads = _validate_config.KV_HEADS_DEFAULTS[model_type]
         if heads % kv_heads:
             raise ValueError(

@@ -27,9 +27,9 @@ def test_every_layer_and_the_cache_are_compared():
     result = crosscheck.crosscheck(inspector.model_config("lfm2-1.2b"))
     assert len(result["layers"]) == 16
     assert sum(e["rope"] for e in result["layers"]) == 6  # conv layers: none
-    # 6 attention layers x 2 x 2 heads x 64 dims x 2 bytes x 10 tokens
-    assert result["cache"]["kv"] == result["cache"]["kv_predicted"] == 30720
-    assert result["cache"]["state"] == 16 * 128 * 3 * 2  # hidden 128 after shrinking
+    # 6 attention layers x 2 x 2 heads x 64 dims x 4 bytes (float32) x 10 tokens
+    assert result["cache"]["kv"] == result["cache"]["kv_predicted"] == 61440
+    assert result["cache"]["state"] == 16 * 128 * 3 * 4  # hidden 128 after shrinking
     assert all(e["cos_sin_error"] <= e["tolerance"] for e in result["layers"]
                if e["rope"])
 

@@ -88,13 +88,20 @@ def library_view(config: Mapping, *, position: int,
         except Exception as e:  # noqa: BLE001 -- a crash is a finding too
             out["errors"].append(f"softmax scale: {e}")
         try:
-            kv = serving.kv_cache_bytes(config, bytes_per_value=4,
-                                        transformers_version=version)
+            # the cache after ``tokens`` and ``tokens + 1`` tokens, as the
+            # sweep measures it: a sliding window shorter than that has
+            # stopped growing (its keys and values are then a fixed part)
+            tokens = position + 1
+            kv, longer = (serving.kv_cache_bytes(config, bytes_per_value=4,
+                                                 length=n, transformers_version=version)
+                          for n in (tokens, tokens + 1))
             if kv is None:
                 out["errors"].append("kv_cache_bytes: no layer count")
             else:
-                out["kv_per_token"] = kv["bytes_per_token"]
-                out["state"] = kv["fixed_state"]["bytes"] if kv["fixed_state"] else 0
+                state = kv["fixed_state"]["bytes"] if kv["fixed_state"] else 0
+                out["kv_per_token"] = longer["bytes_at_length"] - kv["bytes_at_length"]
+                out["state"] = kv["bytes_at_length"] - tokens * out["kv_per_token"] \
+                    + state
                 unsized = sorted({k for k, info in kv["by_layer_type"].items()
                                   if not info["kv"] and k != "shared_kv"})
                 if unsized and not kv["fixed_state"]:

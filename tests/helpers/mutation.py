@@ -891,6 +891,16 @@ MUTANTS: tuple[Mutant, ...] = (
        "            for i in range(a, min(3 * min(sections), pairs), 3):\n",
        [], "Qwen3-VL-style interleaving stops every axis at the smallest section "
        "(right for the released [24, 20, 20], wrong for other sections)"),
+    _m("legacy-rotary-keys-everywhere", "config_reader.py",
+       "    if not unread:\n        return text\n",
+       "    if True:\n        return text\n",
+       [], "rotary_pct, rotary_emb_base and rotary_dim read on every model type "
+       "(only GPT-NeoX, GPT-J and CodeGen read them)"),
+    _m("kv-heads-null-is-default", "serving.py",
+       'and "num_key_value_heads" not in text:',
+       "and True:",
+       [], "an explicit null num_key_value_heads read as the class default (the "
+       "class turns null into the query heads)"),
 )
 
 

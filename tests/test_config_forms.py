@@ -1,0 +1,119 @@
+"""Config forms (scripts/config_forms.py): the inspector on configs written the
+way released ``config.json`` files are, against transformers' own tiny models.
+
+- a derandomized hypothesis slice: configs drawn by the script's strategy for
+  a few model types, each built and run by the installed transformers and
+  judged (the sweep's comparison on the raw dict, and ``inspect_config``); a
+  config transformers accepts must get the model's frequencies, rotating
+  layers, softmax scale and cache bytes, or a clear refusal;
+- the stored runs (``results/config_forms-*.json``) re-judged by the current
+  library where no transformers is needed (the comparison on the stored
+  observation): a fix or a regression changes a stored verdict, and the file
+  must be regenerated (``make config-forms``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from posenc_lib.tools import conformance
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = sorted((ROOT / "results").glob("config_forms-*.json*"))
+
+
+def _load(path):
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def forms():
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import config_forms
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return config_forms
+
+
+#: Fast types that read the forms differently: Llama (generic rope init,
+#: reads partial_rotary_factor through getattr), Qwen2 (use_sliding_window,
+#: max_window_layers, a class default for num_key_value_heads), GPT-NeoX
+#: (rotary_pct, rotary_emb_base), GPT-J (rotary_dim, n_positions, a sine
+#: table), Cohere (interleaved cos/sin), Falcon (num_kv_heads, self_attention).
+SLICE_TYPES = ["llama", "qwen2", "gpt_neox", "gptj", "cohere", "falcon"]
+#: Forms the first sweep found misread, each drawn once on purpose.
+FOUND = [("llama", {"kind": "partial", "partial key": "rotary_pct", "fraction": 0.5}),
+         ("qwen2", {"kind": "kv_heads", "kv heads": "null"}),
+         ("gpt_neox", {"kind": "kv_heads", "kv heads": "one"}),
+         ("llama", {"kind": "window", "window": "small"}),
+         ("gptj", {"kind": "as-is"}),
+         ("qwen2", {"kind": "extra", "extra key": "rotary_emb_base"})]
+
+
+def _judged(forms, model_type, draw):
+    entry = forms.one(model_type, draw, crosscheck_too=False)
+    if entry is None or not entry["accepted"]:
+        return None  # a kind that does not apply, or transformers rejects it
+    assert entry["disagree"] in ([], ["refused"]), (
+        f"{model_type} {entry['kind']} {entry['draws']}: "
+        f"{json.dumps(entry['judged'], default=str)[:800]}")
+    return entry
+
+
+@pytest.mark.parametrize("model_type,choices", FOUND,
+                         ids=[f"{t}-{'-'.join(map(str, c.values()))}" for t, c in FOUND])
+def test_found_forms(forms, model_type, choices):
+    assert _judged(forms, model_type, forms.Draw.scripted(choices)) is not None
+
+
+def test_generated_forms_slice(forms):
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    seen = []
+
+    @settings(max_examples=12, derandomize=True, database=None, deadline=None,
+              phases=[Phase.explicit, Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(SLICE_TYPES), st.data())
+    def check(model_type, data):
+        entry = _judged(forms, model_type, forms.Draw.hypothesis(data))
+        if entry is not None:
+            seen.append(entry["kind"])
+
+    check()
+    assert len(seen) >= 6, seen  # most draws are configs transformers runs
+
+
+def test_results_exist():
+    assert RESULTS, "results/config_forms-*.json missing: run make config-forms"
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=[p.name for p in RESULTS])
+def test_stored_comparisons_are_the_current_library_s(path):
+    """Each stored observation, compared again with the current library on
+    the stored raw config, gives the stored verdict of that comparison."""
+    stored = _load(path)
+    assert stored["tallies"]["total"]["accepted"] >= 300
+    changed = []
+    accepted = [e for e in stored["entries"] if e["accepted"]]
+    # every stored disagreement, and every 8th agreement (the time budget)
+    for i, entry in enumerate(accepted):
+        if not entry["judged"]["compare"] and i % 8:
+            continue
+        diffs = conformance.compare(entry["observed"], entry["raw"],
+                                    transformers_version=stored["transformers"])
+        now = conformance.verdict(diffs) == "disagree"
+        if now != bool(entry["judged"]["compare"]):
+            changed.append((entry["model_type"], entry["kind"], now))
+    assert not changed, (f"{len(changed)} stored comparisons changed (regenerate "
+                         f"with make config-forms): {changed[:10]}")
