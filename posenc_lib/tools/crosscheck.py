@@ -173,8 +173,9 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
         from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
             HybridMambaAttentionDynamicCache)
 
+        # in the model's own dtype, as generate() creates it
         kwargs["past_key_values"] = HybridMambaAttentionDynamicCache(
-            built, 1, torch.float32)
+            built, 1, next(model.parameters()).dtype)
     with torch.no_grad():
         cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
                       **kwargs).past_key_values
