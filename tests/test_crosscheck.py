@@ -4,6 +4,7 @@ tiny model of the config's class, built with the installed transformers."""
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import pytest
 
@@ -106,3 +107,25 @@ def test_configs_without_rope_are_checked():
     assert not any(e["rope"] for e in result["layers"])
     assert result["cache"]["kv"] == result["cache"]["kv_predicted"] > 0
     assert result["ok"], result["problems"]
+
+
+@pytest.mark.parametrize("model_type", ["llama4_text", "deepseek_v2", "minimax"])
+def test_rotary_modules_of_other_forms_are_compared(model_type):
+    """Llama 4 and DeepSeek-V2 return one complex ``freqs_cis``, not
+    ``(cos, sin)``; MiniMax's lightning layers take the cos/sin but never apply
+    them, and keep their state in ``linear_cache``. Each stored generated config
+    of these types (results/config_forms-4.json, the first that transformers
+    accepted without a top-level original length the library refuses) is
+    compared layer by layer with no problem."""
+    import json
+    from pathlib import Path
+
+    stored = json.loads((Path(__file__).resolve().parent.parent / "results"
+                         / "config_forms-4.json").read_text())
+    raw = next(e["raw"] for e in stored["entries"]
+               if e["model_type"] == model_type and e.get("accepted")
+               and e["kind"] in ("as-is", "sparse"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = crosscheck.crosscheck(raw)
+    assert result["problems"] == [], result["problems"]

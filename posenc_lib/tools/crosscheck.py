@@ -149,6 +149,8 @@ def _rotary_for(model, layer):
         return _SinCosTable(attn.embed_positions), attn  # GPT-J, CodeGen
     if attn is None or not getattr(attn, "use_rope", 1):
         return None, attn
+    if getattr(layer, "layer_type", None) == "linear_attention":
+        return None, attn  # MiniMax's lightning attention ignores the cos/sin
     if name == "Cohere2Attention" and attn.sliding_window is None:
         return None, attn
     if name == "Exaone4Attention" and not (attn.sliding_window is None
@@ -181,12 +183,16 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
                       **kwargs).past_key_values
 
     def size(tensors) -> int:
-        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        return sum(t.numel() * t.element_size() for t in tensors
+                   if isinstance(t, torch.Tensor))
 
-    if hasattr(cache, "layers"):
-        return size(t for x in cache.layers for t in (x.keys, x.values)), 0
+    # MiniMax's lightning layers keep their state in linear_cache (one entry a
+    # layer, [] for a layer without one)
     state = sum(size(getattr(cache, n, [])) for n in
-                ("conv_cache", "conv_states", "recurrent_states", "ssm_states"))
+                ("conv_cache", "conv_states", "recurrent_states", "ssm_states",
+                 "linear_cache"))
+    if hasattr(cache, "layers"):
+        return size(t for x in cache.layers for t in (x.keys, x.values)), state
     return size(cache.key_cache) + size(cache.value_cache), state
 
 
@@ -283,9 +289,13 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
             x = torch.zeros(1, dtype=torch.float32)
             with torch.no_grad():
                 try:
-                    cos, sin = module(x, positions[None])
+                    out = module(x, positions[None])
                 except (IndexError, RuntimeError):  # M-RoPE: one row per axis
-                    cos, sin = module(x, positions.expand(3, 1, -1))
+                    out = module(x, positions.expand(3, 1, -1))
+            if isinstance(out, torch.Tensor) and out.is_complex():
+                cos, sin = out.real, out.imag  # freqs_cis: Llama 4, DeepSeek-V2
+            else:
+                cos, sin = out
             if cos.dim() == 4:  # (axis, batch, seq, dim): equal positions per axis
                 cos, sin = cos[0], sin[0]
             angles = positions.double()[:, None] * freq
