@@ -125,14 +125,23 @@ MAX_COUNT = 2**16
 #: A default that does not divide the config's heads fails the attention's
 #: forward. Not enforced here (reading the rotary set-up needs no key heads);
 #: ``tests/helpers/config_population.py`` uses it to recognise that difference, and
-#: ``serving.cache_head`` takes an omitted value as ``num_attention_heads``.
-#: (DeepSeek-V3's attention expands its keys per query head and is left out.)
+#: ``serving.cache_head`` sizes the cache with it when the config omits the field.
+#: Every 4.57.6 class whose ``__init__`` gives an integer default is listed
+#: (``tests/test_bad_input.py`` reads them all from transformers); composite
+#: classes are listed by their text model's default. (DeepSeek-V3's attention
+#: expands its keys per query head and is left out.)
 KV_HEADS_DEFAULTS = {
-    "exaone4": 32, "gemma": 16, "gemma2": 4, "gemma3": 4, "gemma3_text": 4,
-    "glm4_moe": 8, "gpt_oss": 8, "lfm2": 8, "llama4": 8, "llama4_text": 8,
-    "mistral": 8, "mixtral": 8, "qwen2": 32, "qwen2_5_vl": 8, "qwen2_moe": 16,
-    "qwen2_vl": 8, "qwen3": 32, "qwen3_moe": 4, "seed_oss": 8, "smollm3": 4,
-    "stablelm": 32}
+    "bamba": 8, "bitnet": 5, "chameleon": 32, "csm": 8, "dots1": 32, "ernie4_5": 2,
+    "ernie4_5_moe": 4, "evolla": 8, "exaone4": 32, "falcon_h1": 8, "gemma": 16,
+    "gemma2": 4, "gemma3": 4, "gemma3_text": 4, "gemma3n": 2, "gemma3n_text": 2,
+    "glm": 2, "glm4": 2, "glm4_moe": 8, "glm4v": 2, "glm4v_moe": 8,
+    "glm4v_moe_text": 8, "glm4v_text": 2, "gpt_oss": 8, "helium": 20, "jamba": 8,
+    "jetmoe": 16, "lfm2": 8, "llama4": 8, "llama4_text": 8, "mimi": 8, "minimax": 8,
+    "ministral": 8, "mistral": 8, "mixtral": 8, "phi4_multimodal": 8, "phimoe": 8,
+    "qwen2": 32, "qwen2_5_vl": 8, "qwen2_5_vl_text": 8, "qwen2_moe": 16, "qwen2_vl": 8,
+    "qwen2_vl_text": 8, "qwen3": 32, "qwen3_moe": 4, "qwen3_next": 2, "qwen3_vl": 32,
+    "qwen3_vl_moe": 16, "qwen3_vl_moe_text": 16, "qwen3_vl_text": 32, "seed_oss": 8,
+    "smollm3": 4, "stablelm": 32, "starcoder2": 2, "vaultgemma": 4, "zamba": 16}
 
 
 def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:

@@ -211,6 +211,31 @@ def test_the_kv_head_defaults_are_the_classes():
             assert cfg.num_key_value_heads == kv, model_type
 
 
+def test_every_class_default_kv_head_count_is_in_the_table():
+    """The converse, over the whole registry: every config class of the
+    installed transformers whose ``__init__`` gives ``num_key_value_heads`` an
+    integer default (a config that omits the field gets that many key heads,
+    not the query heads) is in the table with that default. DeepSeek-V3 is
+    left out: its attention expands its keys per query head."""
+    transformers = pytest.importorskip("transformers")
+    import inspect
+
+    found = {}
+    for model_type in transformers.CONFIG_MAPPING.keys():
+        try:
+            cls = transformers.CONFIG_MAPPING[model_type]
+        except Exception:  # a class whose dependencies are not installed
+            continue
+        param = inspect.signature(cls.__init__).parameters.get("num_key_value_heads")
+        if param is not None and isinstance(param.default, int):
+            found[model_type] = param.default
+    found.pop("deepseek_v3")
+    table = _validate_config.KV_HEADS_DEFAULTS
+    assert len(found) > 40, f"only {len(found)} classes read: the probe is broken"
+    assert {k: v for k, v in found.items() if table.get(k) != v} == {}, (
+        "classes whose omitted num_key_value_heads default the table lacks or misstates")
+
+
 # ---- lengths -------------------------------------------------------------------
 
 def test_lengths_are_capped_at_2_53_and_the_cap_works():

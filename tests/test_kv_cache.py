@@ -387,7 +387,8 @@ def test_vllm_fixed_state():
         serving.fixed_state_bytes(granite, engine="tgi")
 
 
-@pytest.mark.parametrize("model_type", ["mistral", "qwen2", "gemma2", "qwen3"])
+@pytest.mark.parametrize("model_type", ["mistral", "qwen2", "gemma2", "qwen3", "ernie4_5",
+                                        "starcoder2", "helium", "bitnet"])
 def test_omitted_kv_heads_take_the_class_default(model_type):
     """A config without ``num_key_value_heads``: its class fills in its own
     default (Mistral 8, Qwen2 32, ...), not the query heads; the filled cache
