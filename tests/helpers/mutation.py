@@ -901,6 +901,14 @@ MUTANTS: tuple[Mutant, ...] = (
        "and True:",
        [], "an explicit null num_key_value_heads read as the class default (the "
        "class turns null into the query heads)"),
+    _m("crosscheck-freqs-cis-unread", "tools/crosscheck.py",
+       "if isinstance(out, torch.Tensor) and out.is_complex():",
+       "if False:",
+       [], "crosscheck unpacks Llama 4's and DeepSeek-V2's complex freqs_cis as (cos, sin)"),
+    _m("kv-defaults-ernie-missing", "_validate_config.py",
+       '"ernie4_5": 2,', "",
+       [], "ERNIE 4.5's class default of 2 key heads missing from KV_HEADS_DEFAULTS "
+       "(a config without the field sized with the query heads)"),
 )
 
 
