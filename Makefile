@@ -296,6 +296,15 @@ config-forms: $(INSTALLED) $(PY5) ## generated config forms per rotary causal-LM
 	nice -n 10 $(PY) scripts/config_forms.py --examples 10 --out results/config_forms-4.json
 	nice -n 10 $(PY5) scripts/config_forms.py --examples 10 --out results/config_forms-5.json
 
+# Not part of make test (CI has no transformers 5.x; about 10 s): every rotary
+# causal-LM config class of transformers 5.x built with its defaults
+# (results/class-defaults-5.json); tests/test_class_defaults.py leaves out each
+# field that fixes the rotary frequencies and compares the library's reading
+# (4.x runs live there).
+.PHONY: class-defaults
+class-defaults: $(INSTALLED) $(PY5) ## every rotary config class of transformers 5.x with its defaults (results/class-defaults-5.json)
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/class_defaults.py --out results/class-defaults-5.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

@@ -588,8 +588,10 @@ def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> 
     if model_type in FIXED_BASE:
         return FIXED_BASE[model_type]
     raise ValueError(f"config is incomplete: no rope_theta, and model_type "
-                     f"{model_type!r} has no known default (known: "
-                     f"{sorted(MODEL_DEFAULTS)})")
+                     f"{model_type!r} has no known default ({len(MODEL_DEFAULTS)} types "
+                     f"have one: posenc_lib.config_reader.MODEL_DEFAULTS); add "
+                     f"rope_theta (in rope_parameters for transformers 5.x) with the "
+                     f"value the model was trained with")
 
 
 #: Names config classes give ``max_position_embeddings`` (their
@@ -617,12 +619,17 @@ def _with_defaults(config: dict, block: dict, model_type: str | None,
     if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
         for kept, lost in (("rotary_pct", "partial_rotary_factor"),
                            ("rotary_emb_base", "rope_theta")):
-            if config.get(lost) is not None and config.get(kept) is None:
+            if (config.get(lost) is not None and config.get(kept) is None
+                    and config[lost] != MODEL_DEFAULTS["gpt_neox"][kept]):
+                # equal to the default, the two readings agree (a config saved
+                # by GPTNeoXConfig carries both keys)
                 raise ValueError(f"config is ambiguous: GPTNeoXConfig ignores {lost}="
                                  f"{config[lost]!r} and uses {kept} (default "
                                  f"{MODEL_DEFAULTS['gpt_neox'][kept]!r}); give {kept}")
     filled = dict(config)
     for name, value in MODEL_DEFAULTS.get(model_type, {}).items():
+        if name == "rope_scaling":  # filled in by parse_rope_config
+            continue
         names = _SAME_FIELD[name]
         if all(config.get(n) is None and block.get(n) is None for n in names):
             filled[name] = value
@@ -697,13 +704,20 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
         raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
                          "are no RoPE frequencies to compute")
     text = _legacy_keys_dropped(text, model_type)
+    scaled_default = MODEL_DEFAULTS.get(model_type, {}).get("rope_scaling")
+    scaled_used = (scaled_default is not None
+                   and not {"rope_scaling", "rope_parameters"} & set(text))
+    if scaled_used:
+        # the class's default rope_scaling is a scaled one (Apertus, gpt-oss): a
+        # config without the key gets it; an explicit null keeps it off
+        text = {**text, "rope_scaling": dict(scaled_default)}
     block, layout = _rope_block(text)
     if model_type == "phi3" and layout.startswith("4.x") and \
             set(block) != {"type", "short_factor", "long_factor"}:
         raise ValueError(f"Phi3Config (transformers 4.57) accepts rope_scaling with "
                          f"exactly the keys type, short_factor and long_factor, got "
                          f"{sorted(block)}")
-    used: list = []
+    used: list = ["rope_scaling"] if scaled_used else []
     text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used)
     # A default share of 1.0 is also the generic fallback: nothing to report.
     used = [n for n in used if MODEL_DEFAULTS[model_type][n] != 1.0]

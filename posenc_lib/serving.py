@@ -836,6 +836,18 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
         window = None  # Qwen2MoeConfig keeps sliding_window only with the switch
     if window is None:
         window = text.get("attention_chunk_size")
+    raw_types = text.get("layer_types")
+    if (window is not None and isinstance(raw_types, (list, tuple))
+            and len(raw_types) == len(layout)):
+        # a class that does not define layer_types still keeps the key as an
+        # attribute, and DynamicCache builds its layers from it: a sliding cache
+        # for "sliding_attention"/"chunked_attention", a full one for any other
+        # (4.57.6 cache_utils.py DynamicCache.__init__ lines 962-982; 5.24.0
+        # get_layer_types_and_kwargs), whatever the attention does
+        return ([(t, window) if t in ("sliding_attention", "chunked_attention")
+                 else ("full_attention", None) for t in raw_types],
+                "layer_types in the config: DynamicCache follows the key even on "
+                "a class that does not define it")
     if window is None:
         return [("full_attention", None)] * len(layout), "no sliding window"
     return ([("sliding_attention", window)] * len(layout),

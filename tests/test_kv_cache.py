@@ -63,6 +63,13 @@ FAMILIES = {
                     "first_k_dense_replace": 1, "q_lora_rank": 8, "kv_lora_rank": 8,
                     "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6,
                     "num_key_value_heads": 4, "head_dim": None},
+    # classes without layer_types, given the key: DynamicCache follows it
+    "starcoder2 typed": {"model_type": "starcoder2", "sliding_window": 4,
+                         "layer_types": ["sliding_attention", "full_attention"] * 4},
+    "glm4 typed": {"model_type": "glm4", "sliding_window": 4,
+                   "layer_types": ["full_attention"] * 3 + ["sliding_attention"] * 5},
+    "mistral typed": {"model_type": "mistral", "sliding_window": 4,
+                      "layer_types": ["sliding_attention"] * 7 + ["full_attention"]},
     "granitemoehybrid": {"model_type": "granitemoehybrid", **MOE,
                          "layer_types": ["mamba", "attention"] * 4,
                          "position_embedding_type": "rope", "mamba_n_heads": 2,

@@ -122,6 +122,8 @@ def test_model_defaults_are_each_config_class_default():
     import inspect as std_inspect  # the standard library's, not posenc_lib's
 
     for model_type, defaults in config_reader.MODEL_DEFAULTS.items():
+        if model_type not in CONFIG_MAPPING:
+            continue  # 5.x only: tests/test_class_defaults.py, stored 5.x classes
         cls = CONFIG_MAPPING[model_type]
         cls = cls.sub_configs.get("text_config", cls)
         params = std_inspect.signature(cls.__init__).parameters

@@ -1,0 +1,77 @@
+"""Every rotary causal-LM config class's defaults, as the installed
+transformers fills them in, for ``tests/test_class_defaults.py``.
+
+For each model type of the stored conformance sweep that rotates
+(``results/conformance-<major>.json``), the config class is built with no
+arguments and its ``to_dict()`` is stored. The test then leaves out, one at a
+time, each field of that dict that fixes the rotary frequencies and checks
+that the library reads the shortened config as the class does (the class fills
+the field back in with the stored value). transformers 4.x is installed in CI,
+so the 4.x side runs live there; this script stores the 5.x side::
+
+    /work/venv5/bin/python scripts/class_defaults.py   # or: make class-defaults
+
+writes ``results/class-defaults-5.json`` (about 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def population(major: int) -> list[str]:
+    """The causal-LM types whose default tiny model rotates (stored sweep)."""
+    stored = json.loads((ROOT / "results" / f"conformance-{major}.json").read_text())
+    return sorted(t for t, e in stored["types"].items()
+                  if e["verdict"] != "not built" and e["observed"]["rope_layers"])
+
+
+def class_default(model_type: str) -> dict:
+    """``{"config": to_dict()}`` of the class built with no arguments, or
+    ``{"error": ...}``."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config = CONFIG_MAPPING[model_type]()
+    except Exception as error:  # noqa: BLE001 -- the class refuses its defaults
+        return {"error": f"{type(error).__name__}: {error}"[:300]}
+    raw = json.loads(json.dumps(config.to_dict(), default=str))
+    for key in ("transformers_version", "architectures", "_name_or_path",
+                "torch_dtype", "dtype", "_attn_implementation"):
+        raw.pop(key, None)
+    return {"config": raw}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: results/class-defaults-<major>.json")
+    args = parser.parse_args(argv)
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    major = int(transformers.__version__.split(".")[0])
+    out = args.out or ROOT / "results" / f"class-defaults-{major}.json"
+    types = population(major)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        entries = {t: class_default(t) for t in types}
+    result = {"transformers": transformers.__version__,
+              "command": f"python scripts/class_defaults.py (transformers "
+                         f"{transformers.__version__})",
+              "types": entries}
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(f"{len(types)} types, {sum('error' in e for e in entries.values())} "
+          f"refused by their own class -> {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

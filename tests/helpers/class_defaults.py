@@ -1,0 +1,48 @@
+"""Leave out one field a config class fills in, and compare the library's
+reading of the shorter config with its reading of the whole one (used by
+``tests/test_class_defaults.py``; see ``scripts/class_defaults.py``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from posenc_lib import scaling
+
+#: The fields that fix the global rotary frequencies (4.x and 5.x names).
+FIELDS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor",
+          "head_dim", "rotary_pct", "rotary_emb_base", "qk_rope_head_dim")
+
+
+def _read(config: dict):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return scaling.rope_from_config(config, dtype=torch.float64)
+        except ValueError as error:
+            return error
+
+
+def problems(full: dict) -> dict[str, str]:
+    """``{field: what went wrong}`` over :data:`FIELDS`; ``{"*": reason}`` when
+    the library refuses the class's whole default config."""
+    whole = _read(full)
+    if isinstance(whole, ValueError):
+        return {"*": f"refused: {whole}"[:200]}
+    found = {}
+    for field in FIELDS:
+        if full.get(field) is None:
+            continue  # the class leaves it unset: nothing to fill in
+        short = _read({k: v for k, v in full.items() if k != field})
+        if isinstance(short, ValueError):
+            found[field] = f"refused: {short}"[:200]
+        elif (whole is None) != (short is None):
+            found[field] = f"rotary {whole is not None} vs {short is not None}"
+        elif whole is not None and not (
+                whole[0].shape == short[0].shape and torch.equal(whole[0], short[0])
+                and whole[1] == short[1]):
+            found[field] = (f"inv_freq {tuple(short[0].shape)} vs "
+                            f"{tuple(whole[0].shape)}, attention factor "
+                            f"{short[1]} vs {whole[1]}")
+    return found

@@ -1,0 +1,118 @@
+"""A config that leaves out a field its class fills in reads as the class
+reads it, for every rotary causal-LM type transformers registers.
+
+The population is every type of the stored conformance sweep whose default
+tiny model rotates (``results/conformance-<major>.json``). For each, the
+config class is built with no arguments; each field that fixes the global
+rotary frequencies (:data:`helpers.class_defaults.FIELDS`) is left out in
+turn, and the library's frequencies and attention factor for the shorter
+config must equal those for the whole one (the class puts the field back
+with that value). transformers 4.57.6 runs live; 5.24.0's classes come from
+``results/class-defaults-5.json`` (``make class-defaults``).
+
+Before ``posenc_lib._defaults.MODEL_DEFAULTS`` was filled from the registry,
+27 of 72 4.57.6 types and 48 of 115 5.24.0 types failed here (Nemotron's and
+RecurrentGemma's half-width rotary read as full width, VaultGemma's and
+gpt-oss's head_dim from hidden_size, Apertus's and gpt-oss's scaled default
+RoPE read unscaled, and a missing rope_theta refused for most of the rest).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from helpers import class_defaults
+from transformers import CONFIG_MAPPING
+
+from posenc_lib import config_reader
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "class_defaults_script", ROOT / "scripts" / "class_defaults.py")
+script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(script)
+
+_ODD = "the class's own defaults give an odd rotary dim (int(42 * 0.5) = 21): refused"
+_PER_TYPE = ("the class's default rope_parameters holds one block per layer type: "
+             "without it the library refuses (no rope_theta to fall back on)")
+_CHANGED = ("5.x changed the class's default theta; the library fills in "
+            "4.57.6's and warns that it did")
+#: What still differs, and why. Anything else that differs fails the test, and
+#: so does an entry here that no longer differs (update the list).
+_UNCLAIMED = ("the conformance sweep finds the library wrong on this type's default "
+              "model (results/conformance-N.json, not claimed): no defaults entry")
+KNOWN_4 = {"glm4_moe": {"*": _ODD},
+           "falcon_h1": {"rope_theta": _UNCLAIMED},
+           "longcat_flash": {"rope_theta": _UNCLAIMED},
+           "recurrent_gemma": {"rope_theta": _UNCLAIMED,
+                               "partial_rotary_factor": _UNCLAIMED}}
+KNOWN_5 = {
+    "glm4_moe": {"*": _ODD},
+    "beam": {"*": "full_attention's rope_parameters is None by default: refused"},
+    "deepseek_v4": {"*": "rope_parameters per layer type (compress, main): refused"},
+    "zaya": {"*": "rope_parameters per layer type (hybrid, hybrid_sliding): refused"},
+    "cohere": {"rope_parameters": _CHANGED + " (10,000 vs 500,000)"},
+    "persimmon": {"rope_parameters": _CHANGED + " (25,000 vs 10,000)"},
+    "olmo3": {"rope_parameters": _CHANGED + " (10,000 vs 500,000), per layer type"},
+    "laguna": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
+    "lfm3": {"rope_parameters": _PER_TYPE},
+    "mellum": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
+    "mimo_v2_flash": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
+    "modernbert-decoder": {"rope_parameters": _PER_TYPE},
+    **{t: {"rope_parameters": _UNCLAIMED} for t in (
+        "afmoe", "axk2", "exaone_moe", "glm_moe_dsa", "hrm_text", "hy_v4", "jetmoe",
+        "minimax_m3_vl_text", "phi4_multimodal")},
+    **{t: {"rope_parameters": _UNCLAIMED, "head_dim": _UNCLAIMED} for t in (
+        "flint", "kolibri1", "lara_mini")},
+}
+
+
+def _differences(configs: dict[str, dict], known: dict) -> list:
+    found = {t: class_defaults.problems(c) for t, c in configs.items()}
+    wrong = [(t, f, why) for t, p in found.items() for f, why in p.items()
+             if f not in known.get(t, {})]
+    fixed = [(t, f) for t, fields in known.items() for f in fields
+             if t in found and f not in found[t]]
+    return wrong + [(t, f, "no longer differs: remove it from the known list")
+                    for t, f in fixed]
+
+
+def test_every_4x_rotary_class_reads_its_own_defaults():
+    types = script.population(4)
+    assert len(types) >= 70, len(types)
+    configs = {t: CONFIG_MAPPING[t]().to_dict() for t in types}
+    problems = _differences(configs, KNOWN_4)
+    assert not problems, problems
+
+
+@pytest.fixture(scope="module")
+def stored5():
+    path = ROOT / "results" / "class-defaults-5.json"
+    assert path.exists(), "results/class-defaults-5.json missing: make class-defaults"
+    return json.loads(path.read_text())
+
+
+def test_the_stored_5x_classes_cover_the_5x_population(stored5):
+    assert stored5["transformers"].startswith("5."), stored5["transformers"]
+    assert sorted(stored5["types"]) == script.population(5)
+    assert not [t for t, e in stored5["types"].items() if "error" in e]
+
+
+def test_every_5x_rotary_class_reads_its_own_defaults(stored5):
+    configs = {t: e["config"] for t, e in stored5["types"].items()}
+    problems = _differences(configs, KNOWN_5)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("model_type, field", [
+    ("nemotron", "partial_rotary_factor"), ("vaultgemma", "head_dim"),
+    ("apertus", "rope_scaling"), ("arcee", "rope_theta")])
+def test_a_dropped_table_entry_is_caught(monkeypatch, model_type, field):
+    """Planted: one class default removed from the table."""
+    table = config_reader.MODEL_DEFAULTS
+    monkeypatch.setitem(table, model_type,
+                        {k: v for k, v in table[model_type].items() if k != field})
+    assert field in class_defaults.problems(CONFIG_MAPPING[model_type]().to_dict())
