@@ -129,7 +129,9 @@ MAX_COUNT = 2**16
 #: Every 4.57.6 class whose ``__init__`` gives an integer default is listed
 #: (``tests/test_bad_input.py`` reads them all from transformers); composite
 #: classes are listed by their text model's default. (DeepSeek-V3's attention
-#: expands its keys per query head and is left out.)
+#: expands its keys per query head and is left out.) So is every class that
+#: only transformers 5.x registers, at 5.24.0, but those with MLA's
+#: ``kv_lora_rank`` (``tests/test_class_defaults.py``, from the stored registry).
 KV_HEADS_DEFAULTS = {
     "bamba": 8, "bitnet": 5, "chameleon": 32, "csm": 8, "dots1": 32, "ernie4_5": 2,
     "ernie4_5_moe": 4, "evolla": 8, "exaone4": 32, "falcon_h1": 8, "gemma": 16,
@@ -141,7 +143,33 @@ KV_HEADS_DEFAULTS = {
     "qwen2": 32, "qwen2_5_vl": 8, "qwen2_5_vl_text": 8, "qwen2_moe": 16, "qwen2_vl": 8,
     "qwen2_vl_text": 8, "qwen3": 32, "qwen3_moe": 4, "qwen3_next": 2, "qwen3_vl": 32,
     "qwen3_vl_moe": 16, "qwen3_vl_moe_text": 16, "qwen3_vl_text": 32, "seed_oss": 8,
-    "smollm3": 4, "stablelm": 32, "starcoder2": 2, "vaultgemma": 4, "zamba": 16}
+    "smollm3": 4, "stablelm": 32, "starcoder2": 2, "vaultgemma": 4, "zamba": 16,
+    # classes only transformers 5.x registers, at 5.24.0 (results/class-defaults-5.json,
+    # written by make class-defaults; tests/test_class_defaults.py)
+    "EvollaModel": 8, "beam": 8, "canary_decoder": 8, "cosmos3_edge_text": 8,
+    "csm_depth_decoder_model": 2, "cwm": 8, "deepseek_ocr2_encoder": 32,
+    "deepseek_v4": 1, "dia_decoder": 4, "dia_encoder": 16, "diffusion_gemma_text": 4,
+    "dory": 4, "embedding_gemma2_text": 2, "emu3_text_model": 8,
+    "ernie4_5_vl_moe_text": 4, "exaone": 8, "exaone4_5_vision": 8, "exaone_moe": 32,
+    "flint": 4, "gemma4_text": 4, "gemma4_unified_text": 4, "gemma4_vision": 12,
+    "glm_image_text": 2, "glm_ocr_text": 8, "granite_docling_text": 4,
+    "granite_swa": 4, "higgs_audio_v2": 8, "hy_v3": 8, "idefics2_perceiver": 4,
+    "inkling2_loop_text": 8, "inkling2_text": 8, "inkling_text": 8, "internlm3": 2,
+    "iquestcoder": 8, "kolibri1": 4, "laguna": 8, "lara_mini": 4, "lfm2_moe": 8,
+    "lfm3": 4, "lfm3_vl_vision": 8, "mellum": 4, "mimi_decoder": 8, "mimi_encoder": 8,
+    "mimo_v2_flash": 4, "minimax_m2": 8, "minimax_m3_vl_text": 4, "ministral3": 8,
+    "mllama_text_model": 8, "molmo2_adapter": 16, "molmo2_text": 8,
+    "molmo2_vision": 16, "moonshine_streaming_encoder": 8, "muse_glimmer_assistant": 8,
+    "muse_glimmer_text": 2, "muse_spark_text": 16, "nemotron_h": 8, "neomme": 4,
+    "neucodec": 16, "openai_privacy_filter": 2, "paddleocr_vl_text": 2,
+    "pocket_tts_audio_tokenizer": 8, "pocket_tts_audio_tokenizer_decoder": 8,
+    "pocket_tts_audio_tokenizer_encoder": 8, "qwen2_5_omni_talker": 4,
+    "qwen2_5_omni_text": 4, "qwen3_5_moe_text": 2, "qwen3_5_text": 4,
+    "qwen3_omni_moe_talker_code_predictor": 8, "qwen3_omni_moe_talker_text": 2,
+    "qwen3_omni_moe_text": 4, "qwen4_exp_text": 2, "sarvam_moe": 4, "solar_open": 8,
+    "step3p5": 8, "t5_gemma_module": 4, "t5gemma2_decoder": 4, "t5gemma2_text": 4,
+    "timesfm2_5": 16, "unlimited_ocr_text": 10, "voxtral_realtime_text": 8,
+    "xcodec2": 16, "zaya": 2}
 
 
 def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:

@@ -611,6 +611,10 @@ def cache_head(config: Mapping) -> dict:
         MLA, ``mla`` (the four MLA sizes).
     """
     text, model_type = config_reader._text_config(config)
+    # the table names a text model by its own type (qwen3_5_text), else the
+    # composite's: the first of the two it lists
+    table_type = next((t for t in (model_type, (model_type or "").removesuffix("_text"))
+                       if t in _validate_config.KV_HEADS_DEFAULTS), None)
     model_type = (model_type or "").removesuffix("_text")
     _, heads = config_reader._one_of_aliases(text, config_reader._HEADS_ALIASES)
     heads = _validate.positive_int("num_attention_heads", heads)
@@ -623,11 +627,11 @@ def cache_head(config: Mapping) -> dict:
             else 1
     if kv_heads is None and model_type in ("deepseek_v3", "deepseek_v2"):
         kv_heads = heads  # DeepseekV3Attention expands its keys per query head
-    elif kv_heads is None and model_type in _validate_config.KV_HEADS_DEFAULTS \
+    elif kv_heads is None and table_type is not None \
             and "num_key_value_heads" not in text:
         # an absent field: the config class fills in its own default, not the
         # query heads (an explicit null is the query heads, or does not build)
-        kv_heads = _validate_config.KV_HEADS_DEFAULTS[model_type]
+        kv_heads = _validate_config.KV_HEADS_DEFAULTS[table_type]
         if heads % kv_heads:
             raise ValueError(
                 f"num_key_value_heads is missing: transformers' {model_type} config "

@@ -11,7 +11,8 @@ so the 4.x side runs live there; this script stores the 5.x side::
 
     /work/venv5/bin/python scripts/class_defaults.py   # or: make class-defaults
 
-writes ``results/class-defaults-5.json`` (about 10 s).
+writes ``results/class-defaults-5.json`` (about 10 s), with, over the whole
+registry, each class's default ``num_key_value_heads`` (``kv_heads_defaults``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,29 @@ def class_default(model_type: str) -> dict:
     return {"config": raw}
 
 
+def kv_heads_defaults() -> dict[str, int]:
+    """Every config class of the installed transformers whose ``__init__``
+    gives ``num_key_value_heads`` an integer default: the key heads a config
+    that omits the field gets (MLA classes, with ``kv_lora_rank``, left out:
+    their cache holds the compressed latent, not key heads)."""
+    import inspect
+
+    from transformers import CONFIG_MAPPING
+
+    found = {}
+    for model_type in CONFIG_MAPPING.keys():
+        try:
+            cls = CONFIG_MAPPING[model_type]
+        except Exception:  # noqa: BLE001 -- dependencies not installed
+            continue
+        params = inspect.signature(cls.__init__).parameters
+        param = params.get("num_key_value_heads")
+        if param is not None and isinstance(param.default, int) and \
+                "kv_lora_rank" not in params:  # MLA: the cache holds the latent
+            found[model_type] = param.default
+    return dict(sorted(found.items()))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None,
@@ -66,7 +90,7 @@ def main(argv=None) -> int:
     result = {"transformers": transformers.__version__,
               "command": f"python scripts/class_defaults.py (transformers "
                          f"{transformers.__version__})",
-              "types": entries}
+              "types": entries, "kv_heads_defaults": kv_heads_defaults()}
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(f"{len(types)} types, {sum('error' in e for e in entries.values())} "
           f"refused by their own class -> {out.relative_to(ROOT)}")

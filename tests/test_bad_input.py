@@ -202,6 +202,8 @@ def test_the_kv_head_defaults_are_the_classes():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for model_type, kv in _validate_config.KV_HEADS_DEFAULTS.items():
+            if model_type not in transformers.CONFIG_MAPPING:
+                continue  # 5.x only: tests/test_class_defaults.py
             if model_type == "llama4_text":
                 cfg = transformers.Llama4TextConfig(num_attention_heads=2)
             else:

@@ -27,7 +27,7 @@ import pytest
 from helpers import class_defaults
 from transformers import CONFIG_MAPPING
 
-from posenc_lib import config_reader
+from posenc_lib import _validate_config, config_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -116,3 +116,23 @@ def test_a_dropped_table_entry_is_caught(monkeypatch, model_type, field):
     monkeypatch.setitem(table, model_type,
                         {k: v for k, v in table[model_type].items() if k != field})
     assert field in class_defaults.problems(CONFIG_MAPPING[model_type]().to_dict())
+
+
+def test_omitted_key_heads_read_as_each_class_fills_them_in(stored5):
+    """The cache's key heads when a config leaves out ``num_key_value_heads``:
+    every rotary class of both versions (before the 5.x-only classes were put
+    in ``KV_HEADS_DEFAULTS``, 23 of 115 5.24.0 types read the query heads)."""
+    configs = {("4", t): CONFIG_MAPPING[t]().to_dict() for t in script.population(4)}
+    configs.update({("5", t): e["config"] for t, e in stored5["types"].items()})
+    wrong = {k: p for k, c in configs.items() if (p := class_defaults.kv_problem(c))}
+    assert not wrong, wrong
+
+
+def test_every_5x_class_default_key_head_count_is_in_the_table(stored5):
+    """The whole 5.24.0 registry (not only the rotary types): every class
+    whose ``__init__`` gives ``num_key_value_heads`` an integer default is in
+    the table with it (4.57.6: tests/test_bad_input.py, live)."""
+    found = stored5["kv_heads_defaults"]
+    assert len(found) > 100, f"only {len(found)} classes: the probe is broken"
+    table = _validate_config.KV_HEADS_DEFAULTS
+    assert {k: v for k, v in found.items() if table.get(k) != v} == {}

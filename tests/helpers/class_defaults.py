@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from posenc_lib import scaling
+from posenc_lib import scaling, serving
 
 #: The fields that fix the global rotary frequencies (4.x and 5.x names).
 FIELDS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor",
@@ -46,3 +46,29 @@ def problems(full: dict) -> dict[str, str]:
                             f"{tuple(whole[0].shape)}, attention factor "
                             f"{short[1]} vs {whole[1]}")
     return found
+
+
+def _kv_heads(config: dict):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return serving.cache_head(config)
+        except ValueError as error:
+            return error
+
+
+def kv_problem(full: dict) -> str | None:
+    """What goes wrong when ``num_key_value_heads`` is left out of the class's
+    default config (the class fills in the stored value), or ``None``."""
+    if full.get("num_key_value_heads") is None:
+        return None
+    whole = _kv_heads(full)
+    if isinstance(whole, ValueError):
+        return None  # the library refuses the whole config: not this field's doing
+    short = _kv_heads({k: v for k, v in full.items() if k != "num_key_value_heads"})
+    if isinstance(short, ValueError):
+        return f"refused: {short}"[:200]
+    if short != whole:
+        return (f"key heads {short.get('kv_heads')} vs {whole.get('kv_heads')} "
+                f"the class fills in")
+    return None
