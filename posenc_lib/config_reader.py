@@ -888,12 +888,27 @@ class IgnoredKeyWarning(UserWarning):
     that this model type's config class does not read (nor does transformers)."""
 
 
+#: Model types whose attention builds its rotary module over the whole
+#: ``head_dim`` (``XRotaryEmbedding(self.head_dim, ...)``, no
+#: ``ROPE_INIT_FUNCTIONS``): a ``partial_rotary_factor`` is never read
+#: (transformers 4.57.6: ``models/chameleon/modeling_chameleon.py`` lines
+#: 287-293, ``models/dbrx/modeling_dbrx.py`` 236-240,
+#: ``models/deprecated/open_llama/modeling_open_llama.py`` 241-247).
+PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama")
+
+
 def _legacy_keys_dropped(text: dict, model_type: str | None) -> dict:
     """``text`` without the keys of :data:`LEGACY_ROTARY_KEYS` its model type
-    does not read (each dropped key named in one :class:`IgnoredKeyWarning`)."""
+    does not read, nor ``partial_rotary_factor`` for :data:`PARTIAL_UNREAD`
+    (each dropped key named in one :class:`IgnoredKeyWarning`)."""
     name = (model_type or "").removesuffix("_text")
     unread = sorted(k for k, types in LEGACY_ROTARY_KEYS.items()
                     if text.get(k) is not None and name not in types)
+    if name in PARTIAL_UNREAD and text.get("partial_rotary_factor") is not None:
+        text = {k: v for k, v in text.items() if k != "partial_rotary_factor"}
+        warnings.warn(f"partial_rotary_factor ignored: model_type {model_type!r} "
+                      f"rotates the whole head_dim (its rotary module is built over "
+                      f"head_dim and reads no share)", IgnoredKeyWarning, stacklevel=4)
     if not unread:
         return text
     readers = {k: list(LEGACY_ROTARY_KEYS[k]) for k in unread}

@@ -554,6 +554,10 @@ LAYER_TYPED = frozenset({
     "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2",
     "llama4", "minimax", "ministral", "olmo3", "qwen2", "qwen2_5_vl", "qwen2_vl",
     "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
+#: Models that return the legacy cache, a (keys, values) tuple per layer that
+#: grows with every token whatever ``sliding_window`` says (transformers 4.57.6
+#: ``models/deprecated/open_llama/modeling_open_llama.py`` line 299).
+TUPLE_CACHE = frozenset({"open-llama"})
 #: Models whose own cache class follows their layer types (transformers 4.57.6).
 HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
                  "minimax": "MiniMaxCache",
@@ -835,6 +839,10 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
                                                           "chunked_attention")
                   else None) for x in layout],
                 "layer_types, as the config class fills them in")
+    if model_type in TUPLE_CACHE:
+        return ([("full_attention", None)] * len(layout),
+                "the model keeps its own (keys, values) per layer, no DynamicCache: "
+                "nothing slides")
     window = text.get("sliding_window")
     if model_type == "qwen2_moe" and not text.get("use_sliding_window"):
         window = None  # Qwen2MoeConfig keeps sliding_window only with the switch

@@ -59,7 +59,7 @@ def kv_heads_defaults() -> dict[str, int]:
     from transformers import CONFIG_MAPPING
 
     found = {}
-    for model_type in CONFIG_MAPPING.keys():
+    for model_type in CONFIG_MAPPING.keys():  # noqa: SIM118 -- a lazy mapping
         try:
             cls = CONFIG_MAPPING[model_type]
         except Exception:  # noqa: BLE001 -- dependencies not installed

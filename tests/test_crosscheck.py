@@ -109,11 +109,15 @@ def test_configs_without_rope_are_checked():
     assert result["ok"], result["problems"]
 
 
-@pytest.mark.parametrize("model_type", ["llama4_text", "deepseek_v2", "minimax"])
+@pytest.mark.parametrize("model_type", ["llama4_text", "deepseek_v2", "minimax",
+                                        "phimoe", "moshi", "open-llama"])
 def test_rotary_modules_of_other_forms_are_compared(model_type):
     """Llama 4 and DeepSeek-V2 return one complex ``freqs_cis``, not
     ``(cos, sin)``; MiniMax's lightning layers take the cos/sin but never apply
-    them, and keep their state in ``linear_cache``. Each stored generated config
+    them, and keep their state in ``linear_cache``; PhiMoE's and Open-Llama's
+    rotary modules take ``seq_len``, not positions (PhiMoE's has no
+    ``inv_freq``), Moshi's sits in each attention, and Open-Llama returns the
+    legacy tuple cache. Each stored generated config
     of these types (results/config_forms-4.json, the first that transformers
     accepted without a top-level original length the library refuses) is
     compared layer by layer with no problem."""
@@ -125,6 +129,25 @@ def test_rotary_modules_of_other_forms_are_compared(model_type):
     raw = next(e["raw"] for e in stored["entries"]
                if e["model_type"] == model_type and e.get("accepted")
                and e["kind"] in ("as-is", "sparse"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = crosscheck.crosscheck(raw)
+    assert result["problems"] == [], result["problems"]
+
+
+@pytest.mark.parametrize("kind", ["partial:partial_rotary_factor",
+                                  "window:max_window_layers"])
+def test_open_llama_ignores_the_share_and_the_window(kind):
+    """Open-Llama builds its rotary module over the whole head_dim and keeps a
+    tuple cache: a stored generated config with a partial_rotary_factor, or
+    with a sliding window, is reported as the model runs it."""
+    import json
+    from pathlib import Path
+
+    stored = json.loads((Path(__file__).resolve().parent.parent / "results"
+                         / "config_forms-4.json").read_text())
+    raw = next(e["raw"] for e in stored["entries"]
+               if e["model_type"] == "open-llama" and e["kind"] == kind)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = crosscheck.crosscheck(raw)

@@ -139,6 +139,35 @@ class _SinCosTable:
         return cos[None], sin[None]
 
 
+class _SeqLenRotary:
+    """A rotary module whose forward takes the sequence length instead of the
+    positions (PhiMoE, Open-Llama: ``forward(x, seq_len)``, the cos/sin of
+    ``0 ... seq_len - 1``, PhiMoE's with its mscale multiplied in; the model
+    calls it with the last position + 1) read as one that takes positions, at
+    ``seq_len``."""
+
+    def __init__(self, module, seq_len: int):
+        self.module, self.seq_len = module, seq_len
+        inv_freq = getattr(module, "inv_freq", None)
+        if inv_freq is None:  # PhiMoE computes it in each call
+            inv_freq, _ = module.rope_init_fn(module.config, None, seq_len)
+        self.inv_freq = inv_freq
+        cos, _ = module(torch.zeros(1, dtype=torch.float64), seq_len=seq_len)
+        self.attention_scaling = float(cos[0, 0])  # cos(0) times the mscale
+
+    def __call__(self, x, positions):
+        cos, sin = self.module(x, seq_len=self.seq_len)
+        index = positions.reshape(-1)
+        return cos[index][None], sin[index][None]
+
+
+def _takes_seq_len(module) -> bool:
+    import inspect
+
+    params = inspect.signature(module.forward).parameters
+    return "seq_len" in params and "position_ids" not in params
+
+
 def _rotary_for(model, layer):
     """The rotary module a decoder layer's forward pass uses, or ``None``."""
     attn = next((getattr(layer, n) for n in ("self_attn", "attention", "attn",
@@ -156,6 +185,8 @@ def _rotary_for(model, layer):
     if name == "Exaone4Attention" and not (attn.sliding_window is None
                                            or attn.is_sliding):
         return None, attn
+    if hasattr(attn, "rotary_emb"):  # the attention's own (Moshi; None: no RoPE)
+        return attn.rotary_emb, attn
     if hasattr(model, "rotary_embs"):  # OLMo 3
         return model.rotary_embs[attn.attention_type], attn
     if getattr(attn, "is_sliding", False) and hasattr(model, "rotary_emb_local"):
@@ -193,6 +224,8 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
                  "linear_cache"))
     if hasattr(cache, "layers"):
         return size(t for x in cache.layers for t in (x.keys, x.values)), state
+    if isinstance(cache, (tuple, list)):  # the legacy form: (keys, values) a layer
+        return size(t for pair in cache for t in pair), state
     return size(cache.key_cache) + size(cache.value_cache), state
 
 
@@ -271,6 +304,8 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
                             f"{'applies no' if module is None else 'applies a'} RoPE, "
                             f"the report {'does' if ours is not None else 'does not'}")
         elif module is not None:
+            if _takes_seq_len(module):
+                module = _SeqLenRotary(module, train)
             freq, factor = ours
             theirs = freq if module.inv_freq is None else module.inv_freq.double()
             if theirs.shape != freq.shape or not torch.allclose(
