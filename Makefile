@@ -28,7 +28,7 @@ export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: release release-check
-.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks unit-early portable-then-late benchmark experiment retrieval offset offset-lr mutants engines lock clean help
+.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks book-then-browser unit-then-portable benchmark experiment retrieval offset offset-lr mutants engines lock clean help
 
 help: ## list these targets (from the Makefile's own `## ` comments)
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[A-Za-z0-9_.-]+:[^=#]*## / { printf "make %-19s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -79,28 +79,29 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## build the book into _build/html (ex
 # The book build executes every notebook with allow_errors: false, so a failing
 # cell fails it (-W); running them once more under nbval would double the
 # longest step. `make notebooks` still does that, with live widgets.
-# The unit tests (one core) run beside the book build (mostly one core: the
-# kernel executing a notebook); -Otarget keeps each one's log in one piece.
-# The unit tests are split in two so that both steps keep two cores busy: the
-# files in UNIT_LATE (about 45 s) run after the portable notebooks, beside the
-# browser tests (the longer of the second step's two jobs); `make unit` still
-# runs every unit test in one go.
+# make test runs two chains side by side, one a core, with no barrier between
+# them: the book build (mostly one core: the kernel executing a notebook), then
+# the browser tests over it, then the unit tests of UNIT_LATE; and the lint and
+# the other unit tests, then every notebook again under nbval with portable
+# kernels (one thread). -Otarget keeps each chain's log in one piece. UNIT_LATE
+# (about 45 s) balances the two chains; `make unit` still runs every unit test.
 UNIT_LATE := tests/test_import_graph.py tests/test_transformers_warnings.py \
              tests/test_mutation.py tests/test_config_forms.py tests/test_mrope_results.py \
              tests/test_retrieval_blind.py tests/test_exercises_blind.py \
              tests/test_diagnose_blind.py tests/test_citations.py
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W (executes every notebook), browser tests
-	$(MAKE) -j2 -Otarget unit-early book BOOK_FLAGS=--all
-	$(MAKE) -j2 -Otarget browser portable-then-late
+	$(MAKE) -j2 -Otarget book-then-browser unit-then-portable
 
-unit-early: $(INSTALLED) ## lint the notebooks, then the unit tests but those in UNIT_LATE (a step of make test)
+book-then-browser: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## the book build, the browser tests over it, then the unit tests in UNIT_LATE (a chain of make test)
+	$(MAKE) --no-print-directory book BOOK_FLAGS=--all
+	$(MAKE) --no-print-directory browser
+	$(PY) -m pytest -q -p no:cacheprovider -m "not browser and not slow" $(UNIT_LATE)
+
+unit-then-portable: $(INSTALLED) ## lint, the unit tests but those in UNIT_LATE, then every notebook with portable kernels (a chain of make test)
 	$(BIN)/ruff format --check book
 	$(BIN)/ruff check --select E501 book
 	$(PY) -m pytest -m "not browser and not slow" tests $(addprefix --ignore=,$(UNIT_LATE))
-
-portable-then-late: $(INSTALLED) ## the portable notebooks, then the unit tests in UNIT_LATE (a step of make test)
 	$(MAKE) --no-print-directory portable-notebooks
-	$(PY) -m pytest -q -p no:cacheprovider -m "not browser and not slow" $(UNIT_LATE)
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
 # savefig at every slider extreme; about a minute) run with `make slow`.

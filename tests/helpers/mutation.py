@@ -909,6 +909,34 @@ MUTANTS: tuple[Mutant, ...] = (
        '"ernie4_5": 2,', "",
        [], "ERNIE 4.5's class default of 2 key heads missing from KV_HEADS_DEFAULTS "
        "(a config without the field sized with the query heads)"),
+    _m("defaults-nemotron-share-missing", "_defaults.py",
+       '"nemotron": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},',
+       '"nemotron": {"rope_theta": 10000.0},',
+       [], "Nemotron's class default partial_rotary_factor 0.5 dropped: a config "
+       "without it is read as rotating the whole head"),
+    _m("defaults-scaled-default-unread", "config_reader.py",
+       "    if scaled_used:\n", "    if False:\n",
+       [], "a class whose default rope_scaling is scaled (Apertus, gpt-oss): a config "
+       "without the key read unscaled"),
+    _m("cache-layer-types-key-unread", "serving.py",
+       "    if (window is not None and isinstance(raw_types, (list, tuple))",
+       "    if (False and isinstance(raw_types, (list, tuple))",
+       [], "a layer_types key on a class that does not define it (StarCoder2, GLM-4): "
+       "DynamicCache follows it, the library slid every layer"),
+    _m("kv-defaults-text-type-unread", "serving.py",
+       "    table_type = next((t for t in (model_type, ",
+       "    table_type = next((t for t in (",
+       [], "KV_HEADS_DEFAULTS looked up under the composite's type only (Qwen3.5 "
+       "text configs sized with the query heads)"),
+    _m("crosscheck-seq-len-module", "tools/crosscheck.py",
+       "            if _takes_seq_len(module):", "            if False:",
+       [], "crosscheck calls PhiMoE's and Open-Llama's seq_len rotary modules with "
+       "positions"),
+    _m("partial-unread-open-llama", "config_reader.py",
+       'PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama")',
+       'PARTIAL_UNREAD = ("chameleon", "dbrx")',
+       [], "Open-Llama read as rotating a partial_rotary_factor share (its rotary "
+       "module covers the whole head_dim)"),
 )
 
 
