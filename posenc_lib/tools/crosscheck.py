@@ -164,6 +164,8 @@ class _SeqLenRotary:
 def _takes_seq_len(module) -> bool:
     import inspect
 
+    if not isinstance(module, torch.nn.Module):  # GPT-J's and CodeGen's table
+        return False
     params = inspect.signature(module.forward).parameters
     return "seq_len" in params and "position_ids" not in params
 
