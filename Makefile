@@ -279,6 +279,7 @@ conformance: $(INSTALLED) $(PY5) ## a tiny model of every causal-LM type transfo
 	status=0; \
 	nice -n 10 $(PY) scripts/conformance.py --out results/conformance-4.json || status=1; \
 	nice -n 10 $(PY5) scripts/conformance.py --out results/conformance-5.json || status=1; \
+	$(PY) scripts/known_disagreements.py || status=1; \
 	exit $$status
 
 # Not part of make test (CI has no transformers 5.x). Every M-RoPE module of

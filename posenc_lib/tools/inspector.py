@@ -584,6 +584,23 @@ def layer_summary(layers: Sequence[dict]) -> str:
     return f"{len(layers)} layers: " + "; ".join(parts)
 
 
+def known_disagreements(config: Mapping) -> dict[str, list[str]]:
+    """``{transformers version: reasons}`` where the stored conformance sweep
+    (``make conformance``; ``posenc_lib/data/known_disagreements.json``) found
+    this library wrong on the default tiny model of ``config``'s model type
+    (or of its text model's): a report on such a type is not verified."""
+    import json
+    from importlib import resources
+
+    table = json.loads(resources.files("posenc_lib").joinpath(
+        "data", "known_disagreements.json").read_text())["versions"]
+    _, text_type = config_reader._text_config(config)
+    names = {config.get("model_type"), text_type} - {None}
+    return {version: [r for name in sorted(names) for r in found.get(name, [])]
+            for version, found in table.items()
+            if any(name in found for name in names)}
+
+
 def inspect_config(config: Mapping, *, target_length: int | None = None,
                    name: str = "config", engine: str = "transformers",
                    max_model_len: int | None = None,
@@ -619,6 +636,14 @@ def inspect_config(config: Mapping, *, target_length: int | None = None,
     the fields filled in from a config class's defaults and the values
     transformers accepts with a warning (equal Llama 3 factors, say).
     """
+    report = _inspect(config, target_length=target_length, name=name, engine=engine,
+                      max_model_len=max_model_len, cache_dtype=cache_dtype)
+    report["known_disagreements"] = known_disagreements(config)
+    return report
+
+
+def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: str,
+             max_model_len: int | None, cache_dtype: str | None) -> dict:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got "
                          f"{engine!r}")
@@ -1052,6 +1077,17 @@ def _fmt_strided(ranges: list) -> str:
 
 def format_report(report: dict) -> str:
     """The report of :func:`inspect_config` as a few lines of text."""
+    text = _format_report(report)
+    for version, reasons in (report.get("known_disagreements") or {}).items():
+        text += (f"  {'not verified':<19}transformers {version} runs this model type "
+                 f"differently from this report on its default tiny model: "
+                 f"{reasons[0]}"
+                 + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
+                 + "; compare with --crosscheck\n")
+    return text
+
+
+def _format_report(report: dict) -> str:
     title = f"{report['name']} ({report.get('model_type') or 'unknown model_type'})"
     if report["scheme"] == "ALiBi":
         return (f"{title}\n  positions          ALiBi, no rotary embedding\n"

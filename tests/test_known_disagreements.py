@@ -1,0 +1,44 @@
+"""The inspector says when the stored conformance sweep found the library wrong
+on a model type: ``posenc_lib/data/known_disagreements.json`` is what
+``results/conformance-*.json`` say, and a report on such a type carries it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from pathlib import Path
+
+from posenc_lib.tools import inspector
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "known_disagreements_script", ROOT / "scripts" / "known_disagreements.py")
+script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(script)
+
+
+def test_the_packaged_list_is_the_stored_sweeps():
+    packaged = json.loads(script.OUT.read_text())
+    assert packaged == script.derive(), (
+        "posenc_lib/data/known_disagreements.json is stale: python "
+        "scripts/known_disagreements.py")
+    assert set(packaged["versions"]) == {"4.57.6", "5.24.0"}
+
+
+def _stored(model_type: str) -> dict:
+    stored = json.loads((ROOT / "results" / "config_forms-4.json").read_text())
+    return next(e["raw"] for e in stored["entries"]
+                if e["model_type"] == model_type and e["accepted"])
+
+
+def test_a_report_on_a_disagreeing_type_says_it_is_not_verified():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = inspector.inspect_config(_stored("falcon_h1"))
+        clean = inspector.inspect_config(_stored("llama"))
+    assert "4.57.6" in report["known_disagreements"]
+    text = inspector.format_report(report)
+    assert "not verified       transformers 4.57.6 runs this model type" in text
+    assert clean["known_disagreements"] == {}
+    assert "not verified" not in inspector.format_report(clean)
