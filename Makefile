@@ -80,27 +80,24 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## build the book into _build/html (ex
 # cell fails it (-W); running them once more under nbval would double the
 # longest step. `make notebooks` still does that, with live widgets.
 # make test runs two chains side by side, one a core, with no barrier between
-# them: the book build (mostly one core: the kernel executing a notebook), then
-# the browser tests over it, then the unit tests of UNIT_LATE; and the lint and
-# the other unit tests, then every notebook again under nbval with portable
-# kernels (one thread). -Otarget keeps each chain's log in one piece. UNIT_LATE
-# (about 45 s) balances the two chains; `make unit` still runs every unit test.
-UNIT_LATE := tests/test_import_graph.py tests/test_transformers_warnings.py \
-             tests/test_mutation.py tests/test_config_forms.py tests/test_mrope_results.py \
-             tests/test_retrieval_blind.py tests/test_exercises_blind.py \
-             tests/test_diagnose_blind.py tests/test_citations.py
+# them: the book build (the kernel executing a notebook), then the browser
+# tests over it; and the lint and the unit tests, then every notebook again
+# under nbval with portable kernels. -Otarget keeps each chain's log in one
+# piece. The book's kernel and the unit tests run with one torch thread each:
+# two jobs of two threads on two cores made torch's threads wait on each other
+# (test_crosscheck.py took 11 s beside another job with two threads, 8 s with
+# one). The tests hold at any thread count (`make portable` runs two).
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W (executes every notebook), browser tests
 	$(MAKE) -j2 -Otarget book-then-browser unit-then-portable
 
-book-then-browser: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## the book build, the browser tests over it, then the unit tests in UNIT_LATE (a chain of make test)
-	$(MAKE) --no-print-directory book BOOK_FLAGS=--all
+book-then-browser: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## the book build, then the browser tests over it (a chain of make test)
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory book BOOK_FLAGS=--all
 	$(MAKE) --no-print-directory browser
-	$(PY) -m pytest -q -p no:cacheprovider -m "not browser and not slow" $(UNIT_LATE)
 
-unit-then-portable: $(INSTALLED) ## lint, the unit tests but those in UNIT_LATE, then every notebook with portable kernels (a chain of make test)
+unit-then-portable: $(INSTALLED) ## lint, the unit tests, then every notebook with portable kernels (a chain of make test)
 	$(BIN)/ruff format --check book
 	$(BIN)/ruff check --select E501 book
-	$(PY) -m pytest -m "not browser and not slow" tests $(addprefix --ignore=,$(UNIT_LATE))
+	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not browser and not slow" tests
 	$(MAKE) --no-print-directory portable-notebooks
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
