@@ -11,7 +11,7 @@ with that value). transformers 4.57.6 runs live; 5.24.0's classes come from
 ``results/class-defaults-5.json`` (``make class-defaults``).
 
 Before ``posenc_lib._defaults.MODEL_DEFAULTS`` was filled from the registry,
-27 of 72 4.57.6 types and 48 of 115 5.24.0 types failed here (Nemotron's and
+27 of 72 4.57.6 types and 69 of 115 5.24.0 types failed here (Nemotron's and
 RecurrentGemma's half-width rotary read as full width, VaultGemma's and
 gpt-oss's head_dim from hidden_size, Apertus's and gpt-oss's scaled default
 RoPE read unscaled, and a missing rope_theta refused for most of the rest).
