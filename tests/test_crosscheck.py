@@ -111,14 +111,15 @@ def test_configs_without_rope_are_checked():
 
 @pytest.mark.parametrize("model_type", ["llama4_text", "deepseek_v2", "minimax",
                                         "phimoe", "moshi", "open-llama", "gptj",
-                                        "codegen"])
+                                        "codegen", "aria_text"])
 def test_rotary_modules_of_other_forms_are_compared(model_type):
     """Llama 4 and DeepSeek-V2 return one complex ``freqs_cis``, not
     ``(cos, sin)``; MiniMax's lightning layers take the cos/sin but never apply
     them, and keep their state in ``linear_cache``; PhiMoE's and Open-Llama's
     rotary modules take ``seq_len``, not positions (PhiMoE's has no
     ``inv_freq``), Moshi's sits in each attention, and Open-Llama returns the
-    legacy tuple cache. Each stored generated config
+    legacy tuple cache; an Aria text config is built as its own class, not
+    as the multimodal one that ignores its sizes. Each stored generated config
     of these types (results/config_forms-4.json, the first that transformers
     accepted without a top-level original length the library refuses) is
     compared layer by layer with no problem."""

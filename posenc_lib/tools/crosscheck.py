@@ -90,6 +90,10 @@ def shrink(config: Mapping) -> dict:
     if isinstance(inner, Mapping):  # a multimodal config: its text model
         candidates.append(text.pop("model_type", None))
         candidates.append(f"{config.get('model_type')}_text")
+    if not isinstance(inner, Mapping) and model_type in mapping:
+        # a text model's own config (aria_text): its own class, not the
+        # composite's whose text fields would be ignored (a full-size model)
+        candidates.append(model_type)
     model_type = (model_type or "").removesuffix("_text")
     candidates += [CLASS_TYPE.get(model_type, model_type), f"{model_type}_text"]
     class_type = next((c for c in candidates if c and c in mapping), None)
