@@ -165,6 +165,35 @@ class _SeqLenRotary:
         return cos[index][None], sin[index][None]
 
 
+class _LayerTypeRotary:
+    """transformers 5.x's one rotary module for several layer types (Gemma 3,
+    OLMo 3, Laguna, ...): buffers ``{type}_inv_freq`` and attributes
+    ``{type}_attention_scaling``, ``forward(x, position_ids, layer_type)``;
+    read as the module of one layer type."""
+
+    def __init__(self, module, layer_type: str):
+        self.module, self.layer_type = module, layer_type
+        self.inv_freq = getattr(module, f"{layer_type}_inv_freq")
+        self.attention_scaling = getattr(module, f"{layer_type}_attention_scaling", 1.0)
+
+    def __call__(self, x, positions):
+        return self.module(x, positions, layer_type=self.layer_type)
+
+
+def _readable(module, built, index: int):
+    """``module`` as one that has ``inv_freq`` and takes positions: 5.x's
+    shared per-type module read at layer ``index``'s type, 5.x GPT-J's and
+    CodeGen's sine table; else ``module`` itself."""
+    if module is None or getattr(module, "inv_freq", None) is not None:
+        return module
+    if isinstance(getattr(module, "embed_positions", None), torch.Tensor):
+        return _SinCosTable(module.embed_positions)  # GPT-J, CodeGen (5.x)
+    types = getattr(built, "layer_types", None)
+    if types and hasattr(module, f"{types[index]}_inv_freq"):
+        return _LayerTypeRotary(module, types[index])
+    return module
+
+
 def _takes_seq_len(module) -> bool:
     import inspect
 
@@ -203,6 +232,17 @@ def _rotary_for(model, layer):
     return getattr(model, "rotary_emb", None), attn
 
 
+def _tensors(values):
+    """The tensors among ``values``, inside lists, tuples and dicts too."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, (list, tuple)):
+            yield from _tensors(v)
+        elif isinstance(v, dict):
+            yield from _tensors(v.values())
+
+
 def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     """``(bytes of keys and values, bytes of other state)`` that ``model``'s own
     cache holds after one forward pass of ``tokens`` tokens (``built``: its
@@ -229,7 +269,13 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
                 ("conv_cache", "conv_states", "recurrent_states", "ssm_states",
                  "linear_cache"))
     if hasattr(cache, "layers"):
-        return size(t for x in cache.layers for t in (x.keys, x.values)), state
+        # transformers 5.x: a layer without keys and values (LinearAttentionLayer:
+        # gated DeltaNet, short convolutions) holds state that does not grow
+        kv = size(t for x in cache.layers if hasattr(x, "keys")
+                  for t in (x.keys, x.values))
+        state += size(t for x in cache.layers if not hasattr(x, "keys")
+                      for t in _tensors(vars(x).values()))
+        return kv, state
     if isinstance(cache, (tuple, list)):  # the legacy form: (keys, values) a layer
         return size(t for pair in cache for t in pair), state
     return size(cache.key_cache) + size(cache.value_cache), state
@@ -298,6 +344,7 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     stack = getattr(base, "layers", None) or tiny_model._decoder_layers(base)
     for i, layer in enumerate(stack):
         module, attn = _rotary_for(base, layer) if rotary else (None, None)
+        module = _readable(module, getattr(built, "text_config", None) or built, i)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ours = (scaling.rope_from_config(small, layer=i, seq_len=train,
