@@ -412,3 +412,31 @@ def test_omitted_kv_heads_take_the_class_default(model_type):
     with pytest.raises(ValueError, match="num_key_value_heads is missing.*fills in"):
         serving.cache_head({**config, "num_attention_heads": default + 1,
                             "hidden_size": 32 * (default + 1)})
+
+
+def test_cache_walk_classifies_by_name():
+    """cache_walk.walk: keys/values of a DynamicCache and of the legacy tuple form
+    are kv, conv/recurrent states held in dicts (5.x LinearAttentionLayer) are
+    state, a shared tensor is counted once, integer bookkeeping not at all."""
+    from transformers import DynamicCache
+
+    from posenc_lib.tools.cache_walk import walk
+
+    k, v = torch.zeros(1, 2, 5, 8), torch.zeros(1, 2, 5, 8)
+    cache = DynamicCache()
+    cache.update(k, v, 0)
+    kv_bytes = 2 * k.numel() * 4
+    assert (walk(cache).kv, walk(cache).state) == (kv_bytes, 0)
+    assert (walk(((k, v), (k, v))).kv) == kv_bytes  # same storage: counted once
+
+    class LinearLayer:  # the shape of 5.x cache_utils.LinearAttentionLayer
+        __module__ = "transformers.cache_utils"
+
+        def __init__(self):
+            self.conv_states = {0: torch.zeros(1, 4, 3)}
+            self.recurrent_states = {0: torch.zeros(1, 2, 4, 4)}
+            self.conv_kernel_size = {0: 3}
+            self.cumulative_length = torch.tensor(5)
+
+    found = walk([LinearLayer()])
+    assert (found.kv, found.state) == (0, (12 + 32) * 4)

@@ -232,21 +232,11 @@ def _rotary_for(model, layer):
     return getattr(model, "rotary_emb", None), attn
 
 
-def _tensors(values):
-    """The tensors among ``values``, inside lists, tuples and dicts too."""
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            yield v
-        elif isinstance(v, (list, tuple)):
-            yield from _tensors(v)
-        elif isinstance(v, dict):
-            yield from _tensors(v.values())
-
-
 def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     """``(bytes of keys and values, bytes of other state)`` that ``model``'s own
     cache holds after one forward pass of ``tokens`` tokens (``built``: its
-    config object); the tensors are counted, not predicted."""
+    config object); the tensors are counted, not predicted, by
+    :func:`posenc_lib.tools.cache_walk.walk`."""
     kwargs = {}
     if built.model_type == "granitemoehybrid":  # only generate() creates it
         from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
@@ -255,30 +245,16 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
         # in the model's own dtype, as generate() creates it
         kwargs["past_key_values"] = HybridMambaAttentionDynamicCache(
             built, 1, next(model.parameters()).dtype)
-    with torch.no_grad():
-        cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
-                      **kwargs).past_key_values
+    from .cache_walk import fill_cache, walk
 
-    def size(tensors) -> int:
-        return sum(t.numel() * t.element_size() for t in tensors
-                   if isinstance(t, torch.Tensor))
-
-    # MiniMax's lightning layers keep their state in linear_cache (one entry a
-    # layer, [] for a layer without one)
-    state = sum(size(getattr(cache, n, [])) for n in
-                ("conv_cache", "conv_states", "recurrent_states", "ssm_states",
-                 "linear_cache"))
-    if hasattr(cache, "layers"):
-        # transformers 5.x: a layer without keys and values (LinearAttentionLayer:
-        # gated DeltaNet, short convolutions) holds state that does not grow
-        kv = size(t for x in cache.layers if hasattr(x, "keys")
-                  for t in (x.keys, x.values))
-        state += size(t for x in cache.layers if not hasattr(x, "keys")
-                      for t in _tensors(vars(x).values()))
-        return kv, state
-    if isinstance(cache, (tuple, list)):  # the legacy form: (keys, values) a layer
-        return size(t for pair in cache for t in pair), state
-    return size(cache.key_cache) + size(cache.value_cache), state
+    if kwargs:
+        with torch.no_grad():
+            cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
+                          **kwargs).past_key_values
+    else:
+        cache = fill_cache(model, built, tokens)
+    found = walk(cache, model)
+    return found.kv, found.state
 
 
 def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) -> dict:

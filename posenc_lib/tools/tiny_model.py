@@ -478,61 +478,15 @@ def _layer_count(built) -> int | None:
     return None
 
 
-KV_NAMES = ("key", "value", "keys", "values", "key_cache", "value_cache",
-            "key_states", "value_states", "k", "v")
-
-
 def cache_bytes(cache, model) -> tuple[int | None, int, str]:
-    """``(bytes of keys and values, bytes of other state, cache class)``."""
-    if cache is None:
-        # RecurrentGemma keeps its cache inside its modules
-        kv = st = 0
-        found = False
-        for m in model.modules():
-            for name in ("key_states", "value_states"):
-                t = getattr(m, name, None)
-                if isinstance(t, torch.Tensor):
-                    kv += t.numel() * t.element_size()
-                    found = True
-            for name in ("recurrent_states", "conv1d_state", "rg_lru_state"):
-                t = getattr(m, name, None)
-                if isinstance(t, torch.Tensor):
-                    st += t.numel() * t.element_size()
-                    found = True
-        return (kv, st, "module buffers") if found else (None, 0, "none")
-    seen: set = set()
-    totals = {"kv": 0, "state": 0}
+    """``(bytes of keys and values, bytes of other state, cache class)``:
+    :func:`posenc_lib.tools.cache_walk.walk` (``None`` bytes of keys and values
+    when the model holds no cache at all)."""
+    from .cache_walk import walk
 
-    def walk(obj, kind, depth=0):
-        if depth > 6 or id(obj) in seen:
-            return
-        seen.add(id(obj))
-        if isinstance(obj, torch.Tensor):
-            if obj.is_floating_point():  # not the integer bookkeeping (lengths)
-                totals[kind] += obj.numel() * obj.element_size()
-        elif isinstance(obj, (list, tuple)):
-            for x in obj:
-                walk(x, kind, depth + 1)
-        elif isinstance(obj, dict):
-            for k, x in obj.items():
-                walk(x, kind, depth + 1)
-        elif hasattr(obj, "__dict__") and type(obj).__module__.startswith("transformers"):
-            for name, x in vars(obj).items():
-                sub = "kv" if name in KV_NAMES or kind == "kv" and name not in (
-                    "conv_states", "ssm_states", "recurrent_states") else "state"
-                if name in ("config",):
-                    continue
-                walk(x, sub if kind != "state" else "state", depth + 1)
-
-    if isinstance(cache, (tuple, list)):
-        walk(cache, "kv")
-    else:
-        for name, x in vars(cache).items():
-            if name in ("conv_states", "ssm_states", "recurrent_states", "conv_cache",
-                        "ssm_state", "conv_state", "rg_lru_state", "state"):
-                walk(x, "state")
-            elif name not in ("config", "shared_layers"):
-                walk(x, "kv")  # Gemma 3n's shared_layers: references, not a cache
-    return totals["kv"], totals["state"], type(cache).__name__
+    found = walk(cache, model)
+    if cache is None and not found.found:
+        return None, 0, "none"
+    return found.kv, found.state, found.cls
 
 
