@@ -155,3 +155,38 @@ def test_open_llama_ignores_the_share_and_the_window(kind):
         warnings.simplefilter("ignore")
         result = crosscheck.crosscheck(raw)
     assert result["problems"] == [], result["problems"]
+
+
+def test_a_5x_rotary_module_of_several_layer_types_is_read_per_layer():
+    """transformers 5.x keeps one rotary module for several layer types
+    (``{type}_inv_freq`` buffers, ``forward(x, position_ids, layer_type)``;
+    5.24.0 ``models/gemma3/modeling_gemma3.py`` lines 145-192). CI has 4.57.6
+    only, so a module of that form stands in: each layer is read at its type."""
+    from types import SimpleNamespace
+
+    import torch
+
+    class Shared(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("full_attention_inv_freq", torch.tensor([1.0, 0.01]))
+            self.register_buffer("sliding_attention_inv_freq", torch.tensor([1.0, 0.1]))
+            self.full_attention_attention_scaling = 1.5
+            self.sliding_attention_attention_scaling = 1.0
+
+        def forward(self, x, position_ids, layer_type=None):
+            freq = getattr(self, f"{layer_type}_inv_freq")
+            scale = getattr(self, f"{layer_type}_attention_scaling")
+            angles = position_ids[..., None].float() * freq
+            emb = torch.cat([angles, angles], -1)
+            return emb.cos() * scale, emb.sin() * scale
+
+    built = SimpleNamespace(layer_types=["sliding_attention", "full_attention"])
+    positions = torch.arange(5)[None]
+    for index, kind in enumerate(built.layer_types):
+        module = crosscheck._readable(Shared(), built, index)
+        assert torch.equal(module.inv_freq, getattr(Shared(), f"{kind}_inv_freq"))
+        cos, _ = module(torch.zeros(1), positions)
+        expected = (positions[0, :, None].float() * module.inv_freq).cos()
+        scale = module.attention_scaling
+        assert torch.allclose(cos[0, :, :2], expected * scale, rtol=0, atol=1e-6)

@@ -937,6 +937,15 @@ MUTANTS: tuple[Mutant, ...] = (
        'PARTIAL_UNREAD = ("chameleon", "dbrx")',
        [], "Open-Llama read as rotating a partial_rotary_factor share (its rotary "
        "module covers the whole head_dim)"),
+    _m("cache-walk-recurrent-as-kv", "tools/cache_walk.py",
+       'STATE_PARTS = ("conv", "ssm", "recurrent", "rg_lru", "linear_cache")',
+       'STATE_PARTS = ("conv", "ssm", "rg_lru", "linear_cache")',
+       [], "the cache walk counts recurrent state as keys and values"),
+    _m("crosscheck-layer-type-module", "tools/crosscheck.py",
+       '    if types and hasattr(module, f"{types[index]}_inv_freq"):',
+       '    if False:',
+       [], "crosscheck reads transformers 5.x's per-layer-type rotary module as one "
+       "without inv_freq (it raised on Gemma 3, OLMo 3, ...)"),
 )
 
 
