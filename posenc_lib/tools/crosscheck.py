@@ -236,7 +236,7 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     """``(bytes of keys and values, bytes of other state)`` that ``model``'s own
     cache holds after one forward pass of ``tokens`` tokens (``built``: its
     config object); the tensors are counted, not predicted, by
-    :func:`posenc_lib.tools.cache_walk.walk`."""
+    ``posenc_lib.tools.cache_walk.walk``."""
     kwargs = {}
     if built.model_type == "granitemoehybrid":  # only generate() creates it
         from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (

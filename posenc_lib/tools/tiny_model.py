@@ -480,7 +480,7 @@ def _layer_count(built) -> int | None:
 
 def cache_bytes(cache, model) -> tuple[int | None, int, str]:
     """``(bytes of keys and values, bytes of other state, cache class)``:
-    :func:`posenc_lib.tools.cache_walk.walk` (``None`` bytes of keys and values
+    ``posenc_lib.tools.cache_walk.walk`` (``None`` bytes of keys and values
     when the model holds no cache at all)."""
     from .cache_walk import walk
 
