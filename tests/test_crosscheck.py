@@ -184,7 +184,7 @@ def test_a_5x_rotary_module_of_several_layer_types_is_read_per_layer():
     built = SimpleNamespace(layer_types=["sliding_attention", "full_attention"])
     positions = torch.arange(5)[None]
     for index, kind in enumerate(built.layer_types):
-        module = crosscheck._readable(Shared(), built, index)
+        module = crosscheck._readable(Shared(), built, index, 5)
         assert torch.equal(module.inv_freq, getattr(Shared(), f"{kind}_inv_freq"))
         cos, _ = module(torch.zeros(1), positions)
         expected = (positions[0, :, None].float() * module.inv_freq).cos()

@@ -180,10 +180,13 @@ class _LayerTypeRotary:
         return self.module(x, positions, layer_type=self.layer_type)
 
 
-def _readable(module, built, index: int):
-    """``module`` as one that has ``inv_freq`` and takes positions: 5.x's
-    shared per-type module read at layer ``index``'s type, 5.x GPT-J's and
-    CodeGen's sine table; else ``module`` itself."""
+def _readable(module, built, index: int, seq_len: int):
+    """``module`` as one that has ``inv_freq`` and takes positions: a module
+    that takes ``seq_len`` read at ``seq_len``, 5.x's shared per-type module
+    read at layer ``index``'s type, 5.x GPT-J's and CodeGen's sine table; else
+    ``module`` itself."""
+    if _takes_seq_len(module):
+        return _SeqLenRotary(module, seq_len)
     if module is None or getattr(module, "inv_freq", None) is not None:
         return module
     if isinstance(getattr(module, "embed_positions", None), torch.Tensor):
@@ -197,7 +200,7 @@ def _readable(module, built, index: int):
 def _takes_seq_len(module) -> bool:
     import inspect
 
-    if not isinstance(module, torch.nn.Module):  # GPT-J's and CodeGen's table
+    if not isinstance(module, torch.nn.Module):  # None, GPT-J's and CodeGen's table
         return False
     params = inspect.signature(module.forward).parameters
     return "seq_len" in params and "position_ids" not in params
@@ -320,7 +323,8 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     stack = getattr(base, "layers", None) or tiny_model._decoder_layers(base)
     for i, layer in enumerate(stack):
         module, attn = _rotary_for(base, layer) if rotary else (None, None)
-        module = _readable(module, getattr(built, "text_config", None) or built, i)
+        module = _readable(module, getattr(built, "text_config", None) or built, i,
+                           train)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ours = (scaling.rope_from_config(small, layer=i, seq_len=train,
@@ -333,8 +337,6 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
                             f"{'applies no' if module is None else 'applies a'} RoPE, "
                             f"the report {'does' if ours is not None else 'does not'}")
         elif module is not None:
-            if _takes_seq_len(module):
-                module = _SeqLenRotary(module, train)
             freq, factor = ours
             theirs = freq if module.inv_freq is None else module.inv_freq.double()
             if theirs.shape != freq.shape or not torch.allclose(

@@ -929,7 +929,8 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "KV_HEADS_DEFAULTS looked up under the composite's type only (Qwen3.5 "
        "text configs sized with the query heads)"),
     _m("crosscheck-seq-len-module", "tools/crosscheck.py",
-       "            if _takes_seq_len(module):", "            if False:",
+       "    if _takes_seq_len(module):\n        return _SeqLenRotary",
+       "    if False:\n        return _SeqLenRotary",
        [], "crosscheck calls PhiMoE's and Open-Llama's seq_len rotary modules with "
        "positions"),
     _m("partial-unread-open-llama", "config_reader.py",
