@@ -304,6 +304,15 @@ config-forms: $(INSTALLED) $(PY5) ## generated config forms per rotary causal-LM
 class-defaults: $(INSTALLED) $(PY5) ## every rotary config class of transformers 5.x with its defaults (results/class-defaults-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/class_defaults.py --out results/class-defaults-5.json
 
+# Not part of make test (CI has no transformers 5.x; about 10 s): every
+# causal-LM config class of transformers 5.x that has layer types, built from
+# generated layer counts and pattern fields without layer_types
+# (results/layer-patterns-5.json); tests/test_layer_patterns.py compares the
+# library's layer types with the stored ones (4.x runs live there).
+.PHONY: layer-patterns
+layer-patterns: $(INSTALLED) $(PY5) ## layer types every 5.x class fills in, over generated configs (results/layer-patterns-5.json)
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/layer_patterns.py --out results/layer-patterns-5.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

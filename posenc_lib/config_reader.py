@@ -425,9 +425,11 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
 
 def is_per_layer_type(parameters) -> bool:
     """Whether a 5.x ``rope_parameters`` holds one dictionary per layer type
-    (``{"full_attention": {...}, "sliding_attention": {...}}``)."""
-    return (isinstance(parameters, Mapping) and bool(parameters)
-            and all(isinstance(v, Mapping) for v in parameters.values()))
+    (``{"full_attention": {...}, "sliding_attention": {...}}``); an entry may be
+    None, a layer type without positions (``BeamConfig``)."""
+    return (isinstance(parameters, Mapping)
+            and any(isinstance(v, Mapping) for v in parameters.values())
+            and all(v is None or isinstance(v, Mapping) for v in parameters.values()))
 
 
 def _rope_block(config: Mapping) -> tuple[dict, str]:

@@ -16,7 +16,7 @@ import math
 import warnings
 from collections.abc import Mapping
 
-from . import config_reader, serving
+from . import config_reader, per_layer, serving
 
 __all__ = ["logit_factors", "softmax_scale"]
 
@@ -40,7 +40,9 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     """
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    block, _ = config_reader._rope_block(text)
+    one = _global_config(config)
+    block = {} if one is None else config_reader._rope_block(
+        config_reader._text_config(one)[0])[0]
     out = []
     head_dim = rope.head_dim if rope is not None else \
         serving.cache_head(config)["key_dim"]
@@ -101,6 +103,22 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     return out
 
 
+def _global_config(config: Mapping) -> Mapping | None:
+    """``config``, or for a 5.x ``rope_parameters`` with one block per layer
+    type and none (or ``None``) for ``full_attention`` (Beam, ZAYA) the first
+    rotating layer's config (:func:`posenc_lib.per_layer.layer_config`), whose
+    block holds the factors; ``None`` when no layer rotates."""
+    text, _ = config_reader._raw_text_config(config)
+    nested = text.get("rope_parameters")
+    if not config_reader.is_per_layer_type(nested) or \
+            isinstance(nested.get("full_attention"), Mapping):
+        return config
+    for layer in per_layer.layer_layout(config):
+        if layer.rope is not None:
+            return per_layer.layer_config(config, layer.index)
+    return None
+
+
 def softmax_scale(config: Mapping) -> float | None:
     """The constant factor the attention applies to ``q·k`` before the
     softmax (the ``scaling`` it is called with): the softmax scale and
@@ -115,7 +133,8 @@ def softmax_scale(config: Mapping) -> float | None:
     if config_reader.positional_scheme(config) == "rotary":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rope = config_reader.parse_rope_config(config)
+            one = _global_config(config)
+            rope = None if one is None else config_reader.parse_rope_config(one)
     factors = logit_factors(config, rope, 1.0)
     return math.prod(f["value"] for f in factors if f["value"] is not None
                      and not f["name"].startswith("cos/sin"))

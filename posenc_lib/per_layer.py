@@ -27,6 +27,14 @@ type:
   ``conv`` layers, short gated convolutions without positions; the attention
   layers rotate.
 
+* **transformers 5.x's newer classes**: AFMoE and LaRA-mini rotate only
+  their sliding layers; Cohere2-MoE and Flint as Cohere 2 (Cohere2-MoE's
+  dense-MLP layers also rotate when ``prefix_dense_sliding_window_pattern``
+  is 1); EXAONE-MoE and Kolibri as EXAONE 4; a per-layer-type
+  ``rope_parameters`` entry of ``None`` (Beam) means no RoPE for that type.
+  A config without ``layer_types`` is expanded as each class expands it
+  (``_PATTERNS``; checked over generated configs of every such class).
+
 Every other layer uses the model's one RoPE, and a sliding-window layer sees
 no distance of ``sliding_window`` or more (Gemma 2/3, Cohere 2, EXAONE 4,
 OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
@@ -52,7 +60,117 @@ LAYER_DEFAULTS = _defaults.LAYER_DEFAULTS
 #: layer i is full attention when (i + 1) % period == 0.
 _PERIODIC = {"gemma2": 2, "gemma3": "sliding_window_pattern",
              "cohere2": "sliding_window_pattern", "exaone4": "sliding_window_pattern",
+             "exaone_moe": "sliding_window_pattern",
              "olmo3": 4, "gpt_oss": 2}
+
+
+def _kind(full: bool, other: str = "sliding_attention") -> str:
+    return "full_attention" if full else other
+
+
+def _cohere2_moe_kinds(text: Mapping, n: int, get) -> list[str]:
+    # Cohere2MoeConfig.__post_init__: the first first_k_dense_replace layers
+    # (a keyword it pops, so a stored config keeps only the layer_types it
+    # made) follow prefix_dense_sliding_window_pattern, the rest
+    # sliding_window_pattern
+    dense = min(_validate.nonnegative_int(
+        "first_k_dense_replace", text.get("first_k_dense_replace", 0)), n)
+    prefix = _validate.positive_int("prefix_dense_sliding_window_pattern",
+                                    get("prefix_dense_sliding_window_pattern"))
+    rest = _validate.positive_int("sliding_window_pattern", get("sliding_window_pattern"))
+    return ([_kind((i + 1) % prefix == 0) for i in range(dense)]
+            + [_kind((i + 1) % rest == 0) for i in range(n - dense)])
+
+
+def _olmo_hybrid_kinds(text: Mapping, n: int, get) -> list[str]:
+    kinds = [_kind(i % 4 == 3, "linear_attention") for i in range(n)]
+    if "full_attention" not in kinds:  # OlmoHybridConfig: at least one
+        kinds[-1] = "full_attention"
+    return kinds
+
+
+def _beam_kinds(text: Mapping, n: int, get) -> list[str]:
+    kinds = [_kind((i + 1) % 6 == 0) for i in range(n)]
+    kinds[-1] = "full_attention"  # BeamConfig: the last layer attends fully
+    return kinds
+
+
+_LARA_MINI = ("linear_attention", "sliding_attention", "linear_attention",
+              "full_attention", "sliding_attention")
+
+#: The ``layer_types`` a config class fills in when ``config.json`` has none,
+#: for the classes that expand a fixed rule or a field of their own (each
+#: class's ``__init__``/``__post_init__``, transformers 4.57.6 and 5.24.0):
+#: ``model_type`` (without ``_text``) -> ``f(text, n, get)``, where ``get(name)``
+#: reads a field or the class default. ``tests/test_layer_patterns.py``
+#: compares each with the class's own expansion over generated layer counts
+#: and fields (live for 4.57.6, ``results/layer-patterns-5.json`` for 5.x).
+_PATTERNS = {
+    "gemma3n": lambda t, n, get: [_kind((i + 1) % 5 == 0) for i in range(n)],
+    "kolibri1": lambda t, n, get: [_kind((i + 1) % 5 == 0) for i in range(n)],
+    "vaultgemma": lambda t, n, get: [_kind((i + 1) % 2 == 0) for i in range(n)],
+    "minimax": lambda t, n, get: [_kind((i + 1) % 2 == 1, "linear_attention")
+                                  for i in range(n)],
+    "ministral": lambda t, n, get: [_kind(get("sliding_window") is None)] * n,
+    "modernbert-decoder": lambda t, n, get: [
+        _kind(i % _validate.positive_int(
+            "global_attn_every_n_layers", get("global_attn_every_n_layers")) == 0)
+        for i in range(n)],
+    "afmoe": lambda t, n, get: [
+        _kind((i + 1) % _validate.positive_int(
+            "global_attn_every_n_layers", get("global_attn_every_n_layers")) == 0)
+        for i in range(n)],
+    "bailing_hybrid": lambda t, n, get: [
+        _kind((i + 1) % _validate.positive_int(
+            "layer_group_size", get("layer_group_size")) == 0, "linear_attention")
+        for i in range(n)],
+    "qwen3_5": lambda t, n, get: [
+        _kind((i + 1) % _validate.positive_int(
+            "full_attention_interval", t.get("full_attention_interval", 4)) == 0,
+            "linear_attention") for i in range(n)],
+    "cwm": lambda t, n, get: [_kind(i % 4 == 0) for i in range(n)],
+    "granite_swa": lambda t, n, get: [_kind(i % 4 == 0) for i in range(n)],
+    "flint": lambda t, n, get: [_kind(i < 2 or i % 4 == 1 or i == n - 1)
+                                for i in range(n)],
+    "mimo_v2_flash": lambda t, n, get: [_kind(i == 0 or (i + 1) % 6 == 0)
+                                        for i in range(n)],
+    "lfm3": lambda t, n, get: [
+        "full_attention" if i % 4 == 2 else
+        "sliding_attention" if i % 4 == 0 and i > 0 else "conv" for i in range(n)],
+    "lara_mini": lambda t, n, get: [_LARA_MINI[i % 5] for i in range(n)],
+    "axk2": lambda t, n, get: ["indexed_attention"] * n,
+    "glm_moe_dsa": lambda t, n, get: ["indexed_attention"] * n,
+    "hy_v4": lambda t, n, get: ["indexed_attention"] * n,
+    "zaya": lambda t, n, get: ["hybrid"] * n,
+    "cohere2_moe": _cohere2_moe_kinds,
+    "olmo_hybrid": _olmo_hybrid_kinds,
+    "beam": _beam_kinds,
+}
+_PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
+_PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
+
+
+def _per_type_none(text: Mapping, kind: str) -> bool:
+    """Whether a 5.x per-layer-type ``rope_parameters`` maps ``kind`` to None
+    (BeamModel: that layer type gets no position embeddings)."""
+    nested = text.get("rope_parameters")
+    return (config_reader.is_per_layer_type(nested) and kind in nested
+            and nested[kind] is None)
+
+
+def _force_rope(text: Mapping, model_type: str, i: int, n: int, used: list) -> bool:
+    """Cohere2MoeAttention.force_rope: a dense-MLP layer rotates whatever its
+    attention type when ``prefix_dense_sliding_window_pattern`` is 1."""
+    if model_type != "cohere2_moe" or \
+            _field(text, model_type, "prefix_dense_sliding_window_pattern", used) != 1:
+        return False
+    mlp = text.get("mlp_layer_types")
+    if mlp is None:  # Cohere2MoeConfig: dense below first_k_dense_replace
+        return i < text.get("first_k_dense_replace", 0)
+    if len(mlp) != n:
+        raise ValueError(f"mlp_layer_types has {len(mlp)} entries for "
+                         f"num_hidden_layers={n}")
+    return mlp[i] == "dense"
 
 
 def llama4_no_rope_layers(num_hidden_layers: int, no_rope_layer_interval: int = 4) -> list[int]:
@@ -156,9 +274,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     elif model_type == "bamba":  # BambaConfig.layers_block_type
         attending = text.get("attn_layer_indices") or ()
         kinds = ["full_attention" if i in attending else "mamba" for i in range(n)]
-    elif model_type == "exaone4" and window is None:
-        raise ValueError("an exaone4 config with sliding_window null needs "
-                         "layer_types: Exaone4Config then takes the pattern as 0 "
+    elif model_type in ("exaone4", "exaone_moe") and window is None:
+        raise ValueError(f"an {model_type} config with sliding_window null needs "
+                         "layer_types: its config class then takes the pattern as 0 "
                          "and cannot build the layers either")
     elif model_type in _PERIODIC:
         period = _PERIODIC[model_type]
@@ -192,6 +310,9 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                  else "full_attention" for i in range(n)]
     elif model_type == "mistral":  # MistralAttention: one window for every layer
         kinds = ["sliding_attention" if window is not None else "full_attention"] * n
+    elif model_type in _PATTERNS:
+        kinds = list(_PATTERNS[model_type](
+            text, n, lambda name: _field(text, model_type, name, used)))
     else:
         kinds = ["full_attention"] * n
     layers = []
@@ -203,11 +324,18 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             rope = None
         elif kind == "recurrent" or model_type in config_reader.NOT_ROTARY:
             rope = None  # attention-free, or positions that are not rotary
-        elif model_type == "cohere2" and not (kind == "sliding_attention"
-                                              and window is not None):
+        elif _per_type_none(text, kind):
+            rope = None  # a 5.x rope_parameters entry of None: no positions
+        elif model_type in ("afmoe", "lara_mini") and kind != "sliding_attention":
+            # AfmoeAttention rotates only if is_local_attention; LaraMiniModel
+            # passes position_embeddings to its sliding layers only
+            rope = None
+        elif model_type in ("cohere2", "cohere2_moe", "flint") and not (
+                kind == "sliding_attention" and window is not None) and not \
+                _force_rope(text, model_type, i, n, used):
             rope = None  # Cohere2Attention: RoPE only if its window is not None
-        elif model_type == "exaone4" and window is not None and \
-                kind != "sliding_attention":
+        elif model_type in ("exaone4", "exaone_moe", "kolibri1") and \
+                window is not None and kind != "sliding_attention":
             rope = None  # Exaone4Attention: sliding_window is None or is_sliding
         elif kind == "sliding_attention" and model_type in ("gemma3", "gemma3n",
                                                              "olmo3"):

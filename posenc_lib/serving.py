@@ -565,6 +565,21 @@ HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicC
 #: ``DeepseekV3Config``'s defaults for the MLA sizes (transformers 4.57.6).
 MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                 "v_head_dim": 128}
+#: The sparse-attention (DSA) models whose transformers 5.x cache keeps, beside
+#: each indexed layer's keys and values, the indexer's keys: one
+#: ``index_head_dim`` vector per token (``DynamicIndexedLayer.update_indexer``,
+#: ``cache_utils.py`` of 5.24.0); their classes' default ``index_head_dim``.
+#: DeepSeek-V3.2 is read as DeepSeek-V3 (``config_reader.MODEL_TYPE_ALIASES``)
+#: for its positions, but its 5.x class makes every layer an indexed one.
+INDEXER_DEFAULTS = {"deepseek_v32": 128, "glm_moe_dsa": 128, "axk2": 128,
+                    "hy_v4": 128}
+#: ``MiMoV2FlashConfig``'s default ``v_head_dim`` (5.24.0): its values are
+#: narrower than its keys (``head_dim`` 192) without MLA.
+V_HEAD_DIM_DEFAULTS = {"mimo_v2_flash": 128}
+#: Layer types whose attention keeps a multiple of ``num_key_value_heads``:
+#: MiMoV2FlashAttention gives its sliding layers twice as many (5.24.0,
+#: ``models/mimo_v2_flash/modeling_mimo_v2_flash.py`` line 341).
+KV_HEADS_MULTIPLE = {"mimo_v2_flash": {"sliding_attention": 2}}
 #: Class defaults of the sizes of the fixed (length-independent) state.
 STATE_DEFAULTS = {
     "lfm2": {"conv_L_cache": 3},
@@ -572,6 +587,7 @@ STATE_DEFAULTS = {
                    "linear_value_head_dim": 128, "linear_num_key_heads": 16,
                    "linear_num_value_heads": 32},
     "minimax": {},
+    "zaya": {"cca_time0": 2, "cca_time1": 2},  # ZayaConfig (5.24.0)
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
@@ -655,7 +671,38 @@ def cache_head(config: Mapping) -> dict:
         filled = config_reader._with_defaults(text, {}, model_type)
         filled.pop("qk_rope_head_dim", None)
         head_dim = config_reader._head_dim(filled)
-    return {"kv_heads": kv_heads, "key_dim": head_dim, "value_dim": head_dim}
+    value_dim = text.get("v_head_dim")  # MiMo-V2-Flash: values narrower than keys
+    if value_dim is None:
+        value_dim = V_HEAD_DIM_DEFAULTS.get(model_type, head_dim)
+    value_dim = _validate.positive_int("v_head_dim", value_dim)
+    return {"kv_heads": kv_heads, "key_dim": head_dim, "value_dim": value_dim}
+
+
+def _indexer(config: Mapping, kinds: list) -> dict | None:
+    """The DSA indexer's key cache of transformers 5.x (see
+    :data:`INDEXER_DEFAULTS`), or ``None`` for a model without one: the layers
+    that keep it and the values each keeps per token."""
+    raw = config.get("model_type")
+    text, model_type = config_reader._text_config(config)
+    name = raw if raw in INDEXER_DEFAULTS else (model_type or "").removesuffix("_text")
+    if name not in INDEXER_DEFAULTS:
+        return None
+    dim = text.get("index_head_dim")
+    dim = _validate.positive_int("index_head_dim",
+                                 INDEXER_DEFAULTS[name] if dim is None else dim)
+    indexed = [i for i, (kind, _) in enumerate(kinds)
+               if kind == "indexed_attention" or (name == "deepseek_v32"
+                                                  and kind not in NO_KV)]
+    own = text.get("indexer_types")
+    if name == "hy_v4":  # HYV4Attention: a "shared" layer reuses an earlier indexer
+        if own is None:  # HYV4Config's default
+            own = ["full" if i == 0 or (i - 1) % 4 == 0 else "shared"
+                   for i in range(len(kinds))]
+        if len(own) != len(kinds):
+            raise ValueError(f"indexer_types has {len(own)} entries for "
+                             f"{len(kinds)} layers")
+        indexed = [i for i in indexed if own[i] != "shared"]
+    return {"layers": len(indexed), "index_head_dim": dim}
 
 
 def _state(text: Mapping, model_type: str, key: str):
@@ -723,6 +770,23 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     def get(key):
         return _state(text, model_type, key)
 
+    if model_type == "zaya":
+        # ZayaCCA, per layer beside its keys and values: the q/k convolution's
+        # last (cca_time0 - 1) + (cca_time1 - 1) inputs and half a value head
+        # per KV head of delayed values (5.24.0 models/zaya/modeling_zaya.py,
+        # get_conv_state / get_recurrent_state); vLLM's layout is not modelled
+        head = cache_head(config)
+        heads = _validate.positive_int("num_attention_heads",
+                                       text.get("num_attention_heads"))
+        channels = (heads + head["kv_heads"]) * head["key_dim"]
+        steps = get("cca_time0") - 1 + get("cca_time1") - 1
+        delayed = head["kv_heads"] * head["key_dim"] // 2
+        layers = len(layout)  # every ZAYA layer keeps one
+        what = (f"per layer a convolution state of {channels} x {steps} values and "
+                f"{delayed} delayed values (ZAYA's CCA, as transformers 5.x keeps "
+                f"it{'; vLLM not modelled' if engine == 'vllm' else ''})")
+        return {"bytes": layers * (channels * steps + delayed) * b, "layers": layers,
+                "what": what}
     if engine == "vllm":
         return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
     if model_type == "lfm2" and _major(transformers_version) == 5:
@@ -946,7 +1010,11 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         ``bytes_per_token``, ``window``, ``cap``: the tokens a transformers
         cache keeps at most, ``kv``: whether it holds keys and values),
         ``layer_types_from``, ``fixed_state``, ``transformers_version`` (the
-        release modelled; ``None`` for vLLM) and, with ``length``, ``length``
+        release modelled; ``None`` for vLLM), ``indexer`` (transformers 5.x's
+        sparse-attention indexer keys, included in ``bytes_per_token``:
+        ``layers``, ``index_head_dim``, ``bytes_per_token``; ``None`` for other
+        models, and for vLLM, whose indexer cache is not modelled) and, with
+        ``length``, ``length``
         and ``bytes_at_length`` (plus ``tokens_at_length`` per type); ``None``
         when the config states neither ``num_hidden_layers`` nor
         ``layer_types``.
@@ -993,7 +1061,16 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         else:
             formula = (f"2 x {{layers}} layers x {kv_heads} KV heads x head_dim "
                        f"{head['key_dim']} x {bytes_per_value} bytes")
+            if head["value_dim"] != head["key_dim"]:
+                formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
+                           f"{head['key_dim']} + value {head['value_dim']}) x "
+                           f"{bytes_per_value} bytes")
     per_layer *= bytes_per_value
+    multiple = KV_HEADS_MULTIPLE.get(
+        (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
+    if multiple:
+        formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
+                                    for kind, m in multiple.items())
     by_type: dict = {}
     for kind, window in kinds:
         kv = kind not in NO_KV
@@ -1002,11 +1079,24 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                                          "cap": None, "kv": kv})
         info["layers"] += 1
         if kv:
-            info["bytes_per_token"] += per_layer
+            info["bytes_per_token"] += per_layer * multiple.get(kind, 1)
             if window and engine == "transformers":
                 info["cap"] = window - 1
     kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
-    out = {"engine": engine, "bytes_per_token": kv_layers * per_layer,
+    indexer = (_indexer(config, [(x.attention, None) for x in _layout(config)])
+               if engine == "transformers"
+               and modelled.startswith("5.") else None)
+    indexer_per_token = 0
+    if indexer is not None:
+        indexer_per_token = indexer["layers"] * indexer["index_head_dim"] * \
+            bytes_per_value
+        indexer["bytes_per_token"] = indexer_per_token
+        formula += (f" + {indexer['layers']} layers x index_head_dim "
+                    f"{indexer['index_head_dim']} x {bytes_per_value} bytes (the "
+                    f"sparse-attention indexer's keys, transformers 5.x)")
+    out = {"engine": engine,
+           "bytes_per_token": sum(info["bytes_per_token"] for info in by_type.values())
+           + indexer_per_token,
            "bytes_per_value": bytes_per_value, "num_key_value_heads": int(kv_heads),
            "key_dim": head["key_dim"], "value_dim": head["value_dim"],
            "layers": len(kinds), "kv_layers": kv_layers,
@@ -1015,7 +1105,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
            "fixed_state": fixed_state_bytes(config, bytes_per_value=bytes_per_value,
                                             engine=engine,
                                             transformers_version=modelled),
-           "transformers_version": modelled}
+           "transformers_version": modelled, "indexer": indexer}
     if engine == "vllm":
         out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                    source=VLLM_SOURCE)
@@ -1034,5 +1124,5 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 tokens = min(length, info["cap"]) if info["cap"] else length
             info["tokens_at_length"] = tokens
             total += info["bytes_per_token"] * tokens
-        out["bytes_at_length"] = total
+        out["bytes_at_length"] = total + indexer_per_token * length
     return out

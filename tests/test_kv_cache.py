@@ -12,7 +12,9 @@ linear-attention, convolution and Mamba layers).
 from __future__ import annotations
 
 import copy
+import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -173,10 +175,21 @@ def test_layer_typed_classes_are_transformers():
 def test_state_defaults_are_the_classes():
     import inspect as std_inspect
 
+    stored5 = json.loads((Path(__file__).resolve().parents[1] / "results"
+                          / "class-defaults-5.json").read_text())["types"]
     for model_type, defaults in serving.STATE_DEFAULTS.items():
+        if model_type not in CONFIG_MAPPING:  # a 5.x class: its stored defaults
+            for key, value in defaults.items():
+                assert stored5[model_type]["config"][key] == value, (model_type, key)
+            continue
         params = std_inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
         for key, value in defaults.items():
             assert params[key].default == value, (model_type, key)
+    # the 5.x-only sizes of the indexer and of MiMo's values, likewise
+    for model_type, dim in serving.INDEXER_DEFAULTS.items():
+        assert stored5[model_type]["config"]["index_head_dim"] == dim, model_type
+    for model_type, dim in serving.V_HEAD_DIM_DEFAULTS.items():
+        assert stored5[model_type]["config"]["v_head_dim"] == dim, model_type
     params = std_inspect.signature(CONFIG_MAPPING["deepseek_v3"].__init__).parameters
     for key, value in serving.MLA_DEFAULTS.items():
         assert params[key].default == value, key

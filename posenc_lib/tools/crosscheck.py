@@ -218,11 +218,18 @@ def _rotary_for(model, layer):
         return None, attn
     if getattr(layer, "layer_type", None) == "linear_attention":
         return None, attn  # MiniMax's lightning attention ignores the cos/sin
-    if name == "Cohere2Attention" and attn.sliding_window is None:
+    # the attention classes that skip the cos/sin they are given (each one's
+    # forward, transformers 4.57.6 and 5.24.0)
+    if name in ("Cohere2Attention", "Cohere2MoeAttention", "FlintAttention") and \
+            attn.sliding_window is None and not getattr(attn, "force_rope", False):
         return None, attn
-    if name == "Exaone4Attention" and not (attn.sliding_window is None
-                                           or attn.is_sliding):
+    if name in ("Exaone4Attention", "ExaoneMoeAttention", "Kolibri1Attention") and \
+            not (attn.sliding_window is None or attn.is_sliding):
         return None, attn
+    if name == "AfmoeAttention" and not attn.is_local_attention:
+        return None, attn
+    if name == "LaraMiniAttention" and attn.layer_type != "sliding_attention":
+        return None, attn  # LaraMiniModel passes no cos/sin to the others
     if hasattr(attn, "rotary_emb"):  # the attention's own (Moshi; None: no RoPE)
         return attn.rotary_emb, attn
     if hasattr(model, "rotary_embs"):  # OLMo 3

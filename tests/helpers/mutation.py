@@ -300,12 +300,12 @@ MUTANTS: tuple[Mutant, ...] = (
        ["09_models"], "no_rope_layers read the way its name suggests: 1 taken for "
        "a NoPE layer"),
     _m("layer-cohere2-global-rotates", "per_layer.py",
-       'elif model_type == "cohere2" and not (kind == "sliding_attention"',
-       'elif model_type == "cohere2x" and not (kind == "sliding_attention"',
+       'elif model_type in ("cohere2", "cohere2_moe", "flint") and not (',
+       'elif model_type in ("cohere2x", "cohere2_moe", "flint") and not (',
        ["09_models"], "Cohere 2's full-attention layers given RoPE (they are NoPE)"),
     _m("layer-exaone4-ignores-null-window", "per_layer.py",
-       'elif model_type == "exaone4" and window is not None and',
-       'elif model_type == "exaone4" and',
+       '                window is not None and kind != "sliding_attention":',
+       '                kind != "sliding_attention":',
        [], "EXAONE 4 without a window: its full layers taken for NoPE"),
     _m("granite-nope-ignored", "config_reader.py",
        'return model_type == "granitemoehybrid" and \\',
@@ -859,8 +859,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ["09_models"], "Qwen3-VL's M-RoPE reported as contiguous blocks, as Qwen2-VL's "
        "(Qwen3-VL's rotary code always interleaves, whatever mrope_interleaved says)"),
     _m("exaone4-rotates-full-layers", "per_layer.py",
-       '                kind != "sliding_attention":',
-       '                kind == "sliding_attention":',
+       '                window is not None and kind != "sliding_attention":',
+       '                window is not None and kind == "sliding_attention":',
        ["09_models"], "EXAONE 4's rotating and NoPE layers swapped (the attention "
        "rotates where it slides or no window is set)"),
     _m("rope-partial-base-ignored", "rope.py",
@@ -947,6 +947,32 @@ MUTANTS: tuple[Mutant, ...] = (
        '    if False:',
        [], "crosscheck reads transformers 5.x's per-layer-type rotary module as one "
        "without inv_freq (it raised on Gemma 3, OLMo 3, ...)"),
+    # the layer patterns, rules and caches of the 5.x population (stop 66)
+    _m("pattern-flint-last-layer-slides", "per_layer.py",
+       '"flint": lambda t, n, get: [_kind(i < 2 or i % 4 == 1 or i == n - 1)',
+       '"flint": lambda t, n, get: [_kind(i < 2 or i % 4 == 1)',
+       [], "Flint's last layer read as sliding (its class makes it full attention)"),
+    _m("afmoe-global-layers-rotate", "per_layer.py",
+       'elif model_type in ("afmoe", "lara_mini") and kind != "sliding_attention":',
+       'elif model_type in ("afmoex", "lara_mini") and kind != "sliding_attention":',
+       [], "AFMoE's full-attention layers given RoPE (AfmoeAttention rotates "
+       "only its local layers)"),
+    _m("dsa-indexer-cache-dropped", "serving.py",
+       "        indexer_per_token = indexer[\"layers\"] * indexer[\"index_head_dim\"] * \\\n",
+       "        indexer_per_token = 0 * indexer[\"index_head_dim\"] * \\\n",
+       [], "the sparse-attention indexer's key cache left out of the KV bytes"),
+    _m("mimo-sliding-heads-single", "serving.py",
+       'KV_HEADS_MULTIPLE = {"mimo_v2_flash": {"sliding_attention": 2}}',
+       'KV_HEADS_MULTIPLE = {"mimo_v2_flash": {"sliding_attention": 1}}',
+       [], "MiMo-V2-Flash's sliding layers given the full layers' KV heads"),
+    _m("beam-none-rope-rotates", "per_layer.py",
+       "            and nested[kind] is None)",
+       "            and nested[kind] is None and False)",
+       [], "a 5.x rope_parameters entry of None read as a rotating layer"),
+    _m("zaya-state-no-delayed-values", "serving.py",
+       '        delayed = head["kv_heads"] * head["key_dim"] // 2\n',
+       '        delayed = 0\n',
+       [], "ZAYA's delayed-value state left out of the fixed state"),
 )
 
 

@@ -1,0 +1,133 @@
+"""A config without ``layer_types`` reads as its class fills them in, for every
+causal-LM type transformers registers whose class has layer types.
+
+``scripts/layer_patterns.py`` draws, per type, layer counts and values of the
+fields classes expand a pattern from (``sliding_window_pattern``,
+``global_attn_every_n_layers``, ``layer_group_size``, a window, ...); the class
+is built from each draw without ``layer_types``. transformers 4.57.6's classes
+are built here, live; 5.24.0's draws and the layer types its classes filled in
+are stored (``results/layer-patterns-5.json``, ``make layer-patterns``).
+
+Before ``posenc_lib.per_layer`` expanded these patterns, the library read every
+layer of 6 of 22 such 4.57.6 types and 27 of 43 5.24.0 types (their default
+configs) as full attention: for example Qwen3.5's and OLMo-hybrid's linear
+layers as attention holding keys and values, and the global layers of
+AFMoE, EXAONE-MoE, Kolibri, Flint and LaRA-mini, which apply no RoPE, as
+rotating.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from posenc_lib import per_layer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("layer_patterns_script",
+                                               ROOT / "scripts" / "layer_patterns.py")
+script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(script)
+STORED = json.loads((ROOT / "results" / "layer-patterns-5.json").read_text())
+
+#: Types whose layer types the library does not derive, and why. Anything else
+#: that differs fails, and so does an entry here that no longer differs.
+_UNDERIVED = ("layer types not derived: a config.json without layer_types reads "
+              "as every layer full attention; give layer_types")
+KNOWN = {
+    **{t: _UNDERIVED for t in (
+        "dory", "dots3_note", "dots3_note_text", "falcon_h1", "gemma4", "gemma4_text",
+        "gemma4_unified", "gemma4_unified_assistant", "gemma4_unified_text",
+        "granitemoehybrid", "inkling2_loop_text", "inkling2_text", "inkling_text",
+        "kimi_linear", "nemotron_h", "qwen4_exp", "qwen4_exp_text",
+        "recurrent_gemma", "zamba")},
+    "dots1": ("Dots1Config: layer i slides where sliding_window is set and i >= "
+              "max_window_layers (no use_sliding_window switch); not derived"),
+    "qwen2_moe": ("5.24.0's Qwen2MoeConfig: every other layer below "
+                  "max_window_layers slides, with use_sliding_window; the library "
+                  "follows 4.57.6's class"),
+    # DeepSeek-V3.2 is read as DeepSeek-V3 (config_reader.MODEL_TYPE_ALIASES):
+    # "indexed_attention" layers rotate and cache like full ones; the indexer's
+    # own cache is added by serving.kv_cache_bytes (INDEXER_DEFAULTS)
+    "deepseek_v32": "indexed_attention read as full_attention (an alias of V3)",
+    # compress ratios per layer and rope_parameters keyed by "compress"/"main":
+    # the library refuses DeepSeek-V4 (posenc_lib/data/known_disagreements.json)
+    "deepseek_v4": "compressed attention layers not modelled",
+}
+
+
+#: One name for a layer type transformers 4.57.6 and 5.x name differently
+#: (the library keeps 4.57.6's "mamba"; neither holds keys or values).
+RENAMED = {"mamba": "linear_attention"}
+
+
+def _library(default: dict, kwargs: dict):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return per_layer.layer_types(script.library_config(default, kwargs))
+        except ValueError as error:
+            return error
+
+
+def _mismatches(types: dict) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for model_type, entry in types.items():
+        for row in entry["rows"]:
+            if "error" in row:
+                continue
+            ours = _library(entry["default"], row["kwargs"])
+            if isinstance(ours, list):  # 5.x names Mamba layers linear_attention
+                ours = [RENAMED.get(k, k) for k in ours]
+            if ours != [RENAMED.get(k, k) for k in row["layer_types"]]:
+                found.setdefault(model_type, []).append(
+                    (row["kwargs"], row["layer_types"], ours))
+    return found
+
+
+def _judge(types: dict, version: str) -> None:
+    found = _mismatches(types)
+    wrong = {t: rows[:2] for t, rows in found.items() if t not in KNOWN}
+    fixed = [t for t in KNOWN if t in types and t not in found]
+    assert not wrong, f"{version}: {len(wrong)} types differ: {wrong}"
+    assert not fixed, f"{version}: no longer differ (update KNOWN): {fixed}"
+
+
+def _live_types() -> dict:
+    out = {}
+    for model_type, cls in script.population().items():
+        default = json.loads(json.dumps(cls().to_dict(), default=str))
+        rng = random.Random(f"0:{model_type}")
+        out[model_type] = {"default": default, "rows": [
+            {"kwargs": kw, **script.build(cls, kw)}
+            for kw in script.variants(default, rng, 16)]}
+    return out
+
+
+def test_installed_transformers_classes():
+    types = _live_types()
+    assert len(types) >= 20  # 4.57.6: 22 causal-LM types with layer types
+    rows = sum(len(e["rows"]) for e in types.values())
+    assert sum("error" not in r for e in types.values() for r in e["rows"]) >= rows // 2
+    _judge(types, "installed")
+
+
+def test_stored_5x_classes():
+    assert STORED["transformers"].startswith("5.")
+    assert len(STORED["types"]) >= 70  # 5.24.0: 77 causal-LM types
+    _judge(STORED["types"], STORED["transformers"])
+
+
+def test_a_planted_pattern_is_caught(monkeypatch):
+    """The comparison fails when one rule is wrong (Flint's last layer)."""
+    monkeypatch.setitem(per_layer._PATTERNS, "flint", lambda t, n, get: [
+        "full_attention" if i < 2 or i % 4 == 1 else "sliding_attention"
+        for i in range(n)])
+    assert "flint" in _mismatches({"flint": STORED["types"]["flint"]})
