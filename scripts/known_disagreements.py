@@ -1,5 +1,6 @@
 """The model types whose default tiny model the stored conformance sweeps find
-the library wrong on, for the inspector to say so in its report.
+the library wrong on, or could not build, for the inspector to say so in its
+report.
 
 Reads ``results/conformance-4.json`` and ``results/conformance-5.json`` (``make
 conformance``) and writes ``posenc_lib/data/known_disagreements.json``:
@@ -26,6 +27,12 @@ def derive() -> dict:
         stored = json.loads((ROOT / "results" / f"conformance-{major}.json").read_text())
         found = {}
         for entry in stored["types"].values():
+            if entry["verdict"] == "not built":
+                # a model the sweep could not build is not verified either
+                reasons = [f"the conformance sweep could not build its tiny model "
+                           f"({entry['reason'][:160]})"]
+                found.setdefault(entry["model_type"], reasons)
+                continue
             if entry["verdict"] != "disagree":
                 continue
             reasons = [d["reason"][:240] for d in entry["differences"]]

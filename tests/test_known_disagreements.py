@@ -42,3 +42,17 @@ def test_a_report_on_a_disagreeing_type_says_it_is_not_verified():
     assert "not verified       transformers 4.57.6 runs this model type" in text
     assert clean["known_disagreements"] == {}
     assert "not verified" not in inspector.format_report(clean)
+
+
+def test_a_report_on_a_type_the_sweep_could_not_build_says_so():
+    """dots1's tiny model does not build in 4.57.6 (results/conformance-4.json):
+    the report is not verified, and says why."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = inspector.inspect_config({
+            "model_type": "dots1", "hidden_size": 256, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "num_hidden_layers": 2, "rope_theta": 1e4,
+            "max_position_embeddings": 4096})
+    text = inspector.format_report(report)
+    assert "not verified       transformers 4.57.6 was not run on this model type" in text
+    assert "could not build its tiny model" in text

@@ -588,7 +588,8 @@ def known_disagreements(config: Mapping) -> dict[str, list[str]]:
     """``{transformers version: reasons}`` where the stored conformance sweep
     (``make conformance``; ``posenc_lib/data/known_disagreements.json``) found
     this library wrong on the default tiny model of ``config``'s model type
-    (or of its text model's): a report on such a type is not verified."""
+    (or of its text model's), or could not build that model: a report on such
+    a type is not verified."""
     import json
     from importlib import resources
 
@@ -1079,9 +1080,12 @@ def format_report(report: dict) -> str:
     """The report of :func:`inspect_config` as a few lines of text."""
     text = _format_report(report)
     for version, reasons in (report.get("known_disagreements") or {}).items():
-        text += (f"  {'not verified':<19}transformers {version} runs this model type "
-                 f"differently from this report on its default tiny model: "
-                 f"{reasons[0]}"
+        unbuilt = reasons[0].startswith("the conformance sweep could not build")
+        text += (f"  {'not verified':<19}transformers {version} "
+                 + ("was not run on this model type: " if unbuilt else
+                    "runs this model type differently from this report on its "
+                    "default tiny model: ")
+                 + f"{reasons[0]}"
                  + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
                  + "; compare with --crosscheck\n")
     return text
