@@ -139,6 +139,19 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "sarvam_moe": {"rope_theta": 8000000.0, "head_dim": 64},
     "solar_open": {"rope_theta": 1000000.0, "head_dim": 128},
     "youtu": {"rope_theta": 10000.0, "head_dim": 64},
+    # 5.24.0 classes the conformance sweep now agrees on (their defaults,
+    # results/class-defaults-5.json; JetMoE's head is kv_channels, 128)
+    "afmoe": {"rope_theta": 10000.0, "head_dim": 128},
+    "axk2": {"rope_theta": 10000.0, "qk_rope_head_dim": 32},
+    "exaone_moe": {"rope_theta": 10000.0},
+    "glm_moe_dsa": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
+    "hy_v4": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
+    "jetmoe": {"rope_theta": 10000.0},
+    "minimax_m3_vl": {"rope_theta": 5000000.0, "head_dim": 128},
+    "minimax_m3_vl_text": {"rope_theta": 5000000.0, "head_dim": 128},
+    "flint": {"rope_theta": 10000.0, "head_dim": 128},
+    "kolibri1": {"rope_theta": 10000.0, "head_dim": 128},
+    "lara_mini": {"rope_theta": 10000.0, "head_dim": 128},
 }
 
 #: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
@@ -198,4 +211,7 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
     "exaone_moe": {"num_hidden_layers": 32, "sliding_window": 4096,
                    "sliding_window_pattern": 4},
     "kolibri1": {"num_hidden_layers": 50, "sliding_window": 513},
+    "dots1": {"num_hidden_layers": 62, "sliding_window": 4096, "max_window_layers": 62},
+    "gemma4": {"num_hidden_layers": 30, "sliding_window": 512},
+    "gemma4_unified": {"num_hidden_layers": 30, "sliding_window": 1024},
 }

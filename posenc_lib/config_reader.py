@@ -23,6 +23,7 @@ config is ambiguous and a ``ValueError`` says so.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -127,6 +128,12 @@ NOT_ROTARY = {
     "xlnet": "relative sinusoidal positions (Transformer-XL)",
     "reformer": "axial position embeddings", "prophetnet": "learned relative buckets",
     "xlm-prophetnet": "learned relative buckets",
+    # CpmAntAttention adds a learned bucketed position_bias to the scores
+    # (models/cpmant/modeling_cpmant.py, 4.57.6 and 5.24.0)
+    "cpmant": "relative position bias",
+    # transformers 5.24.0's KimiLinear: MLA layers whose k_rot is never rotated,
+    # KDA layers without positions (models/kimi_linear/modeling_kimi_linear.py)
+    "kimi_linear": "no positional encoding (NoPE)",
 }
 #: Model types without attention (transformers 4.57.6): no positions at all, no
 #: keys or values; each layer keeps a fixed recurrent state.
@@ -370,7 +377,28 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     (a 5.x per-layer-type ``rope_parameters`` completed as 5.x completes it)."""
     _validate_config.validate_config(config)  # layout fields, each named
     text, model_type = _raw_text_config(config)
+    if _fills_per_type_rope(text, model_type):
+        text = {**text, "rope_parameters": copy.deepcopy(
+            PER_TYPE_ROPE_DEFAULTS[(model_type or "").removesuffix("_text")])}
     return _v5_nested(text, model_type), model_type
+
+
+#: Config classes whose default ``rope_parameters`` holds one block per layer
+#: type, filled in when ``config.json`` has neither ``rope_parameters`` nor
+#: ``rope_scaling`` (``Gemma4TextConfig`` and ``Gemma4UnifiedTextConfig``,
+#: transformers 5.24.0; ``tests/test_class_defaults.py`` checks them against
+#: ``results/class-defaults-5.json``). A top-level ``rope_theta`` does not
+#: replace their bases (the classes ``setdefault`` it into each block).
+PER_TYPE_ROPE_DEFAULTS = {
+    name: {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                              "rope_theta": 1000000.0}}
+    for name in ("gemma4", "gemma4_unified")}
+
+
+def _fills_per_type_rope(text: Mapping, model_type) -> bool:
+    return ((model_type or "").removesuffix("_text") in PER_TYPE_ROPE_DEFAULTS
+            and text.get("rope_parameters") is None and text.get("rope_scaling") is None)
 
 
 #: Published model types that transformers 4.57 has no class for, read as the
@@ -403,6 +431,16 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
         attn = config["attn_config"]
         return {**config, "rope_theta": attn.get("rope_theta", 10000.0),
                 "num_key_value_heads": attn.get("kv_n_heads", 1)}, model_type
+    if text is None and model_type == "jetmoe":
+        # JetMoeConfig.attribute_map = {"head_dim": "kv_channels"} (4.57.6 and
+        # 5.24.0): the head size is kv_channels, default 128, not hidden_size /
+        # num_attention_heads
+        given = {k: config[k] for k in ("head_dim", "kv_channels")
+                 if config.get(k) is not None}
+        if len(set(given.values())) > 1:
+            raise ValueError(f"config is ambiguous: {given} name the same quantity "
+                             f"(JetMoeConfig maps head_dim onto kv_channels)")
+        return {**config, "head_dim": next(iter(given.values()), 128)}, model_type
     if text is None:
         if model_type == "lfm2" and config.get("theta") is not None:
             # Lfm2Config: rope_theta = kwargs.get("theta", rope_theta), the key
@@ -681,6 +719,87 @@ def _same_original(top: int | None, block: int | None) -> None:
                          f"{top} at the top level but {block} in the rope block")
 
 
+#: Config classes that fill in ``per_layer_config`` when ``config.json`` has
+#: none (``Gemma4TextConfig`` and ``Gemma4UnifiedTextConfig.__post_init__``,
+#: transformers 5.24.0): every full-attention layer gets ``head_dim =
+#: global_head_dim`` (default 512) and, with ``attention_k_eq_v``,
+#: ``num_key_value_heads = num_global_key_value_heads``.
+PER_LAYER_DEFAULT_TYPES = ("gemma4", "gemma4_unified")
+
+
+def gemma4_layer_types(n: int) -> list[str]:
+    """Gemma4TextConfig's default layer types: every 6th layer and the last
+    one full attention, the others sliding."""
+    kinds = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+             for i in range(n)]
+    if kinds:
+        kinds[-1] = "full_attention"  # the class forces it (and logs a warning)
+    return kinds
+
+
+def _layer_types_here(text: Mapping, model_type: str | None) -> list | None:
+    given = text.get("layer_types")
+    if given is not None:
+        return list(given)
+    if (model_type or "").removesuffix("_text") in PER_LAYER_DEFAULT_TYPES:
+        n = num_layers(text) or text.get("num_hidden_layers") or \
+            _defaults.LAYER_DEFAULTS["gemma4"]["num_hidden_layers"]
+        return gemma4_layer_types(_validate.positive_int("num_hidden_layers", n))
+    return None
+
+
+def layer_overrides(text: Mapping, model_type: str | None) -> dict[int, dict]:
+    """A 5.x heterogeneous config's per-layer overrides, ``{layer index: {field:
+    value}}``: ``per_layer_config`` as stated (keys are layer indices, ``"05"``
+    or ``5``), or what the class fills in without it
+    (:data:`PER_LAYER_DEFAULT_TYPES`); ``{}`` for any other config.
+
+    Raises:
+        ValueError: naming ``per_layer_config`` when it is not a mapping of
+            layer indices to mappings.
+    """
+    raw = text.get("per_layer_config")
+    if raw is not None:
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"per_layer_config must be a mapping of layer indices "
+                             f"to field overrides, got {raw!r}")
+        out = {}
+        for key, value in raw.items():
+            try:
+                index = int(key)
+            except (TypeError, ValueError):
+                raise ValueError(f"per_layer_config keys must be layer indices, got "
+                                 f"{key!r}") from None
+            if not isinstance(value, Mapping):
+                raise ValueError(f"per_layer_config[{key!r}] must be a mapping of "
+                                 f"fields, got {value!r}")
+            out[index] = dict(value)
+        return out
+    if (model_type or "").removesuffix("_text") not in PER_LAYER_DEFAULT_TYPES:
+        return {}
+    override = {"head_dim": text.get("global_head_dim", 512)}
+    if text.get("attention_k_eq_v") and text.get("num_global_key_value_heads") is not None:
+        override["num_key_value_heads"] = text["num_global_key_value_heads"]
+    kinds = _layer_types_here(text, model_type) or []
+    return {i: dict(override) for i, kind in enumerate(kinds) if kind == "full_attention"}
+
+
+def _full_attention_overrides(text: dict, model_type: str | None) -> dict:
+    """``text`` with the overrides its full-attention layers share merged in:
+    transformers builds the full-attention rotary module from
+    ``per_layer_config["full_attention"]`` (Gemma4TextRotaryEmbedding), so the
+    global RoPE has their head size. Unchanged when there are no overrides or
+    the full-attention layers differ (ask per layer then)."""
+    overrides = layer_overrides(text, model_type)
+    if not overrides:
+        return text
+    kinds = _layer_types_here(text, model_type) or []
+    full = [overrides.get(i, {}) for i, kind in enumerate(kinds) if kind == "full_attention"]
+    if not full or any(f != full[0] for f in full):
+        return text
+    return {**text, **full[0], "per_layer_config": {}}
+
+
 def parse_rope_config(config: Mapping) -> RopeConfig:
     """Read the rotary set-up of a ``config.json`` mapping (see the module docstring).
 
@@ -705,7 +824,11 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                              and text["attn_config"].get("alibi")):
         raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
                          "are no RoPE frequencies to compute")
+    if _fills_per_type_rope(_raw_text_config(config)[0], model_type):
+        warn_defaults(["rope_parameters"], {"rope_parameters": PER_TYPE_ROPE_DEFAULTS[
+            (model_type or "").removesuffix("_text")]}, model_type, stacklevel=3)
     text = _legacy_keys_dropped(text, model_type)
+    text = _full_attention_overrides(text, model_type)
     scaled_default = MODEL_DEFAULTS.get(model_type, {}).get("rope_scaling")
     scaled_used = (scaled_default is not None
                    and not {"rope_scaling", "rope_parameters"} & set(text))
@@ -869,12 +992,13 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
 #: Older names of rotary fields and the model types whose config class reads
 #: them (``configuration_gpt_neox.py``, ``configuration_gpt_neox_japanese.py``,
 #: ``configuration_gptj.py``, ``configuration_codegen.py`` in transformers
-#: 4.57.6 and 5.24.0; ``configuration_minimax_m2.py`` and
-#: ``configuration_minimax_m3_vl.py`` in 5.24.0). Every other class keeps such
-#: a key as an attribute that nothing reads: ``_legacy_keys_dropped`` drops it.
+#: 4.57.6 and 5.24.0; ``configuration_minimax_m2.py`` in 5.24.0). Every other
+#: class keeps such a key as an attribute that nothing reads (5.24.0's
+#: ``MiniMaxM3VLTextConfig`` declares ``rotary_dim`` but its rotary module
+#: reads only ``partial_rotary_factor``): ``_legacy_keys_dropped`` drops it.
 LEGACY_ROTARY_KEYS = {"rotary_pct": ("gpt_neox", "gpt_neox_japanese"),
                       "rotary_emb_base": ("gpt_neox", "gpt_neox_japanese"),
-                      "rotary_dim": ("gptj", "codegen", "minimax_m2", "minimax_m3_vl")}
+                      "rotary_dim": ("gptj", "codegen", "minimax_m2")}
 
 
 #: Model types whose attention has one key and value head per query head and

@@ -46,10 +46,11 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     out = []
     head_dim = rope.head_dim if rope is not None else \
         serving.cache_head(config)["key_dim"]
-    if model_type == "gemma3n":
+    if model_type in ("gemma3n", "gemma4", "gemma4_unified"):
         out.append({"name": "softmax scale", "value": 1.0,
                     "formula": "1 (q and k are RMS-normalised)",
-                    "source": "Gemma3nTextAttention calls attention with scaling=1.0"})
+                    "source": "Gemma3nTextAttention and Gemma4TextAttention call "
+                              "attention with scaling=1.0"})
     elif text.get("query_pre_attn_scalar") is not None or model_type in ("gemma2",
                                                                          "gemma3"):
         scalar = text.get("query_pre_attn_scalar") or 256  # the classes' default
@@ -60,7 +61,9 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
           or text.get("kv_lora_rank") is not None) and \
             text.get("qk_nope_head_dim") is not None:
         # MLA: the query/key head is the unrotated part and the rotated one
-        qk = text["qk_nope_head_dim"] + head_dim
+        # (a model without RoPE: the rotated part's size, which it leaves unrotated)
+        qk = text["qk_nope_head_dim"] + (head_dim if rope is not None else
+                                         text.get("qk_rope_head_dim", 64))
         out.append({"name": "softmax scale", "value": qk ** -0.5,
                     "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
                     "source": "DeepseekV3Attention.scaling" if model_type in (
@@ -90,9 +93,11 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
         t = temps[0]
         out.append({"name": f"query temperature, {len(temps)} NoPE layers",
                     "value": None,
-                    "formula": f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
-                               f"{t['floor_scale']:g}⌋)",
-                    "source": "Llama4TextAttention (attn_temperature_tuning)"})
+                    "formula": t.get("formula") or (
+                        f"1 + {t['attn_scale']:g}·ln(1 + ⌊(p + 1)/"
+                        f"{t['floor_scale']:g}⌋)"),
+                    "source": t.get("source")
+                    or "Llama4TextAttention (attn_temperature_tuning)"})
     if block.get("llama_4_scaling_beta") is not None:
         beta = block["llama_4_scaling_beta"]
         length = block.get("original_max_position_embeddings")

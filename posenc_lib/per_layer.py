@@ -142,10 +142,17 @@ _PATTERNS = {
     "glm_moe_dsa": lambda t, n, get: ["indexed_attention"] * n,
     "hy_v4": lambda t, n, get: ["indexed_attention"] * n,
     "zaya": lambda t, n, get: ["hybrid"] * n,
+    # Dots1Config: layer i slides where a window is set and i >= max_window_layers
+    # (no use_sliding_window switch, unlike Qwen2)
+    "dots1": lambda t, n, get: [
+        _kind(get("sliding_window") is None or i < _validate.nonnegative_int(
+            "max_window_layers", get("max_window_layers"))) for i in range(n)],
     "cohere2_moe": _cohere2_moe_kinds,
     "olmo_hybrid": _olmo_hybrid_kinds,
     "beam": _beam_kinds,
 }
+_PATTERNS["gemma4"] = lambda t, n, get: config_reader.gemma4_layer_types(n)
+_PATTERNS["gemma4_unified"] = _PATTERNS["gemma4"]
 _PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
 _PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
 
@@ -156,6 +163,25 @@ def _per_type_none(text: Mapping, kind: str) -> bool:
     nested = text.get("rope_parameters")
     return (config_reader.is_per_layer_type(nested) and kind in nested
             and nested[kind] is None)
+
+
+#: Classes with a RoPE base per layer, ``layer_rope_theta`` (0: no RoPE), that
+#: overrides the global one (GraniteSWAModel.rotary_embs, 5.24.0).
+LAYER_THETA_TYPES = ("granite_swa", "granitemoe_swa")
+
+
+def _layer_theta(text: Mapping, model_type: str | None, i: int, n: int):
+    """Layer ``i``'s own RoPE base from ``layer_rope_theta``, or ``None``."""
+    thetas = text.get("layer_rope_theta")
+    if model_type not in LAYER_THETA_TYPES or thetas is None:
+        return None
+    if not isinstance(thetas, (list, tuple)) or len(thetas) != n:
+        raise ValueError(f"layer_rope_theta must be a list of {n} bases (one per "
+                         f"layer, 0 for no RoPE), got {thetas!r}")
+    theta = thetas[i]
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta < 0:
+        raise ValueError(f"layer_rope_theta[{i}] must be a base >= 0, got {theta!r}")
+    return theta
 
 
 def _force_rope(text: Mapping, model_type: str, i: int, n: int, used: list) -> bool:
@@ -199,8 +225,9 @@ class LayerRope:
             convolution).
         window: the largest distance the layer sees plus one (the sliding
             window, Llama 4's attention chunk), or ``None``.
-        temperature: Llama 4's query temperature of a NoPE layer
-            (``{"attn_scale": ..., "floor_scale": ...}``), else ``None``.
+        temperature: the query temperature of a NoPE layer: Llama 4's
+            (``{"attn_scale": ..., "floor_scale": ...}``) or Beam's
+            (``{"formula": ..., "source": ...}``), else ``None``.
     """
 
     index: int
@@ -326,6 +353,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             rope = None  # attention-free, or positions that are not rotary
         elif _per_type_none(text, kind):
             rope = None  # a 5.x rope_parameters entry of None: no positions
+        elif _layer_theta(text, model_type, i, n) == 0:
+            rope = None  # GraniteSWA: a layer_rope_theta of 0 is a NoPE layer
         elif model_type in ("afmoe", "lara_mini") and kind != "sliding_attention":
             # AfmoeAttention rotates only if is_local_attention; LaraMiniModel
             # passes position_embeddings to its sliding layers only
@@ -345,6 +374,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
             temperature = {"attn_scale": _field(text, model_type, "attn_scale", used),
                            "floor_scale": _field(text, model_type, "floor_scale",
                                                  used)}
+        if model_type == "beam" and _per_type_none(text, kind):
+            # BeamModel scales the queries of its layers without RoPE
+            # (compute_attention_scaling, "scalable softmax"; 5.24.0)
+            temperature = {"formula": "(1 + (p + 1)/2048)^0.1",
+                           "source": "BeamModel (compute_attention_scaling)"}
         span = None
         if kind == "sliding_attention":
             span = window
@@ -389,7 +423,21 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
     if entry.rope is None:
         _defaults_warning(used, model_type)
         return None
-    out = {**text, "model_type": model_type}
+    # a 5.x heterogeneous config: this layer's own fields (Gemma 4's head size),
+    # resolved here, so that the layer's config carries no overrides of its own
+    overrides = config_reader.layer_overrides(text, model_type).get(layer, {})
+    out = {**text, **overrides, "model_type": model_type}
+    theta = _layer_theta(text, model_type, layer, len(layers))
+    if theta is not None:  # GraniteSWA: this layer's base replaces the global one
+        block = text.get("rope_parameters")
+        if isinstance(block, Mapping):
+            out["rope_parameters"] = {**block, "rope_theta": theta}
+            out.pop("rope_theta", None)  # replaced, not a second base
+        else:
+            out["rope_theta"] = theta
+    if "per_layer_config" in text or overrides or \
+            model_type in config_reader.PER_LAYER_DEFAULT_TYPES:
+        out["per_layer_config"] = {}
     nested = text.get("rope_parameters")
     if config_reader.is_per_layer_type(nested):
         # transformers 5.x: one rope_parameters per layer type, as stated

@@ -580,6 +580,14 @@ V_HEAD_DIM_DEFAULTS = {"mimo_v2_flash": 128}
 #: MiMoV2FlashAttention gives its sliding layers twice as many (5.24.0,
 #: ``models/mimo_v2_flash/modeling_mimo_v2_flash.py`` line 341).
 KV_HEADS_MULTIPLE = {"mimo_v2_flash": {"sliding_attention": 2}}
+#: Models whose linear-attention layers are Qwen3-Next's gated DeltaNet: a
+#: convolution state in the model's dtype and a recurrent state that
+#: transformers' torch implementation keeps in float32 (seen in bfloat16 runs
+#: of 5.24.0's tiny models of each).
+GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_mini")
+#: The models whose vLLM state :func:`fixed_state_bytes` transcribes; for the
+#: others it returns ``None`` under ``engine="vllm"`` (not sized).
+VLLM_STATE_TYPES = ("lfm2", "qwen3_next", "granitemoehybrid")
 #: Class defaults of the sizes of the fixed (length-independent) state.
 STATE_DEFAULTS = {
     "lfm2": {"conv_L_cache": 3},
@@ -588,6 +596,25 @@ STATE_DEFAULTS = {
                    "linear_num_value_heads": 32},
     "minimax": {},
     "zaya": {"cca_time0": 2, "cca_time1": 2},  # ZayaConfig (5.24.0)
+    "cpmant": {"prompt_length": 32},  # CpmAntConfig
+    "lfm3": {"conv_L_cache": 7},  # Lfm3Config (5.24.0)
+    # 5.24.0's gated-DeltaNet hybrids, Qwen3-Next's state (their classes'
+    # defaults, results/class-defaults-5.json)
+    "qwen3_5": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+                "linear_num_value_heads": 32},
+    "qwen3_5_moe": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                    "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+                    "linear_num_value_heads": 32},
+    "olmo_hybrid": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 96,
+                    "linear_value_head_dim": 192, "linear_num_key_heads": 30,
+                    "linear_num_value_heads": 30},
+    "lara_mini": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                  "linear_value_head_dim": 128, "linear_num_key_heads": 8,
+                  "linear_num_value_heads": 16},
+    # BailingHybridConfig (5.24.0): lightning-style linear layers
+    "bailing_hybrid": {"linear_conv_kernel_dim": 4, "linear_head_dim": 128,
+                       "linear_num_heads": 32},
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
@@ -664,6 +691,9 @@ def cache_head(config: Mapping) -> dict:
         return {"kv_heads": kv_heads, "mla": mla,
                 "key_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"],
                 "value_dim": mla["v_head_dim"]}
+    if model_type == "cpmant":  # CpmAntAttention: its own dim_head (class default 128)
+        d = _validate.positive_int("dim_head", text.get("dim_head", 128))
+        return {"kv_heads": kv_heads, "key_dim": d, "value_dim": d}
     if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
         head_dim = _validate.positive_int("hidden_size", hidden) // heads
@@ -676,6 +706,24 @@ def cache_head(config: Mapping) -> dict:
         value_dim = V_HEAD_DIM_DEFAULTS.get(model_type, head_dim)
     value_dim = _validate.positive_int("v_head_dim", value_dim)
     return {"kv_heads": kv_heads, "key_dim": head_dim, "value_dim": value_dim}
+
+
+def _layer_heads(config: Mapping, layers: int) -> dict[int, dict]:
+    """``{layer: cache_head}`` for the layers a 5.x heterogeneous config gives
+    fields of their own (``per_layer_config``; Gemma 4's full-attention layers
+    have a head of ``global_head_dim``), ``{}`` for any other config."""
+    text, model_type = config_reader._text_config(config)
+    overrides = config_reader.layer_overrides(text, model_type)
+    out = {}
+    for index, fields in overrides.items():
+        if not 0 <= index < layers:
+            raise ValueError(f"per_layer_config names layer {index}, but the model "
+                             f"has {layers} layers")
+        resolved = {**text, **fields, "per_layer_config": {}}
+        layer = ({**config, "text_config": resolved}
+                 if isinstance(config.get("text_config"), Mapping) else resolved)
+        out[index] = cache_head(layer)
+    return out
 
 
 def _indexer(config: Mapping, kinds: list) -> dict | None:
@@ -751,7 +799,16 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``LinearAttentionLayer.lazy_initialization`` in ``cache_utils.py`` lines
     1469-1484 and 1218-1234; ``Lfm2ShortConv.forward`` passes
     ``conv_kernel_size=conv_L_cache``, ``models/lfm2/modeling_lfm2.py`` lines
-    326 and 369-372). The other models as in 4.57.6.
+    326 and 369-372). The other models as in 4.57.6. Models only 5.x has:
+    Qwen3.5, OLMo-hybrid and LaRA-mini keep Qwen3-Next's gated-DeltaNet state
+    per linear-attention layer (:data:`GATED_DELTANET`); Bailing-hybrid a
+    convolution state of ``3 x linear_num_heads x linear_head_dim x
+    linear_conv_kernel_dim`` values and a float32 recurrent state of
+    ``linear_num_heads x linear_head_dim²``; ZAYA, on every layer, its CCA
+    convolution and delayed values. Each is checked against the filled cache
+    of a tiny model by the conformance sweep (``make conformance``). Under
+    ``engine="vllm"`` only the models of :data:`VLLM_STATE_TYPES` are sized
+    (``None`` for the others). LFM3 (5.x only) keeps LFM2's 5.x state.
 
     Returns:
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
@@ -761,8 +818,9 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    if model_type not in STATE_DEFAULTS:
-        return None
+    if model_type not in STATE_DEFAULTS or (engine == "vllm"
+                                             and model_type not in VLLM_STATE_TYPES):
+        return None  # (vLLM: only the states transcribed from its source)
     layout = _layout(config)
     b = _validate.positive_int("bytes_per_value", bytes_per_value)
     _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
@@ -770,11 +828,21 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     def get(key):
         return _state(text, model_type, key)
 
+    if model_type == "cpmant":
+        # CpmAntModel puts prompt_length prompt tokens before every input: their
+        # keys and values sit in the cache of every layer whatever the length
+        head = cache_head(config)
+        tokens = _validate.nonnegative_int("prompt_length", get("prompt_length"))
+        layers = len(layout)  # every layer caches them
+        per = head["kv_heads"] * (head["key_dim"] + head["value_dim"]) * b
+        what = (f"the keys and values of the {tokens} prompt tokens CPM-Ant puts "
+                f"before every input, on each of the {layers} layers")
+        return {"bytes": layers * tokens * per, "layers": layers, "what": what}
     if model_type == "zaya":
         # ZayaCCA, per layer beside its keys and values: the q/k convolution's
         # last (cca_time0 - 1) + (cca_time1 - 1) inputs and half a value head
         # per KV head of delayed values (5.24.0 models/zaya/modeling_zaya.py,
-        # get_conv_state / get_recurrent_state); vLLM's layout is not modelled
+        # get_conv_state / get_recurrent_state)
         head = cache_head(config)
         heads = _validate.positive_int("num_attention_heads",
                                        text.get("num_attention_heads"))
@@ -783,13 +851,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         delayed = head["kv_heads"] * head["key_dim"] // 2
         layers = len(layout)  # every ZAYA layer keeps one
         what = (f"per layer a convolution state of {channels} x {steps} values and "
-                f"{delayed} delayed values (ZAYA's CCA, as transformers 5.x keeps "
-                f"it{'; vLLM not modelled' if engine == 'vllm' else ''})")
+                f"{delayed} delayed values (ZAYA's CCA, as transformers 5.x keeps it)")
         return {"bytes": layers * (channels * steps + delayed) * b, "layers": layers,
                 "what": what}
     if engine == "vllm":
         return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
-    if model_type == "lfm2" and _major(transformers_version) == 5:
+    if model_type == "lfm3" or (model_type == "lfm2"
+                                and _major(transformers_version) == 5):
         layers = [x.attention for x in layout].count("conv")
         per = hidden * get("conv_L_cache") * b
         what = (f"per convolution layer a convolution state of {hidden} x "
@@ -811,7 +879,7 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         what = (f"per linear-attention layer a lightning-attention state of {heads} "
                 f"x {d} x {d} values")
         return {"bytes": layers * heads * d * d * b, "layers": layers, "what": what}
-    if model_type == "qwen3_next":
+    if model_type in GATED_DELTANET:
         layers = kinds.count("linear_attention")
         kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
         kd, vd = get("linear_key_head_dim"), get("linear_value_head_dim")
@@ -820,6 +888,15 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         what = (f"per linear-attention layer a convolution state of {conv:,} values "
                 f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
         return {"bytes": layers * per, "layers": layers, "what": what}
+    if model_type == "bailing_hybrid":
+        layers = kinds.count("linear_attention")
+        heads, d = get("linear_num_heads"), get("linear_head_dim")
+        conv = 3 * heads * d * get("linear_conv_kernel_dim")
+        what = (f"per linear-attention layer a convolution state of {conv:,} values "
+                f"(q, k and v) and a recurrent state of {heads} x {d} x {d} float32 "
+                f"values")
+        return {"bytes": layers * (conv * b + heads * d * d * 4), "layers": layers,
+                "what": what}
     # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
     # "linear_attention" in layer_types (4.57: "mamba")
     layers = kinds.count("mamba") + kinds.count("linear_attention")
@@ -1066,20 +1143,31 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                            f"{head['key_dim']} + value {head['value_dim']}) x "
                            f"{bytes_per_value} bytes")
     per_layer *= bytes_per_value
+    own = _layer_heads(config, len(kinds)) if mla is None else {}
+    if own:
+        formula += "; " + ", ".join(
+            f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
+            f"{h['value_dim']})" for i, h in sorted(own.items())[:3]) + (
+            f" and {len(own) - 3} more layers of their own (per_layer_config)"
+            if len(own) > 3 else " (per_layer_config)")
     multiple = KV_HEADS_MULTIPLE.get(
         (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
     if multiple:
         formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
                                     for kind, m in multiple.items())
     by_type: dict = {}
-    for kind, window in kinds:
+    for index, (kind, window) in enumerate(kinds):
         kv = kind not in NO_KV
         info = by_type.setdefault(kind, {"layers": 0, "bytes_per_token": 0,
                                          "window": window if kv else None,
                                          "cap": None, "kv": kv})
         info["layers"] += 1
         if kv:
-            info["bytes_per_token"] += per_layer * multiple.get(kind, 1)
+            this = per_layer
+            if index in own:
+                h = own[index]
+                this = h["kv_heads"] * (h["key_dim"] + h["value_dim"]) * bytes_per_value
+            info["bytes_per_token"] += this * multiple.get(kind, 1)
             if window and engine == "transformers":
                 info["cap"] = window - 1
     kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
               "types": entries, "kv_heads_defaults": kv_heads_defaults()}
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(f"{len(types)} types, {sum('error' in e for e in entries.values())} "
-          f"refused by their own class -> {out.relative_to(ROOT)}")
+          f"refused by their own class -> {out}")
     return 0
 
 

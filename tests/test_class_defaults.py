@@ -62,11 +62,7 @@ KNOWN_5 = {
     "mellum": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
     "mimo_v2_flash": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
     "modernbert-decoder": {"rope_parameters": _PER_TYPE},
-    **{t: {"rope_parameters": _UNCLAIMED} for t in (
-        "afmoe", "axk2", "exaone_moe", "glm_moe_dsa", "hrm_text", "hy_v4", "jetmoe",
-        "minimax_m3_vl_text", "phi4_multimodal")},
-    **{t: {"rope_parameters": _UNCLAIMED, "head_dim": _UNCLAIMED} for t in (
-        "flint", "kolibri1", "lara_mini")},
+    **{t: {"rope_parameters": _UNCLAIMED} for t in ("hrm_text", "phi4_multimodal")},
 }
 
 

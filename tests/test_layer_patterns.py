@@ -43,13 +43,9 @@ _UNDERIVED = ("layer types not derived: a config.json without layer_types reads 
               "as every layer full attention; give layer_types")
 KNOWN = {
     **{t: _UNDERIVED for t in (
-        "dory", "dots3_note", "dots3_note_text", "falcon_h1", "gemma4", "gemma4_text",
-        "gemma4_unified", "gemma4_unified_assistant", "gemma4_unified_text",
-        "granitemoehybrid", "inkling2_loop_text", "inkling2_text", "inkling_text",
+        "dory", "dots3_note", "dots3_note_text", "falcon_h1", "granitemoehybrid", "inkling2_loop_text", "inkling2_text", "inkling_text",
         "kimi_linear", "nemotron_h", "qwen4_exp", "qwen4_exp_text",
         "recurrent_gemma", "zamba")},
-    "dots1": ("Dots1Config: layer i slides where sliding_window is set and i >= "
-              "max_window_layers (no use_sliding_window switch); not derived"),
     "qwen2_moe": ("5.24.0's Qwen2MoeConfig: every other layer below "
                   "max_window_layers slides, with use_sliding_window; the library "
                   "follows 4.57.6's class"),
@@ -131,3 +127,64 @@ def test_a_planted_pattern_is_caught(monkeypatch):
         "full_attention" if i < 2 or i % 4 == 1 else "sliding_attention"
         for i in range(n)])
     assert "flint" in _mismatches({"flint": STORED["types"]["flint"]})
+
+
+# -- 5.x heterogeneous configs: per_layer_config ---------------------------------------
+
+GEMMA4 = {"model_type": "gemma4_text", "hidden_size": 64, "num_attention_heads": 2,
+          "num_key_value_heads": 1, "head_dim": 32, "num_hidden_layers": 7,
+          "max_position_embeddings": 4096, "sliding_window": 16,
+          "rope_parameters": {
+              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+              "full_attention": {"rope_type": "default", "rope_theta": 1e6}}}
+
+
+def test_gemma4_full_layers_take_their_own_head_without_per_layer_config():
+    """Gemma4TextConfig fills in per_layer_config itself: its full-attention
+    layers (5 and the last, 6) get global_head_dim (default 512)."""
+    from posenc_lib import scaling, serving
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layers = per_layer.layer_layout(GEMMA4)
+        full = scaling.rope_from_config(GEMMA4, layer=6)
+        sliding = scaling.rope_from_config(GEMMA4, layer=0)
+        kv = serving.kv_cache_bytes({**GEMMA4, "global_head_dim": 48}, bytes_per_value=1)
+    assert [x.attention for x in layers].count("full_attention") == 2
+    assert full[0].numel() == 256 and sliding[0].numel() == 16
+    # 5 sliding layers x 1 head x (32 + 32) + 2 full layers x 1 head x (48 + 48)
+    assert kv["bytes_per_token"] == 5 * 64 + 2 * 96
+
+
+def test_per_layer_config_must_name_layers():
+    from posenc_lib import serving
+
+    for bad, match in (([1], "must be a mapping"), ({"x": {}}, "layer indices"),
+                       ({"9": {"head_dim": 8}}, "names layer 9"),
+                       ({"1": 8}, "must be a mapping of fields")):
+        with pytest.raises(ValueError, match=match):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                serving.kv_cache_bytes({**GEMMA4, "per_layer_config": bad})
+
+
+def test_a_report_without_a_full_attention_block_reads_the_first_rotating_layer():
+    """Beam's rope_parameters maps full_attention to None (no RoPE there); the
+    report's global RoPE is the sliding layers', as BeamModel runs them, and
+    the full layers report no RoPE."""
+    from posenc_lib.tools import inspector
+
+    beam = {"model_type": "beam", "hidden_size": 64, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "num_hidden_layers": 6,
+            "max_position_embeddings": 4096, "sliding_window": 16,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 5e4},
+                "full_attention": None}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = inspector.inspect_config(beam)
+    assert report["base"] == 5e4 and report["rotary_dim"] == 32
+    rotating = [layer["index"] for layer in report["layers"] if layer["rope"]]
+    assert rotating == [0, 1, 2, 3, 4]  # BeamConfig: the 6th and the last are full
+    # its NoPE layer scales the queries (BeamModel's compute_attention_scaling)
+    assert "query temperature (1 + (p + 1)/2048)^0.1" in inspector.format_report(report)

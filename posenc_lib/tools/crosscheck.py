@@ -38,7 +38,7 @@ from typing import Mapping
 import torch
 
 from .. import config_reader, scaling, serving
-from ..logit_scale import softmax_scale
+from ..logit_scale import _global_config, softmax_scale
 
 __all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
 
@@ -100,8 +100,9 @@ def shrink(config: Mapping) -> dict:
     if class_type is None:
         raise ValueError(f"transformers {transformers.__version__} does not know "
                          f"model_type {model_type!r}: nothing to build and compare")
-    if config_reader.positional_scheme(config) == "rotary":
-        rope = config_reader.parse_rope_config(config)
+    one = _global_config(config)  # Beam, ZAYA: the first rotating layer's
+    if config_reader.positional_scheme(config) == "rotary" and one is not None:
+        rope = config_reader.parse_rope_config(one)
         head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
     else:  # NoPE, ALiBi, learned positions, hybrids: the cache and scale still
         head_dim = serving.cache_head(config)["key_dim"]
@@ -216,8 +217,10 @@ def _rotary_for(model, layer):
         return _SinCosTable(attn.embed_positions), attn  # GPT-J, CodeGen
     if attn is None or not getattr(attn, "use_rope", 1):
         return None, attn
-    if getattr(layer, "layer_type", None) == "linear_attention":
+    if "linear_attention" in (getattr(layer, "layer_type", None),
+                              getattr(layer, "block_type", None)):
         return None, attn  # MiniMax's lightning attention ignores the cos/sin
+        # (4.57.6 names the decoder layer's type layer_type, 5.24.0 block_type)
     # the attention classes that skip the cos/sin they are given (each one's
     # forward, transformers 4.57.6 and 5.24.0)
     if name in ("Cohere2Attention", "Cohere2MoeAttention", "FlintAttention") and \
@@ -230,6 +233,15 @@ def _rotary_for(model, layer):
         return None, attn
     if name == "LaraMiniAttention" and attn.layer_type != "sliding_attention":
         return None, attn  # LaraMiniModel passes no cos/sin to the others
+    if name in ("GraniteSWAAttention", "GraniteMoeSWAAttention"):
+        # GraniteSWAModel: one rotary module per nonzero layer_rope_theta
+        theta = model.config.layer_rope_theta[attn.layer_idx]
+        return (None if not theta else next(
+            r for r in model.rotary_embs
+            if r.config.rope_parameters["rope_theta"] == theta)), attn
+    if name == "BeamAttention" and attn.config.rope_parameters[
+            attn.config.layer_types[attn.layer_idx]] is None:
+        return None, attn  # BeamModel: no cos/sin for a layer type mapped to None
     if hasattr(attn, "rotary_emb"):  # the attention's own (Moshi; None: no RoPE)
         return attn.rotary_emb, attn
     if hasattr(model, "rotary_embs"):  # OLMo 3
@@ -320,7 +332,8 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected_softmax = softmax_scale(small)
-        train = config_reader.parse_rope_config(small).train_length if rotary else tokens
+        one = _global_config(small) if rotary else None
+        train = config_reader.parse_rope_config(one).train_length if one else tokens
     if train is None:
         raise ValueError("config is incomplete: the length L needs "
                          "max_position_embeddings (or original_max_position_embeddings)")

@@ -48,7 +48,7 @@ import torch
 from .. import (config_reader, _validate, alibi, bounds, per_layer,
                 relative, scaling, serving)
 from . import engines
-from ..logit_scale import logit_factors, softmax_scale
+from ..logit_scale import _global_config, logit_factors, softmax_scale
 
 __all__ = ["model_names", "model_entry", "model_config", "load_config", "inspect_config",
            "softmax_scale", "logit_factors", "compare_to_baseline", "format_baseline",
@@ -569,7 +569,8 @@ def layer_summary(layers: Sequence[dict]) -> str:
                 what = "no RoPE (NoPE)"
             if entry["temperature"]:
                 t = entry["temperature"]
-                what += (f", query temperature 1 + {t['attn_scale']:g}"
+                what += (f", query temperature {t['formula']}" if "formula" in t else
+                         f", query temperature 1 + {t['attn_scale']:g}"
                          f"·ln(1 + ⌊(p + 1)/{t['floor_scale']:,}⌋)")
         else:
             method = SHORT.get(rope["rope_type"], rope["rope_type"])
@@ -678,9 +679,16 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
         return report
     listed = (config_reader.UnknownRopeKeyWarning, config_reader.DefaultValueWarning,
               scaling.RopeConfigWarning, config_reader.V5LayoutWarning)
+    # a 5.x rope_parameters per layer type without a full_attention block (Beam,
+    # ZAYA): the global RoPE the report describes is the first rotating layer's
+    global_config = _global_config(config)
+    if global_config is None:  # no layer rotates
+        report.update(_without_rope(config, "no positional encoding (NoPE)",
+                                    target_length, engine, cache_dtype))
+        return report
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
-        parts = trained_and_extended(config, target_length)
+        parts = trained_and_extended(global_config, target_length)
         layers = (_layers(config, parts["target_length"]) if _has_layers(config)
                   else None)
     for item in caught:
@@ -745,7 +753,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
     with warnings.catch_warnings(record=True) as caught:  # MLA sizes left out
         warnings.simplefilter("always")
         report.update(_serving(config, rope, train, target, extended,
-                               target_length or supported, engine, cache_dtype))
+                               target_length or supported, engine, cache_dtype,
+                               rope_config=global_config))
     for item in caught:
         if issubclass(item.category, listed):
             if str(item.message) not in report["warnings"]:
@@ -839,8 +848,12 @@ def _without_rope(config: Mapping, scheme: str, target_length: int | None,
 
 
 def _serving(config: Mapping, rope, train: int, target: int, extended,
-             kv_length: int, engine: str, cache_dtype: str | None = None) -> dict:
-    """The report's serving keys (see :mod:`posenc_lib.serving`)."""
+             kv_length: int, engine: str, cache_dtype: str | None = None,
+             rope_config: Mapping | None = None) -> dict:
+    """The report's serving keys (see :mod:`posenc_lib.serving`); the
+    frequencies are ``rope_config``'s (default ``config``: see
+    ``logit_scale._global_config``)."""
+    whole, config = config, (config if rope_config is None else rope_config)
     plain, _ = scaling.rope_parameters("default", rope.dim, rope.base,
                                        dtype=torch.float64)
     with warnings.catch_warnings():  # reported once, by inspect_config
@@ -868,7 +881,7 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             f"(base {jumped:,.4g} at {2 * cliff:,} tokens instead of the alpha base): "
             f"every cached key's rotation is then wrong, keep prompts within "
             f"{cliff:,} tokens. transformers 5.x (rope_parameters) stays static")}
-    return {"transformers_warnings": serving.transformers_warnings(config),
+    return {"transformers_warnings": serving.transformers_warnings(whole),
             "frequencies": schedule,
             "angle_error": serving.angle_errors(
                 rope.dim, rope.base, kv_length,
@@ -877,7 +890,7 @@ def _serving(config: Mapping, rope, train: int, target: int, extended,
             "angle_error_frequencies": (f"{METHODS[rope.rope_type]} frequencies at "
                                         f"{kv_length:,} tokens" if configured
                                         else "plain RoPE frequencies"),
-            **(_sized_kv_cache(config, kv_length, engine, cache_dtype)
+            **(_sized_kv_cache(whole, kv_length, engine, cache_dtype)
                if engine != "sglang" else {"kv_cache_not_covered": _SGLANG_KV})}
 
 

@@ -63,6 +63,9 @@ SMALL = {"vocab_size": 128, "intermediate_size": 64, "ffn_hidden_size": 64,
 #: Per-type sizes the generic shrink gets wrong (the class default would not
 #: build once shrunk, or would hide what the sweep looks for).
 SPECIAL = {
+    # a base per layer, one of them 0 (no RoPE): the sweep then sees each kind
+    "granite_swa": {"layer_rope_theta": [0, 10000.0, 500000.0, 0, 10000.0, 500000.0]},
+    "granitemoe_swa": {"layer_rope_theta": [10000.0, 0, 10000.0, 250000.0, 0, 1e6]},
     "gemma3n_text": {"num_kv_shared_layers": 4, "laurel_rank": 8},
     "jamba": {"use_mamba_kernels": False},
     "mllama_text_model": {"cross_attention_layers": [1]},
@@ -117,6 +120,9 @@ def shrunk(model_type: str):
     cfg = CONFIG_MAPPING[model_type]()
     text = _text_config(cfg)
     cls = type(text)
+    overrides = _per_layer_overrides(text)
+    if overrides:  # 5.x heterogeneous config (Gemma 4): read the global values
+        text.allow_global_per_layer_attribute_access = True
     params = _params(cls)
 
     def has(name):
@@ -167,7 +173,26 @@ def shrunk(model_type: str):
             kw.pop(k, None)
     if text.model_type == "gemma3n_text":
         kw["activation_sparsity_pattern"] = [0.0] * kw["num_hidden_layers"]
+    if overrides:
+        # each layer's own head size, shrunk by the global one's ratio; the
+        # overrides of the layers kept, by index
+        ratio = hd / head_dim if isinstance(head_dim, int) and head_dim else 1
+        keep = kw.get("num_hidden_layers", len(overrides))
+        kw["per_layer_config"] = {
+            i: {k: (max(2, int(v * ratio)) // 2 * 2 if k == "head_dim" else
+                    (KV_HEADS if k == "num_key_value_heads" else v))
+                for k, v in o.items()}
+            for i, o in overrides.items() if i < keep}
     return cls, kw
+
+
+def _per_layer_overrides(text) -> dict[int, dict]:
+    """A 5.x heterogeneous config's per-layer overrides (``per_layer_config``
+    in its ``to_dict()``), by layer index; ``{}`` for any other config."""
+    if not getattr(text, "is_heterogeneous", False):
+        return {}
+    raw = text.to_dict().get("per_layer_config") or {}
+    return {int(k): dict(v) for k, v in raw.items()}
 
 
 @contextlib.contextmanager
