@@ -554,6 +554,16 @@ LAYER_TYPED = frozenset({
     "cohere2", "dots1", "exaone4", "gemma2", "gemma3", "gemma3n", "gpt_oss", "lfm2",
     "llama4", "minimax", "ministral", "olmo3", "qwen2", "qwen2_5_vl", "qwen2_vl",
     "qwen3", "qwen3_next", "smollm3", "vaultgemma"})
+#: Config classes only transformers 5.x has whose ``layer_types`` the library
+#: expands (``per_layer._PATTERNS``): their class always defines layer types,
+#: so 5.x's ``DynamicCache(config)`` follows them, not the "every layer
+#: slides" rule of a class without them (``tests/test_layer_patterns.py``
+#: compares with the caches 5.24.0 builds, ``results/layer-patterns-5.json``).
+LAYER_TYPED_5 = frozenset({
+    "afmoe", "axk2", "bailing_hybrid", "beam", "cohere2_moe", "cwm", "exaone_moe",
+    "flint", "gemma4", "gemma4_unified", "glm_moe_dsa", "granite_swa",
+    "granitemoe_swa", "hy_v4", "kolibri1", "lara_mini", "lfm3", "mimo_v2_flash",
+    "olmo_hybrid", "qwen3_5", "qwen3_5_moe", "zaya"})
 #: Models that return the legacy cache, a (keys, values) tuple per layer that
 #: grows with every token whatever ``sliding_window`` says (transformers 4.57.6
 #: ``models/deprecated/open_llama/modeling_open_llama.py`` line 299).
@@ -970,7 +980,7 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
     if model_type in HYBRID_CACHES:
         return ([(x.attention, None) for x in layout],
                 f"the layer types, as {HYBRID_CACHES[model_type]} reads them")
-    if model_type in LAYER_TYPED:
+    if model_type in LAYER_TYPED or model_type in LAYER_TYPED_5:
         # DynamicCache(config): one window for every sliding or chunked layer,
         # config.sliding_window or else config.attention_chunk_size
         windows = [x.window for x in layout if x.attention == "sliding_attention"]

@@ -113,7 +113,15 @@ def build(cls, kw: dict) -> dict:
             built = cls(**kw)
         except Exception as error:  # noqa: BLE001 -- the class refuses it
             return {"error": f"{type(error).__name__}: {error}"[:200]}
-    return {"layer_types": list(built.layer_types)}
+        out = {"layer_types": list(built.layer_types)}
+        try:  # the cache transformers builds for it: its layer classes
+            from transformers import DynamicCache
+
+            out["cache_layers"] = [type(layer).__name__
+                                   for layer in DynamicCache(config=built).layers]
+        except Exception as error:  # noqa: BLE001 -- recorded, not compared
+            out["cache_error"] = f"{type(error).__name__}: {error}"[:200]
+    return out
 
 
 def library_config(default: dict, kwargs: dict) -> dict:

@@ -188,3 +188,54 @@ def test_a_report_without_a_full_attention_block_reads_the_first_rotating_layer(
     assert rotating == [0, 1, 2, 3, 4]  # BeamConfig: the 6th and the last are full
     # its NoPE layer scales the queries (BeamModel's compute_attention_scaling)
     assert "query temperature (1 + (p + 1)/2048)^0.1" in inspector.format_report(report)
+
+
+# -- the caches transformers 5.x builds from these configs -----------------------------
+
+#: DynamicCache's layer classes, as the library's cache kinds name them.
+CACHE_KIND = {"DynamicLayer": "full", "DynamicIndexedLayer": "full",
+              "LinearAttentionAndFullAttentionLayer": "full",
+              "DynamicSlidingWindowLayer": "sliding",
+              "LinearAttentionAndSlidingWindowAttentionLayer": "sliding",
+              "LinearAttentionLayer": "state"}
+
+
+def _library_cache(default: dict, kwargs: dict):
+    from posenc_lib import serving
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            kinds, _ = serving._cache_kinds(script.library_config(default, kwargs),
+                                            "transformers")
+        except ValueError as error:
+            return error
+    return ["state" if kind in serving.NO_KV else "sliding" if window else "full"
+            for kind, window in kinds]
+
+
+def _cache_mismatches(types: dict) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for model_type, entry in types.items():
+        for row in entry["rows"]:
+            theirs = row.get("cache_layers")
+            if not theirs or any(name not in CACHE_KIND for name in theirs):
+                continue  # refused, no cache built, or a cache of its own
+            ours = _library_cache(entry["default"], row["kwargs"])
+            if ours != [CACHE_KIND[name] for name in theirs]:
+                found.setdefault(model_type, []).append((row["kwargs"], theirs, ours))
+    return found
+
+
+def test_the_5x_cache_follows_the_layer_types_the_class_fills_in():
+    """For each stored variant (a config without layer_types), the layers of
+    the DynamicCache transformers 5.24.0 builds from the class (full, sliding,
+    or a fixed state) are the library's cache kinds, for every class of
+    serving.LAYER_TYPED_5; before it, all these classes' layers were taken for
+    sliding ones whenever the config set a window."""
+    from posenc_lib import serving
+
+    found = _cache_mismatches({t: e for t, e in STORED["types"].items()
+                               if e["default"]["model_type"].removesuffix("_text")
+                               in serving.LAYER_TYPED_5})
+    assert not found, {t: rows[:1] for t, rows in found.items()}

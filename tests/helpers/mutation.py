@@ -1037,6 +1037,11 @@ MUTANTS: tuple[Mutant, ...] = (
        '    for name in ("gemma4x",)}',
        [], "a Gemma 4 config without rope_parameters refused (its class fills in "
        "one block per layer type)"),
+    _m("cache-5x-layer-types-ignored", "serving.py",
+       "    if model_type in LAYER_TYPED or model_type in LAYER_TYPED_5:\n",
+       "    if model_type in LAYER_TYPED:\n",
+       [], "transformers 5.x's cache of a class that fills in layer_types taken to "
+       "slide on every layer when the config sets a window"),
     _m("zaya-state-no-delayed-values", "serving.py",
        '        delayed = head["kv_heads"] * head["key_dim"] // 2\n',
        '        delayed = 0\n',
