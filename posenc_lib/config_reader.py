@@ -752,7 +752,7 @@ def layer_overrides(text: Mapping, model_type: str | None) -> dict[int, dict]:
     """A 5.x heterogeneous config's per-layer overrides, ``{layer index: {field:
     value}}``: ``per_layer_config`` as stated (keys are layer indices, ``"05"``
     or ``5``), or what the class fills in without it
-    (:data:`PER_LAYER_DEFAULT_TYPES`); ``{}`` for any other config.
+    (``PER_LAYER_DEFAULT_TYPES``); ``{}`` for any other config.
 
     Raises:
         ValueError: naming ``per_layer_config`` when it is not a mapping of

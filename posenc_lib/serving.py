@@ -738,7 +738,7 @@ def _layer_heads(config: Mapping, layers: int) -> dict[int, dict]:
 
 def _indexer(config: Mapping, kinds: list) -> dict | None:
     """The DSA indexer's key cache of transformers 5.x (see
-    :data:`INDEXER_DEFAULTS`), or ``None`` for a model without one: the layers
+    ``INDEXER_DEFAULTS``), or ``None`` for a model without one: the layers
     that keep it and the values each keeps per token."""
     raw = config.get("model_type")
     text, model_type = config_reader._text_config(config)
@@ -811,13 +811,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``conv_kernel_size=conv_L_cache``, ``models/lfm2/modeling_lfm2.py`` lines
     326 and 369-372). The other models as in 4.57.6. Models only 5.x has:
     Qwen3.5, OLMo-hybrid and LaRA-mini keep Qwen3-Next's gated-DeltaNet state
-    per linear-attention layer (:data:`GATED_DELTANET`); Bailing-hybrid a
+    per linear-attention layer (``GATED_DELTANET``); Bailing-hybrid a
     convolution state of ``3 x linear_num_heads x linear_head_dim x
     linear_conv_kernel_dim`` values and a float32 recurrent state of
     ``linear_num_heads x linear_head_dim²``; ZAYA, on every layer, its CCA
     convolution and delayed values. Each is checked against the filled cache
     of a tiny model by the conformance sweep (``make conformance``). Under
-    ``engine="vllm"`` only the models of :data:`VLLM_STATE_TYPES` are sized
+    ``engine="vllm"`` only the models of ``VLLM_STATE_TYPES`` are sized
     (``None`` for the others). LFM3 (5.x only) keeps LFM2's 5.x state.
 
     Returns:
