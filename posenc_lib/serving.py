@@ -598,24 +598,21 @@ GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_m
 #: The models whose vLLM state :func:`fixed_state_bytes` transcribes; for the
 #: others it returns ``None`` under ``engine="vllm"`` (not sized).
 VLLM_STATE_TYPES = ("lfm2", "qwen3_next", "granitemoehybrid")
+#: Qwen3-Next's gated-DeltaNet sizes, the defaults of Qwen3.5's classes too.
+_QWEN3_NEXT_STATE = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                     "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+                     "linear_num_value_heads": 32}
 #: Class defaults of the sizes of the fixed (length-independent) state.
 STATE_DEFAULTS = {
     "lfm2": {"conv_L_cache": 3},
-    "qwen3_next": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-                   "linear_value_head_dim": 128, "linear_num_key_heads": 16,
-                   "linear_num_value_heads": 32},
+    "qwen3_next": _QWEN3_NEXT_STATE,
     "minimax": {},
     "zaya": {"cca_time0": 2, "cca_time1": 2},  # ZayaConfig (5.24.0)
     "cpmant": {"prompt_length": 32},  # CpmAntConfig
     "lfm3": {"conv_L_cache": 7},  # Lfm3Config (5.24.0)
     # 5.24.0's gated-DeltaNet hybrids, Qwen3-Next's state (their classes'
     # defaults, results/class-defaults-5.json)
-    "qwen3_5": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-                "linear_value_head_dim": 128, "linear_num_key_heads": 16,
-                "linear_num_value_heads": 32},
-    "qwen3_5_moe": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-                    "linear_value_head_dim": 128, "linear_num_key_heads": 16,
-                    "linear_num_value_heads": 32},
+    "qwen3_5": _QWEN3_NEXT_STATE, "qwen3_5_moe": _QWEN3_NEXT_STATE,
     "olmo_hybrid": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 96,
                     "linear_value_head_dim": 192, "linear_num_key_heads": 30,
                     "linear_num_value_heads": 30},
