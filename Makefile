@@ -313,6 +313,16 @@ class-defaults: $(INSTALLED) $(PY5) ## every rotary config class of transformers
 layer-patterns: $(INSTALLED) $(PY5) ## layer types every 5.x class fills in, over generated configs (results/layer-patterns-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/layer_patterns.py --out results/layer-patterns-5.json
 
+# Not part of make test (about two minutes for each transformers): every rotary
+# causal-LM type of transformers 4.x and 5.x built at partial_rotary_factor 1
+# and 0.5, with the width of the cos its attention receives
+# (results/partial-readers-*.json); tests/test_partial_readers.py compares the
+# library's reading of the same configs with them.
+.PHONY: partial-readers
+partial-readers: $(INSTALLED) $(PY5) ## which classes' plain RoPE reads partial_rotary_factor, in 4.x and 5.x (results/partial-readers-*.json)
+	PYTHONPATH=. nice -n 10 $(PY) scripts/partial_readers.py
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/partial_readers.py
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

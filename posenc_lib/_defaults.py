@@ -153,6 +153,13 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "kolibri1": {"rope_theta": 10000.0, "head_dim": 128},
     "lara_mini": {"rope_theta": 10000.0, "head_dim": 128},
 }
+# A composite's text model runs its ``_text`` class (Qwen3.5's text_config is a
+# Qwen3_5TextConfig), and the library strips the suffix from a text model's
+# type before reading per layer: both names get the text class's defaults.
+MODEL_DEFAULTS.update({name.removesuffix("_text"): fields
+                       for name, fields in list(MODEL_DEFAULTS.items())
+                       if name.endswith("_text")
+                       and name.removesuffix("_text") not in MODEL_DEFAULTS})
 
 #: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
 #: the fields that decide the layer layout; ``tests/test_per_layer.py`` checks

@@ -657,9 +657,12 @@ def _with_defaults(config: dict, block: dict, model_type: str | None,
     """``config`` with its class's defaults for the fields it omits (their
     names appended to ``used``)."""
     if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
+        # (4.57.6 always; 5.24.0's convert_rope_params_to_dict only where the
+        # value is not inside rope_parameters, which it reads first)
         for kept, lost in (("rotary_pct", "partial_rotary_factor"),
                            ("rotary_emb_base", "rope_theta")):
             if (config.get(lost) is not None and config.get(kept) is None
+                    and block.get(lost) is None
                     and config[lost] != MODEL_DEFAULTS["gpt_neox"][kept]):
                 # equal to the default, the two readings agree (a config saved
                 # by GPTNeoXConfig carries both keys)
@@ -800,17 +803,29 @@ def _full_attention_overrides(text: dict, model_type: str | None) -> dict:
     return {**text, **full[0], "per_layer_config": {}}
 
 
-def parse_rope_config(config: Mapping) -> RopeConfig:
+def parse_rope_config(config: Mapping, *,
+                      transformers_version: str | None = None) -> RopeConfig:
     """Read the rotary set-up of a ``config.json`` mapping (see the module docstring).
 
+    ``transformers_version`` (default: the installed transformers; 4.57.6's
+    reading when none is installed) matters only where the two releases' code,
+    not the config, differs: a ``partial_rotary_factor`` below 1 with the plain
+    RoPE of a class that rotates the whole head in 5.x
+    (``DEFAULT_ROPE_WHOLE_HEAD_5``), read as that release reads it, with a
+    :class:`VersionDependentWarning`.
+
     Raises:
-        ValueError: for a model without rotary positions, a missing key, or a
-            config that transformers 4.57 and 5.x would read differently.
+        ValueError: for a model without rotary positions, a missing key, a
+            ``transformers_version`` that is not a 4.x or 5.x release, or a
+            config that transformers 4.57 and 5.x would read differently
+            whatever release runs it (one field against another).
 
     Warns:
         UnknownRopeKeyWarning: for a key of the rope block that transformers
             does not read; the key is ignored, as transformers ignores it.
     """
+    if transformers_version is not None:
+        _reading_major(transformers_version)  # a ValueError for a bad version
     text, model_type = _text_config(config)
     if model_type in NOT_ROTARY:
         raise ValueError(f"model_type {model_type!r} uses {NOT_ROTARY[model_type]}, not "
@@ -884,6 +899,10 @@ def parse_rope_config(config: Mapping) -> RopeConfig:
                     f"config is ambiguous: rotary_dim {rotary_dim} of head_dim "
                     f"{head_dim} but partial_rotary_factor {partial}")
             partial = rotary_dim / head_dim
+    if rope_type == "default" and head_dim is not None and partial is not None \
+            and partial != 1.0 and (model_type or "").removesuffix("_text") in \
+            _WHOLE_HEAD_5_NAMES:
+        partial = _default_share(partial, head_dim, model_type, transformers_version)
     if head_dim is not None and partial is not None:
         dim = int(head_dim * partial)
         if dim < 2 or dim % 2:
@@ -1014,6 +1033,69 @@ class IgnoredKeyWarning(UserWarning):
     that this model type's config class does not read (nor does transformers)."""
 
 
+class VersionDependentWarning(UserWarning):
+    """A config that transformers 4.57.6 and 5.24.0 turn into different
+    frequencies through code, not through any field the config could change:
+    the library reads it as the requested release does (``transformers_version``,
+    default the installed one) and the warning gives the other reading."""
+
+
+#: Text model types whose rotary module in transformers 5.24.0 computes the
+#: plain (``"default"``) RoPE over the whole ``head_dim``, in the class's own
+#: ``compute_default_rope_parameters``, which reads no ``partial_rotary_factor``
+#: (``models/llama/modeling_llama.py`` and the classes copied from it), while
+#: 4.57.6's ``_compute_default_rope_parameters`` (``modeling_rope_utils.py``)
+#: rotates ``int(head_dim * partial_rotary_factor)`` features. The scaled types
+#: read the factor in both releases. Of these classes, those 4.57.6 has build
+#: a model whose attention fails at the first forward pass (a ``cos`` narrower
+#: than the head it multiplies). ``scripts/partial_readers.py`` measures
+#: every rotary class of each release (``results/partial-readers-4.json``,
+#: ``-5.json``); ``tests/test_partial_readers.py`` compares this set with them.
+DEFAULT_ROPE_WHOLE_HEAD_5 = frozenset({
+    "afmoe", "arcee", "aria_text", "axk1", "axk2", "bailing_hybrid", "beam",
+    "bitnet", "cohere", "cohere2", "cohere2_moe", "deepseek_v2", "deepseek_v3",
+    "deepseek_v32", "diffllama", "doge", "ernie4_5", "ernie4_5_moe", "exaone",
+    "exaone4", "exaone_moe", "falcon", "flex_olmo", "flint", "gemma", "gemma2",
+    "gemma3_text", "gemma3n_text", "gemma4_text", "gemma4_unified_text",
+    "glm_moe_dsa", "granite", "granite_swa", "granitemoe", "granitemoe_swa",
+    "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense",
+    "hunyuan_v1_moe", "hy_v3", "hy_v4", "hyperclovax", "internlm3",
+    "iquestcoder", "jais2", "jetmoe", "kolibri1", "lara_mini", "lfm2", "lfm3",
+    "llama", "llama4_text", "minicpm3", "minimax", "ministral", "mistral",
+    "mixtral", "modernbert-decoder", "moshi", "nanochat", "olmo", "olmo2",
+    "olmo3", "olmo_hybrid", "olmoe", "phimoe", "qwen2", "qwen2_moe", "qwen3",
+    "qwen3_moe", "sarvam_mla", "seed_oss", "smollm3", "starcoder2",
+    "vaultgemma", "youtu"})
+
+
+_WHOLE_HEAD_5_NAMES = frozenset(t.removesuffix("_text") for t in DEFAULT_ROPE_WHOLE_HEAD_5)
+
+
+def _reading_major(transformers_version: str | None) -> int:
+    """4 or 5: the release whose reading to reproduce (see
+    ``serving.mimicked_transformers_version``, whose errors it raises)."""
+    from ._versions import mimicked_transformers_version
+
+    return int(mimicked_transformers_version(transformers_version).split(".")[0])
+
+
+def _default_share(partial: float, head_dim: int, model_type: str | None,
+                   transformers_version: str | None) -> float:
+    """The rotated share of a plain RoPE whose class rotates the whole head in
+    5.x (:data:`DEFAULT_ROPE_WHOLE_HEAD_5`), as the requested release reads it,
+    with a :class:`VersionDependentWarning` that gives both readings."""
+    major = _reading_major(transformers_version)
+    warnings.warn(
+        f"partial_rotary_factor {partial} with the plain RoPE of model_type "
+        f"{model_type!r}: transformers 4.57 builds frequencies for int({head_dim} "
+        f"* {partial}) = {int(head_dim * partial)} features of each head (and its "
+        f"attention then fails on all {head_dim}), transformers 5.x rotates all "
+        f"{head_dim} (its default RoPE reads no partial_rotary_factor); read as "
+        f"{major}.x does (transformers_version= picks the release)",
+        VersionDependentWarning, stacklevel=4)
+    return 1.0 if major >= 5 else partial
+
+
 #: Model types whose attention builds its rotary module over the whole
 #: ``head_dim`` (``XRotaryEmbedding(self.head_dim, ...)``, no
 #: ``ROPE_INIT_FUNCTIONS``): a ``partial_rotary_factor`` is never read
@@ -1030,8 +1112,15 @@ def _legacy_keys_dropped(text: dict, model_type: str | None) -> dict:
     name = (model_type or "").removesuffix("_text")
     unread = sorted(k for k, types in LEGACY_ROTARY_KEYS.items()
                     if text.get(k) is not None and name not in types)
-    if name in PARTIAL_UNREAD and text.get("partial_rotary_factor") is not None:
+    params = text.get("rope_parameters")
+    in_block = isinstance(params, Mapping) and \
+        params.get("partial_rotary_factor") is not None
+    if name in PARTIAL_UNREAD and (text.get("partial_rotary_factor") is not None
+                                   or in_block):
         text = {k: v for k, v in text.items() if k != "partial_rotary_factor"}
+        if in_block:  # 5.x: its rotary module is built over head_dim all the same
+            text["rope_parameters"] = {k: v for k, v in params.items()
+                                       if k != "partial_rotary_factor"}
         warnings.warn(f"partial_rotary_factor ignored: model_type {model_type!r} "
                       f"rotates the whole head_dim (its rotary module is built over "
                       f"head_dim and reads no share)", IgnoredKeyWarning, stacklevel=4)

@@ -941,7 +941,9 @@ def warn_yarn_lengths(config: Mapping, *, stacklevel: int = 2) -> None:
 
 def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
                      dtype: torch.dtype | None = None,
-                     reference: str = "float64") -> tuple[Tensor, float] | None:
+                     reference: str = "float64",
+                     transformers_version: str | None = None
+                     ) -> tuple[Tensor, float] | None:
     """``(inv_freq, attention_factor)`` of a model, from its ``config.json``
     as a mapping.
 
@@ -970,6 +972,10 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             ``"transformers"`` (transformers' own float32 arithmetic, bit for
             bit: the reference for a kernel or port of a transformers model);
             see :func:`rope_parameters`.
+        transformers_version: the release whose reading to reproduce where
+            4.57 and 5.x differ in code (a ``partial_rotary_factor`` with the
+            plain RoPE of a class that rotates the whole head in 5.x); default
+            the installed one. See ``config_reader.parse_rope_config``.
 
     Returns:
         ``(inv_freq, attention_factor)``: a ``(dim/2,)`` tensor, ``dim`` the rotated
@@ -986,6 +992,8 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
     Warns:
         UnknownRopeKeyWarning: for a key of the rope block that transformers
             ignores (a misspelt ``original_max_position_embeddings``, say).
+        VersionDependentWarning: for a config the two releases read
+            differently (``transformers_version`` above).
         RopeConfigWarning: for YaRN, transformers' warning that ``factor``
             differs from the ratio of the lengths or that
             ``original_max_position_embeddings`` is unset, where its config
@@ -995,7 +1003,7 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
         config = layer_config(config, layer)
         if config is None:
             return None
-    rope = parse_rope_config(config)
+    rope = parse_rope_config(config, transformers_version=transformers_version)
     if rope.rope_type == "yarn":  # the inspector's "transformers warns" line
         warn_yarn_lengths(config, stacklevel=2)
     if (rope.dynamic_params is not None and seq_len is not None

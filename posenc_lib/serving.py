@@ -27,6 +27,7 @@ from typing import Mapping
 import torch
 
 from . import config_reader, _validate, _validate_config, per_layer, rope
+from ._versions import MIMICKED_VERSIONS, mimicked_transformers_version
 
 __all__ = ["transformers_warnings", "mimicked_transformers_version",
            "MIMICKED_VERSIONS", "KEEPS_TYPE_KEY", "validates_rope", "VALIDATING_MODEL_TYPES",
@@ -94,36 +95,6 @@ def _float_or_missing(block: Mapping, key: str, what: str) -> list[str]:
     if value is None or not isinstance(value, float) or value < 1.0:
         return [f"`rope_scaling`'s {key} field must be {what}, got {value}"]
     return []
-
-
-#: The transformers releases whose RoPE validation :func:`transformers_warnings`
-#: reproduces: 4.57.6 (``rope_config_validation`` and its per-type validators)
-#: and 5.24.0 (``RotaryEmbeddingConfigMixin.validate_rope``), both in
-#: ``src/transformers/modeling_rope_utils.py``.
-MIMICKED_VERSIONS = {4: "4.57.6", 5: "5.24.0"}
-
-
-def mimicked_transformers_version(version: str | None = None) -> str:
-    """The transformers release whose messages :func:`transformers_warnings`
-    reproduces for ``version`` (default: the installed transformers, read
-    from its package metadata without importing it; 4.57.6 when none is
-    installed). Any 4.x maps to 4.57.6 and any 5.x to 5.24.0 (checked against
-    those two releases only)."""
-    if version is None:
-        from importlib import metadata
-
-        try:
-            version = metadata.version("transformers")
-        except metadata.PackageNotFoundError:
-            return MIMICKED_VERSIONS[4]
-    if not isinstance(version, str):
-        raise ValueError(f"version must be a string such as '4.57.6' or '5.24.0', "
-                         f"got {version!r}")
-    major = version.split(".")[0]
-    if not major.isdigit() or int(major) not in MIMICKED_VERSIONS:
-        raise ValueError(f"version must be a transformers 4.x or 5.x release "
-                         f"(4.57.6 and 5.24.0 are reproduced), got {version!r}")
-    return MIMICKED_VERSIONS[int(major)]
 
 
 def _major(version: str | None) -> int:

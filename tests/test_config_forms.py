@@ -17,10 +17,12 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+from posenc_lib import scaling
 from posenc_lib.tools import conformance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,3 +119,27 @@ def test_stored_comparisons_are_the_current_library_s(path):
             changed.append((entry["model_type"], entry["kind"], now))
     assert not changed, (f"{len(changed)} stored comparisons changed (regenerate "
                          f"with make config-forms): {changed[:10]}")
+
+
+def test_text_class_defaults_reach_every_layer():
+    """Qwen3.5's text classes fill in ``partial_rotary_factor`` 0.25 when the
+    file has none (a ``rotary_dim`` or ``rotary_pct`` they do not read, say):
+    the library's rotating layer has the width 5.24.0's tiny model gave its
+    ``cos`` (the layer reading once missed the default, under the type name
+    without ``_text``, and rotated the whole head)."""
+    path = next((p for p in RESULTS if p.name == "config_forms-5.json"), None)
+    if path is None:
+        pytest.skip("results/config_forms-5.json missing")
+    entries = [e for e in _load(path)["entries"] if e["accepted"]
+               and e["model_type"].startswith("qwen3_5")
+               and e["kind"] in ("partial:rotary_dim", "partial:rotary_pct")]
+    assert len(entries) >= 3, [e["kind"] for e in entries]
+    for entry in entries:
+        layers, row = next(iter(entry["observed"]["cos_sin"].items()))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inv_freq, _ = scaling.rope_from_config(
+                entry["raw"], layer=int(layers.split(",")[0]),
+                transformers_version=_load(path)["transformers"])
+        assert 2 * inv_freq.numel() == len(row["cos"]), (
+            entry["model_type"], entry["kind"])

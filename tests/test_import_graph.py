@@ -41,6 +41,7 @@ KNOWN_CYCLES: dict[frozenset, str] = {}
 #: The layers in import order; :func:`layer_of` places every module.
 LAYERS = ("base", "numerics", "tools", "figures", "widgets", "command line")
 BASE = {"posenc_lib._validate", "posenc_lib._stale", "posenc_lib._defaults",
+        "posenc_lib._versions",
         "posenc_lib.config_reader", "posenc_lib._validate_config"}
 
 

@@ -46,11 +46,14 @@ def library_view(config: Mapping, *, position: int,
     """What the library says about ``config`` (errors collected, not raised):
     ``scheme``, per layer the RoPE ``(inv_freq, attention_factor)`` or
     ``None``, the softmax scale, the KV bytes per token and the fixed state,
-    both in float32 (4 bytes a value), as transformers ``transformers_version``
-    runs it (default: the installed one; see
-    :func:`posenc_lib.serving.mimicked_transformers_version`). Where 4.57.6 and
-    5.24.0 differ: the MLA and LFM2 caches (:func:`~posenc_lib.serving.kv_cache_bytes`)
-    and Hunyuan's NTK ``alpha`` past ``max_position_embeddings``: 4.57.6's
+    both in float32 (4 bytes a value), as
+    transformers ``transformers_version`` runs it (default: the installed one;
+    see :func:`posenc_lib.serving.mimicked_transformers_version`). Where 4.57.6
+    and 5.24.0 differ: the MLA and LFM2 caches
+    (:func:`~posenc_lib.serving.kv_cache_bytes`), a ``partial_rotary_factor``
+    with the plain RoPE of a class that rotates the whole head in 5.x
+    (``config_reader.DEFAULT_ROPE_WHOLE_HEAD_5``), and Hunyuan's NTK ``alpha``
+    past ``max_position_embeddings``: 4.57.6's
     ``dynamic_rope_update`` switches to plain dynamic NTK there, 5.24.0 gives
     the module its own static type ``ntk_alpha``
     (``models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py`` lines 298-305,
@@ -78,7 +81,7 @@ def library_view(config: Mapping, *, position: int,
                 try:
                     out["rope"][layer.index] = scaling.rope_from_config(
                         config, layer=layer.index, seq_len=seq_len,
-                        dtype=torch.float64)
+                        dtype=torch.float64, transformers_version=version)
                 except Exception as e:  # noqa: BLE001 -- a crash is a finding too
                     out["errors"].append(f"rope_from_config(layer={layer.index}): {e}")
                     out["rope"] = None

@@ -678,7 +678,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
                                     cache_dtype))
         return report
     listed = (config_reader.UnknownRopeKeyWarning, config_reader.DefaultValueWarning,
-              scaling.RopeConfigWarning, config_reader.V5LayoutWarning)
+              scaling.RopeConfigWarning, config_reader.V5LayoutWarning,
+              config_reader.VersionDependentWarning)
     # a 5.x rope_parameters per layer type without a full_attention block (Beam,
     # ZAYA): the global RoPE the report describes is the first rotating layer's
     global_config = _global_config(config)

@@ -1046,6 +1046,30 @@ MUTANTS: tuple[Mutant, ...] = (
        '        delayed = head["kv_heads"] * head["key_dim"] // 2\n',
        '        delayed = 0\n',
        [], "ZAYA's delayed-value state left out of the fixed state"),
+    _m("partial-5x-whole-head-ignored", "config_reader.py",
+       '    return 1.0 if major >= 5 else partial\n',
+       '    return partial\n',
+       [], "transformers 5.x's plain RoPE of a Llama-style class read with the "
+       "config's partial_rotary_factor (5.x rotates the whole head)"),
+    _m("partial-5x-set-missing-llama", "config_reader.py",
+       '    "llama", "llama4_text", ',
+       '    "llama4_text", ',
+       [], "one Llama-style class left out of the 5.x whole-head list"),
+    _m("partial-unread-5x-block-kept", "config_reader.py",
+       '        if in_block:  # 5.x: its rotary module is built over head_dim all the same\n',
+       '        if False:  # 5.x: its rotary module is built over head_dim all the same\n',
+       [], "DBRX's partial_rotary_factor inside a 5.x rope_parameters read (its "
+       "rotary module rotates the whole head)"),
+    _m("gpt-neox-5x-block-factor-refused", "config_reader.py",
+       '                    and block.get(lost) is None\n',
+       '',
+       [], "GPT-NeoX's 5.x rope_parameters factor refused as ambiguous (5.x reads "
+       "it before rotary_pct)"),
+    _m("text-class-defaults-unstripped", "_defaults.py",
+       '                       if name.endswith("_text")\n',
+       '                       if False\n',
+       [], "a text class's defaults (Qwen3.5's quarter rotation) lost when its "
+       "type is read without the _text suffix"),
 )
 
 
