@@ -24,6 +24,20 @@ def test_table_configs_pass(name, capsys):
     assert "MISMATCH" not in out
 
 
+def test_a_composite_is_built_small():
+    """A composite config (Qwen2.5-VL) gets the tiny sizes in its text model
+    and one layer in its other parts: the text model at full vocabulary and
+    MLP width with a 32-block vision tower took about 50 s to build."""
+    from transformers import CONFIG_MAPPING
+
+    small = crosscheck.shrink(inspector.model_config("qwen2.5-vl-7b-instruct"))
+    built = crosscheck._built(CONFIG_MAPPING[small["model_type"]],
+                              {k: v for k, v in small.items() if k != "model_type"})
+    assert built.text_config.vocab_size == crosscheck.SMALL["vocab_size"]
+    assert built.text_config.intermediate_size == crosscheck.SMALL["intermediate_size"]
+    assert built.vision_config.depth == 1
+
+
 def test_every_layer_and_the_cache_are_compared():
     result = crosscheck.crosscheck(inspector.model_config("lfm2-1.2b"))
     assert len(result["layers"]) == 16

@@ -106,7 +106,11 @@ def shrink(config: Mapping) -> dict:
         head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
     else:  # NoPE, ALiBi, learned positions, hybrids: the cache and scale still
         head_dim = serving.cache_head(config)["key_dim"]
-    params = std_inspect.signature(mapping[class_type].__init__).parameters
+    params = set(std_inspect.signature(mapping[class_type].__init__).parameters)
+    text_class = (getattr(mapping[class_type], "sub_configs", None) or {}).get(
+        "text_config")
+    if isinstance(text_class, type):  # a composite: its text model's fields too
+        params |= set(std_inspect.signature(text_class.__init__).parameters)
     small = {k: v for k, v in SMALL.items() if k in params or k in text}
     for alias in (*config_reader._HEADS_ALIASES, *config_reader._HIDDEN_ALIASES, "num_kv_heads"):
         text.pop(alias, None)  # replaced by the canonical names below
@@ -125,6 +129,32 @@ def shrink(config: Mapping) -> dict:
     if config_reader.num_layers(text) is None and text.get("layer_types") is None:
         out["num_hidden_layers"] = 2  # the config states no layers: two show it
     return out
+
+
+#: Layer-count fields of a composite's other parts (a vision tower, say):
+#: set to 1, since only the text model is compared and a full-size tower
+#: takes most of the build (Qwen2.5-VL's 32 vision blocks: about 50 s).
+OTHER_PART_LAYERS = ("depth", "num_hidden_layers", "num_layers")
+
+
+def _built(cls, fields: dict):
+    """The config object of ``cls`` from ``fields``, a composite's parts other
+    than the text model cut to one layer (built whole if the class refuses
+    that)."""
+    parts = {}
+    for name, sub in (getattr(cls, "sub_configs", None) or {}).items():
+        if name == "text_config" or not isinstance(sub, type) or name in fields:
+            continue
+        params = std_inspect.signature(sub.__init__).parameters
+        one = {k: 1 for k in OTHER_PART_LAYERS if k in params}
+        if one:
+            parts[name] = one
+    if parts:
+        try:
+            return cls(**fields, **parts)
+        except Exception:  # noqa: BLE001 -- the class refuses a one-layer part
+            pass
+    return cls(**fields)
 
 
 class _SinCosTable:
@@ -318,7 +348,7 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        built = mapping[small["model_type"]](**fields)
+        built = _built(mapping[small["model_type"]], fields)
         built._attn_implementation = "eager"
         torch.manual_seed(0)
         # float32: GPT-J's and CodeGen's sine table is computed in the dtype the

@@ -1065,11 +1065,19 @@ MUTANTS: tuple[Mutant, ...] = (
        '',
        [], "GPT-NeoX's 5.x rope_parameters factor refused as ambiguous (5.x reads "
        "it before rotary_pct)"),
+    _m("crosscheck-composite-text-unshrunk", "tools/crosscheck.py",
+       '        params |= set(std_inspect.signature(text_class.__init__).parameters)\n',
+       '        pass\n',
+       [], "a composite's text model built at full vocabulary and MLP width"),
     _m("text-class-defaults-unstripped", "_defaults.py",
        '                       if name.endswith("_text")\n',
        '                       if False\n',
        [], "a text class's defaults (Qwen3.5's quarter rotation) lost when its "
        "type is read without the _text suffix"),
+    _m("crosscheck-composite-tower-full", "tools/crosscheck.py",
+       '        one = {k: 1 for k in OTHER_PART_LAYERS if k in params}\n',
+       '        one = {}\n',
+       [], "a composite's vision tower built at its full depth"),
 )
 
 
