@@ -323,6 +323,15 @@ partial-readers: $(INSTALLED) $(PY5) ## which classes' plain RoPE reads partial_
 	PYTHONPATH=. nice -n 10 $(PY) scripts/partial_readers.py
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/partial_readers.py
 
+# Not part of make test (about two minutes for each transformers): the tiny
+# model of every type the conformance sweep builds, cast to bfloat16, with the
+# bytes of its cache (results/state-dtypes-*.json); tests/test_state_dtypes.py
+# compares the library's sizes at 2 bytes a value with them.
+.PHONY: state-dtypes
+state-dtypes: $(INSTALLED) $(PY5) ## every tiny model's cache in bfloat16, in 4.x and 5.x (results/state-dtypes-*.json)
+	PYTHONPATH=. nice -n 10 $(PY) scripts/state_dtypes.py
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/state_dtypes.py
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

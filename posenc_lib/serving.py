@@ -777,7 +777,10 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``LinearAttentionLayer.lazy_initialization`` in ``cache_utils.py`` lines
     1469-1484 and 1218-1234; ``Lfm2ShortConv.forward`` passes
     ``conv_kernel_size=conv_L_cache``, ``models/lfm2/modeling_lfm2.py`` lines
-    326 and 369-372). The other models as in 4.57.6. Models only 5.x has:
+    326 and 369-372). Granite 4.0's SSM state is stored as its torch path
+    computes it, in float32 whatever the model's dtype (``A`` is float32 in
+    ``GraniteMoeHybridMambaLayer``; measured in bfloat16 by
+    ``scripts/state_dtypes.py``). The other models as in 4.57.6. Models only 5.x has:
     Qwen3.5, OLMo-hybrid and LaRA-mini keep Qwen3-Next's gated-DeltaNet state
     per linear-attention layer (``GATED_DELTANET``); Bailing-hybrid a
     convolution state of ``3 x linear_num_heads x linear_head_dim x
@@ -883,9 +886,15 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
     conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) * get("mamba_d_conv")
     ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
+    # 5.x's DynamicCache keeps the SSM state as the layer computes it: in
+    # float32 (A is float32 in GraniteMoeHybridMambaLayer's torch path);
+    # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype
+    ssm_bytes = 4 if _major(transformers_version) == 5 else b
     what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
-            f"state of {ssm:,} values")
-    return {"bytes": layers * (conv + ssm) * b, "layers": layers, "what": what}
+            f"state of {ssm:,} values"
+            + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
+    return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
+            "what": what}
 
 
 def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:

@@ -42,11 +42,12 @@ def claimed(model_type: str) -> bool:
 
 
 def library_view(config: Mapping, *, position: int,
-                 transformers_version: str | None = None) -> dict:
+                 transformers_version: str | None = None,
+                 bytes_per_value: int = 4) -> dict:
     """What the library says about ``config`` (errors collected, not raised):
     ``scheme``, per layer the RoPE ``(inv_freq, attention_factor)`` or
     ``None``, the softmax scale, the KV bytes per token and the fixed state,
-    both in float32 (4 bytes a value), as
+    both for a model in float32 (``bytes_per_value`` 4; 2 for bfloat16), as
     transformers ``transformers_version`` runs it (default: the installed one;
     see :func:`posenc_lib.serving.mimicked_transformers_version`). Where 4.57.6
     and 5.24.0 differ: the MLA and LFM2 caches
@@ -95,9 +96,9 @@ def library_view(config: Mapping, *, position: int,
             # sweep measures it: a sliding window shorter than that has
             # stopped growing (its keys and values are then a fixed part)
             tokens = position + 1
-            kv, longer = (serving.kv_cache_bytes(config, bytes_per_value=4,
-                                                 length=n, transformers_version=version)
-                          for n in (tokens, tokens + 1))
+            kv, longer = (serving.kv_cache_bytes(
+                config, bytes_per_value=bytes_per_value, length=n,
+                transformers_version=version) for n in (tokens, tokens + 1))
             if kv is None:
                 out["errors"].append("kv_cache_bytes: no layer count")
             else:

@@ -377,25 +377,7 @@ def observe(model, built, model_type: str | None = None) -> dict:
                 hooks.append(m.register_forward_pre_hook(pre_hook))
 
     def forward(tokens):
-        vocab = getattr(built, "vocab_size", None) or 128
-        ids = (torch.arange(tokens)[None] % max(vocab - 3, 1)) + min(3, vocab - 1)
-        kwargs = {}
-        with torch.no_grad():
-            out = model(input_ids=ids, use_cache=True, **kwargs)
-        cache = getattr(out, "past_key_values", None)
-        if cache is None:  # Mamba, RWKV, xLSTM: their state
-            cache = getattr(out, "cache_params", None) or getattr(out, "state", None)
-        if cache is None and hasattr(model, "prepare_inputs_for_generation"):
-            try:
-                prep = model.prepare_inputs_for_generation(ids, use_cache=True)
-                if prep.get("past_key_values") is not None:
-                    with torch.no_grad():
-                        out = model(input_ids=ids, use_cache=True,
-                                    past_key_values=prep["past_key_values"])
-                    cache = out.past_key_values
-            except Exception:  # noqa: BLE001 -- recorded as "no cache" below
-                cache = None
-        return cache
+        return filled_cache(model, built, tokens)
 
     with _patched(modules, lambda n: n.startswith("apply_rotary"), rotary_wrapper), \
             _patched(modules, lambda n: n == "eager_attention_forward",
@@ -431,6 +413,31 @@ def observe(model, built, model_type: str | None = None) -> dict:
             "text_model_type": text_type, "cache_class": how,
             "rotary_functions": sorted({e["function"] for e in rotary.values()}),
             "observed": observed}
+
+
+def filled_cache(model, built, tokens: int):
+    """The cache ``model`` (``built``: its config object) returns after a
+    forward pass over ``tokens`` tokens with ``use_cache=True`` (a Mamba's,
+    RWKV's or xLSTM's state where it has no ``past_key_values``; ``None``
+    when it keeps nothing)."""
+    vocab = getattr(built, "vocab_size", None) or 128
+    ids = (torch.arange(tokens)[None] % max(vocab - 3, 1)) + min(3, vocab - 1)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:  # Mamba, RWKV, xLSTM: their state
+        cache = getattr(out, "cache_params", None) or getattr(out, "state", None)
+    if cache is None and hasattr(model, "prepare_inputs_for_generation"):
+        try:
+            prep = model.prepare_inputs_for_generation(ids, use_cache=True)
+            if prep.get("past_key_values") is not None:
+                with torch.no_grad():
+                    out = model(input_ids=ids, use_cache=True,
+                                past_key_values=prep["past_key_values"])
+                cache = out.past_key_values
+        except Exception:  # noqa: BLE001 -- recorded as "no cache" by the caller
+            cache = None
+    return cache
 
 
 def _beyond(model, built) -> dict | None:

@@ -1074,6 +1074,20 @@ MUTANTS: tuple[Mutant, ...] = (
        '                       if False\n',
        [], "a text class's defaults (Qwen3.5's quarter rotation) lost when its "
        "type is read without the _text suffix"),
+    _m("deltanet-recurrent-state-model-dtype", "serving.py",
+       '        per = conv * b + vh * kd * vd * 4\n',
+       '        per = conv * b + vh * kd * vd * b\n',
+       [], "the gated-DeltaNet recurrent state sized in the model's dtype "
+       "(transformers keeps it in float32)"),
+    _m("bailing-recurrent-state-model-dtype", "serving.py",
+       '        return {"bytes": layers * (conv * b + heads * d * d * 4), "layers": layers,\n',
+       '        return {"bytes": layers * (conv * b + heads * d * d * b), "layers": layers,\n',
+       [], "Bailing-hybrid's recurrent state sized in the model's dtype"),
+    _m("granite-5x-ssm-state-model-dtype", "serving.py",
+       '    ssm_bytes = 4 if _major(transformers_version) == 5 else b\n',
+       '    ssm_bytes = b\n',
+       [], "Granite 4.0's SSM state sized in the model's dtype under transformers "
+       "5.x (its DynamicCache keeps the float32 state the layer computes)"),
     _m("crosscheck-composite-tower-full", "tools/crosscheck.py",
        '        one = {k: 1 for k in OTHER_PART_LAYERS if k in params}\n',
        '        one = {}\n',
