@@ -93,7 +93,10 @@ MODEL_DEFAULTS = _defaults.MODEL_DEFAULTS
 #: Model types whose modelling code fixes the base (no config field): GPT-J and
 #: CodeGen (``create_sinusoidal_positions``: ``10000 ** (arange(0, dim, 2) / dim)``
 #: in ``modeling_gptj.py`` / ``modeling_codegen.py``, transformers 4.57.6).
-FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0}
+FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0,
+              # RoFormerSinusoidalPositionalEmbedding._init_weight: 10000 in
+              # the code (models/roformer/modeling_roformer.py, 4.57.6 and 5.24.0)
+              "roformer": 10000.0}
 # Names that stand for the same field (a default is not used if any is present).
 _SAME_FIELD = {"rope_theta": ("rope_theta", "rotary_emb_base"),
                "rotary_emb_base": ("rope_theta", "rotary_emb_base"),
@@ -357,6 +360,9 @@ INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      "youtu": "rope_interleave", "sarvam_mla": "rope_interleave",
                      "axk2": True, "bailing_hybrid": True, "glm_moe_dsa": True,
                      "cohere2_moe": True,
+                     # RoFormerSelfAttention.apply_rotary_position_embeddings:
+                     # sin/cos repeated pairwise, [-x1, x0, -x3, x2, ...]
+                     "roformer": True,
                      # M-RoPE types (5.24.0): results/mrope-5.json
                      "glm_ocr": True, "ernie4_5_vl_moe": True, "hy_v4_vl": True}
 
@@ -1024,7 +1030,7 @@ LEGACY_ROTARY_KEYS = {"rotary_pct": ("gpt_neox", "gpt_neox_japanese"),
 #: whose config class has no ``num_key_value_heads`` (nor reads one): a
 #: ``num_key_value_heads`` in their config changes nothing (the modelling
 #: files of transformers 4.57.6 and 5.24.0 never name it).
-MHA_ONLY = ("codegen", "gptj", "gpt_neox", "gpt_neox_japanese", "persimmon",
+MHA_ONLY = ("codegen", "gptj", "gpt_neox", "gpt_neox_japanese", "persimmon", "roformer",
             "modernbert-decoder")
 
 
@@ -1101,8 +1107,9 @@ def _default_share(partial: float, head_dim: int, model_type: str | None,
 #: ``ROPE_INIT_FUNCTIONS``): a ``partial_rotary_factor`` is never read
 #: (transformers 4.57.6: ``models/chameleon/modeling_chameleon.py`` lines
 #: 287-293, ``models/dbrx/modeling_dbrx.py`` 236-240,
-#: ``models/deprecated/open_llama/modeling_open_llama.py`` 241-247).
-PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama")
+#: ``models/deprecated/open_llama/modeling_open_llama.py`` 241-247; RoFormer's
+#: sinusoidal table is built over ``hidden_size // num_attention_heads``).
+PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama", "roformer")
 
 
 def _legacy_keys_dropped(text: dict, model_type: str | None) -> dict:

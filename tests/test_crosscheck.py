@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from posenc_lib import serving
+from posenc_lib import config_reader, serving
 from posenc_lib.tools import crosscheck, inspector
 
 
@@ -204,3 +204,43 @@ def test_a_5x_rotary_module_of_several_layer_types_is_read_per_layer():
         expected = (positions[0, :, None].float() * module.inv_freq).cos()
         scale = module.attention_scaling
         assert torch.allclose(cos[0, :, :2], expected * scale, rtol=0, atol=1e-6)
+
+
+def test_roformer_is_compared_layer_by_layer():
+    """RoFormer (the RoPE paper's model) rotates in a static method of its
+    self-attention, with one sinusoidal table of the encoder ([sin | cos] per
+    position) and pairs of neighbouring features; as a causal LM it caches
+    keys and values. Every layer's cos/sin and the cache match the report."""
+    config = {"model_type": "roformer", "hidden_size": 768, "num_attention_heads": 12,
+              "num_hidden_layers": 12, "max_position_embeddings": 1536}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = crosscheck.crosscheck(config)
+    assert [e["rope"] for e in result["layers"]] == [True] * 12
+    assert result["cache"]["kv"] == result["cache"]["kv_predicted"] > 0
+    assert result["ok"], result["problems"]
+    report = inspector.inspect_config(config)
+    assert (report["base"], report["pair_layout"]) == (10000.0, "interleaved")
+
+
+@pytest.mark.parametrize("model_type", sorted(config_reader.FIXED_BASE))
+def test_a_sinusoidal_table_ends_at_its_length(model_type):
+    """GPT-J, CodeGen and RoFormer look their angles up in a table of
+    max_position_embeddings rows: transformers' tiny model runs L tokens and
+    fails on L + 1, as the inspector's serving line says."""
+    import torch
+
+    from posenc_lib.tools import tiny_model
+
+    cls, kw = tiny_model.shrunk(model_type)
+    built, model = tiny_model.build(cls, kw)
+    length = built.max_position_embeddings
+    with torch.no_grad():
+        model(input_ids=torch.full((1, length), 3))
+        with pytest.raises((IndexError, RuntimeError), match="out of"):
+            model(input_ids=torch.full((1, length + 1), 3))
+    report = inspector.inspect_config({"model_type": model_type, **{
+        k: v for k, v in built.to_dict().items() if k != "model_type"}})
+    assert report["supported_length"] == length
+    assert "a longer input fails in transformers" in report["serving_verdict"], (
+        report["serving_verdict"])

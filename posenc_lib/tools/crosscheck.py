@@ -245,6 +245,9 @@ def _rotary_for(model, layer):
     name = type(attn).__name__ if attn is not None else ""
     if isinstance(getattr(attn, "embed_positions", None), torch.Tensor):
         return _SinCosTable(attn.embed_positions), attn  # GPT-J, CodeGen
+    if hasattr(getattr(attn, "self", None), "apply_rotary_position_embeddings"):
+        # RoFormer: the encoder's one sinusoidal table ([sin | cos] per position)
+        return _SinCosTable(model.encoder.embed_positions.weight.detach()), attn
     if attn is None or not getattr(attn, "use_rope", 1):
         return None, attn
     if "linear_attention" in (getattr(layer, "layer_type", None),
@@ -345,6 +348,8 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
 
     small = shrink(config)
     fields = {k: v for k, v in small.items() if k != "model_type"}
+    if small["model_type"] in tiny_model.NEEDS_DECODER:
+        fields["is_decoder"] = True  # as its causal LM builds it: with a cache
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -513,8 +518,11 @@ def format_result(result: dict) -> str:
              f"({result['class']}, tiny sizes, random weights):",
              f"  layers             {len(result['layers'])} compared, {rotary} with "
              f"RoPE; {worst}",
-             f"  softmax scaling    report {result['softmax_scaling']:.6g}; attention "
-             f"called with {', '.join(f'{v:.6g}' for v in result['scales_received'])}"
+             (f"  softmax scaling    report {result['softmax_scaling']:.6g}; attention "
+              f"called with {', '.join(f'{v:.6g}' for v in result['scales_received'])}"
+              if result["scales_received"] else
+              f"  softmax scaling    report {result['softmax_scaling']:.6g}; not "
+              f"compared (the attention does not call eager_attention_forward)")
              if result["softmax_scaling"] is not None else
              "  softmax scaling    none (no attention)",
              f"  cache              {cache['kv']:,} bytes of keys and values after "

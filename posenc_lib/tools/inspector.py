@@ -985,6 +985,13 @@ def _verdict(report: dict) -> str:
         head = (f"supported up to {n:,} tokens with plain frequencies; beyond, "
                 f"dynamic NTK raises the base with the length, so keys cached before "
                 f"the change need re-rotation or a fresh prefill")
+    elif (report.get("model_type") or "").removesuffix("_text") in \
+            config_reader.FIXED_BASE:
+        head = (f"supported up to {n:,} tokens (max_position_embeddings: the "
+                f"model's sinusoidal table has {n:,} rows); a longer input fails "
+                f"in transformers (index out of range), and the class reads no "
+                f"rope_scaling: going beyond needs a longer table and a check that "
+                f"the model still retrieves there")
     elif kind == "default":
         head = (f"supported up to {n:,} tokens (max_position_embeddings, no "
                 f"extension configured); beyond, needs a context extension in "

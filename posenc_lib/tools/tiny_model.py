@@ -197,17 +197,27 @@ def _per_layer_overrides(text) -> dict[int, dict]:
 
 @contextlib.contextmanager
 def _patched(modules, name_test, wrapper_factory):
+    """Each module-level function of ``modules`` whose name passes
+    ``name_test``, and each such static method of the modules' own classes
+    (RoFormerSelfAttention.apply_rotary_position_embeddings), replaced by
+    ``wrapper_factory(name, fn)`` while the block runs."""
     saved = []
     for mod in modules:
         for name, fn in list(vars(mod).items()):
             if callable(fn) and name_test(name) and not isinstance(fn, type):
                 saved.append((mod, name, fn))
                 setattr(mod, name, wrapper_factory(name, fn))
+            elif isinstance(fn, type) and fn.__module__ == mod.__name__:
+                for attr, member in list(vars(fn).items()):
+                    if isinstance(member, staticmethod) and name_test(attr):
+                        saved.append((fn, attr, member))
+                        setattr(fn, attr, staticmethod(
+                            wrapper_factory(attr, member.__func__)))
     try:
         yield
     finally:
-        for mod, name, fn in saved:
-            setattr(mod, name, fn)
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
 
 
 def _squeeze2(t: torch.Tensor) -> torch.Tensor:
@@ -276,7 +286,8 @@ def pair_layout(fn, sig, args, kwargs) -> str | None:
         return None
     names = [n for n, v in bound.arguments.items()
              if isinstance(v, torch.Tensor) and v.is_floating_point()
-             and n not in ("cos", "sin", "freqs_cis", "position_ids")][:2]
+             and n not in ("cos", "sin", "freqs_cis", "position_ids",
+                           "sinusoidal_pos")][:2]
     if not names:
         return None
     width = bound.arguments[names[0]].shape[-1]
@@ -334,6 +345,10 @@ def observe(model, built, model_type: str | None = None) -> dict:
             elif "freqs_cis" in bound:
                 f = bound["freqs_cis"]
                 entry["cos"], entry["sin"] = _squeeze2(f.real), _squeeze2(f.imag)
+                entry["complex"] = True
+            elif "sinusoidal_pos" in bound:  # RoFormer: [sin | cos], one per pair
+                sin, cos = bound["sinusoidal_pos"].chunk(2, dim=-1)
+                entry["cos"], entry["sin"] = _squeeze2(cos), _squeeze2(sin)
                 entry["complex"] = True
             elif "sincos" in bound or "sin_cos" in bound:
                 pass

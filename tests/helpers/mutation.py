@@ -934,8 +934,8 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "crosscheck calls PhiMoE's and Open-Llama's seq_len rotary modules with "
        "positions"),
     _m("partial-unread-open-llama", "config_reader.py",
-       'PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama")',
-       'PARTIAL_UNREAD = ("chameleon", "dbrx")',
+       'PARTIAL_UNREAD = ("chameleon", "dbrx", "open-llama", "roformer")',
+       'PARTIAL_UNREAD = ("chameleon", "dbrx", "roformer")',
        [], "Open-Llama read as rotating a partial_rotary_factor share (its rotary "
        "module covers the whole head_dim)"),
     _m("cache-walk-recurrent-as-kv", "tools/cache_walk.py",
@@ -1092,6 +1092,18 @@ MUTANTS: tuple[Mutant, ...] = (
        '        one = {k: 1 for k in OTHER_PART_LAYERS if k in params}\n',
        '        one = {}\n',
        [], "a composite's vision tower built at its full depth"),
+    _m("roformer-base-unknown", "config_reader.py",
+       '              "roformer": 10000.0}',
+       '              }',
+       [], "RoFormer's fixed base 10,000 not known (its config names none)"),
+    _m("roformer-pairs-halves", "config_reader.py",
+       '                     "roformer": True,\n',
+       '',
+       [], "RoFormer's neighbouring-feature pairs read as halves"),
+    _m("roformer-table-limit-unsaid", "tools/inspector.py",
+       '            config_reader.FIXED_BASE:\n',
+       '            ():\n',
+       [], "a model with a sinusoidal table advised to extend through rope_scaling"),
 )
 
 
