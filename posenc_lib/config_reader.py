@@ -1131,6 +1131,17 @@ def _legacy_keys_dropped(text: dict, model_type: str | None) -> dict:
         warnings.warn(f"partial_rotary_factor ignored: model_type {model_type!r} "
                       f"rotates the whole head_dim (its rotary module is built over "
                       f"head_dim and reads no share)", IgnoredKeyWarning, stacklevel=4)
+    if name in FIXED_BASE:  # a table built from the base alone: no method read
+        scaled = {k: text[k] for k in ("rope_scaling", "rope_parameters")
+                  if isinstance(text.get(k), Mapping)
+                  and (text[k].get("rope_type") or text[k].get("type")
+                       or "default") != "default"}
+        if scaled:
+            text = {k: v for k, v in text.items() if k not in scaled}
+            warnings.warn(f"{scaled} ignored: model_type {model_type!r} looks its "
+                          f"angles up in a sinusoidal table built from the base "
+                          f"alone; its code reads no rope scaling", IgnoredKeyWarning,
+                          stacklevel=4)
     if not unread:
         return text
     readers = {k: list(LEGACY_ROTARY_KEYS[k]) for k in unread}

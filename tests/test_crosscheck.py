@@ -244,3 +244,33 @@ def test_a_sinusoidal_table_ends_at_its_length(model_type):
     assert report["supported_length"] == length
     assert "a longer input fails in transformers" in report["serving_verdict"], (
         report["serving_verdict"])
+
+
+@pytest.mark.parametrize("model_type", sorted(config_reader.FIXED_BASE))
+def test_a_sinusoidal_table_reads_no_rope_scaling(model_type):
+    """A rope_scaling block in a GPT-J, CodeGen or RoFormer config changes
+    nothing in transformers' tiny model (its table is built from the base
+    alone): the library's angles for the config with the block are the
+    model's, and the block is named in an IgnoredKeyWarning."""
+    import torch
+
+    from posenc_lib import scaling
+    from posenc_lib.tools import tiny_model
+
+    cls, kw = tiny_model.shrunk(model_type)
+    kw = {**kw, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built, model = tiny_model.build(cls, kw)
+        observed = tiny_model.observe(model, built, model_type)["observed"]
+    assert built.to_dict()["rope_scaling"]["factor"] == 4.0  # kept, never read
+    with pytest.warns(config_reader.IgnoredKeyWarning, match="rope_scaling"):
+        inv_freq, _ = scaling.rope_from_config(built.to_dict(), layer=0,
+                                               dtype=torch.float64)
+    cos = next(iter(observed["cos_sin"].values()))["cos"]
+    ours = torch.cos(observed["position"] * inv_freq)
+    # float32 angles up to `position` radians, rounded once each, then stored
+    # with 8 significant digits: (position + 1) units of float32 roundoff
+    atol = (observed["position"] + 1) * torch.finfo(torch.float32).eps
+    assert torch.allclose(torch.tensor(cos[:len(ours)], dtype=torch.float64), ours,
+                          rtol=0, atol=atol), (cos[:4], ours[:4].tolist())

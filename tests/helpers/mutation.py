@@ -1104,6 +1104,11 @@ MUTANTS: tuple[Mutant, ...] = (
        '            config_reader.FIXED_BASE:\n',
        '            ():\n',
        [], "a model with a sinusoidal table advised to extend through rope_scaling"),
+    _m("table-model-reads-rope-scaling", "config_reader.py",
+       '    if name in FIXED_BASE:  # a table built from the base alone: no method read\n',
+       '    if False:  # a table built from the base alone: no method read\n',
+       [], "a GPT-J/CodeGen/RoFormer config's rope_scaling applied (their table "
+       "reads none)"),
 )
 
 
