@@ -144,9 +144,11 @@ ATTENTION_FREE = {"mamba": "mamba", "mamba2": "mamba", "falcon_mamba": "mamba",
                   "rwkv": "recurrent", "xlstm": "recurrent"}
 NOT_ROTARY.update({name: "no positions (attention-free: a recurrent state)"
                    for name in ATTENTION_FREE})
-#: Hybrids whose attention layers apply no RoPE (JambaAttention builds no
-#: rotary embedding; transformers 4.57.6).
+#: Hybrids whose attention layers apply no RoPE (JambaAttention and
+#: ZambaAttention build no rotary embedding; transformers 4.57.6 and 5.24.0,
+#: models/jamba/modeling_jamba.py, models/zamba/modeling_zamba.py).
 NOT_ROTARY["jamba"] = "no positional encoding (NoPE)"
+NOT_ROTARY["zamba"] = "no positional encoding (NoPE)"
 
 #: Names config classes give the layer count (their ``attribute_map`` maps them
 #: onto ``num_hidden_layers``: GPT-2 ``n_layer``, MPT/DBRX ``n_layers``, ...).

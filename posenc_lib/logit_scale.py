@@ -72,6 +72,10 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     elif text.get("attention_multiplier") is not None:
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
+    elif model_type == "zamba":  # half its (doubled) head: the hidden size's share
+        out.append({"name": "softmax scale", "value": (head_dim / 2) ** -0.5,
+                    "formula": f"(attention_head_dim / 2)^-1/2 = {head_dim / 2:g}^-1/2",
+                    "source": "ZambaAttention.scaling"})
     else:
         out.append({"name": "softmax scale", "value": head_dim ** -0.5,
                     "formula": f"head_dim^-1/2 = {head_dim}^-1/2",

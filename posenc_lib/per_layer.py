@@ -98,6 +98,55 @@ def _beam_kinds(text: Mapping, n: int, get) -> list[str]:
 _LARA_MINI = ("linear_attention", "sliding_attention", "linear_attention",
               "full_attention", "sliding_attention")
 
+
+def _dots3_note_kinds(text: Mapping, n: int, get) -> list[str]:
+    # Dots3NoteTextConfig.__post_init__ (models/dots3_note/configuration_dots3_note.py,
+    # 5.24.0): use_dsa and use_sliding_window are keywords it pops; layers 0, 1 and
+    # i % 4 == 1 attend fully, indexed unless use_dsa is given and false
+    use_dsa = text.get("use_dsa")
+    full = "full_attention" if use_dsa is not None and not use_dsa else "indexed_attention"
+    sliding = text.get("use_sliding_window", True)
+    return [full if not sliding or i < 2 or i % 4 == 1 else "sliding_attention"
+            for i in range(n)]
+
+
+def _kimi_linear_kinds(text: Mapping, n: int, get) -> list[str]:
+    # KimiLinearConfig.__post_init__ (models/kimi_linear/configuration_kimi_linear.py,
+    # 5.24.0): linear_attn_config's full_attn_layers and kda_layers (1-indexed),
+    # when it has both; else layer i attends fully where i > 0 and i % 4 == 0
+    linear = text.get("linear_attn_config", {})
+    if not isinstance(linear, Mapping):
+        raise ValueError(f"linear_attn_config must be a mapping, got {linear!r}")
+    if "full_attn_layers" not in linear or "kda_layers" not in linear:
+        return [_kind(i > 0 and i % 4 == 0, "linear_attention") for i in range(n)]
+    kinds: list = [None] * n
+    for name, kind in (("full_attn_layers", "full_attention"),
+                       ("kda_layers", "linear_attention")):
+        for layer in linear[name]:
+            if isinstance(layer, bool) or not isinstance(layer, int) or \
+                    not 1 <= layer <= n:
+                raise ValueError(f"linear_attn_config's {name} holds layer numbers "
+                                 f"from 1 to num_hidden_layers={n}, got {layer!r}")
+            kinds[layer - 1] = kind
+    if None in kinds:
+        raise ValueError(f"linear_attn_config names no type for layer "
+                         f"{kinds.index(None) + 1} (full_attn_layers and kda_layers "
+                         f"count from 1)")
+    return kinds
+
+
+def _zamba_kinds(text: Mapping, n: int, get) -> list[str]:
+    # ZambaConfig (models/zamba/configuration_zamba.py: 4.57.6 _layers_block_type,
+    # 5.24.0 __post_init__, which names the Mamba layers linear_attention)
+    period = _validate.positive_int("attn_layer_period", text.get("attn_layer_period", 6))
+    offset = text.get("attn_layer_offset", 4)
+    if n < 3:
+        raise ValueError(f"ZambaConfig's layers_block_type has 3 entries for "
+                         f"num_hidden_layers={n}: give at least 3 layers")
+    return ["mamba", "mamba", "hybrid"] + [
+        "hybrid" if i % period == offset else "mamba" for i in range(n - 3)]
+
+
 #: The ``layer_types`` a config class fills in when ``config.json`` has none,
 #: for the classes that expand a fixed rule or a field of their own (each
 #: class's ``__init__``/``__post_init__``, transformers 4.57.6 and 5.24.0):
@@ -150,6 +199,32 @@ _PATTERNS = {
     "cohere2_moe": _cohere2_moe_kinds,
     "olmo_hybrid": _olmo_hybrid_kinds,
     "beam": _beam_kinds,
+    # DoryConfig.__post_init__ (dory/configuration_dory.py, 5.24.0); without
+    # layer_types it halves nothing: num_hidden_layers counts the layers
+    "dory": lambda t, n, get: [_kind((i + 1) % 4 == 0) for i in range(n)],
+    "dots3_note": _dots3_note_kinds,
+    # FalconH1Config.layers_block_type (falcon_h1/configuration_falcon_h1.py,
+    # 5.24.0): every layer attention and Mamba side by side
+    "falcon_h1": lambda t, n, get: ["hybrid"] * n,
+    # GraniteMoeHybridConfig (granitemoehybrid/configuration_granitemoehybrid.py):
+    # every layer Mamba, "mamba" in 4.57.6's layers_block_type, linear_attention in
+    # 5.24.0's __post_init__
+    "granitemoehybrid": lambda t, n, get: ["mamba"] * n,
+    "kimi_linear": _kimi_linear_kinds,
+    # Qwen4ExpTextConfig.__post_init__ (qwen4_exp/configuration_qwen4_exp.py,
+    # 5.24.0): full_attention_interval, a keyword it pops (default 4)
+    "qwen4_exp": lambda t, n, get: [
+        "indexed_attention" if (i + 1) % _validate.positive_int(
+            "full_attention_interval", t.get("full_attention_interval", 4)) == 0
+        else "linear_attention" for i in range(n)],
+    "zamba": _zamba_kinds,
+    # RecurrentGemmaConfig.layers_block_type (recurrent_gemma/
+    # configuration_recurrent_gemma.py, 4.57.6 and 5.24.0): block_types repeated
+    # over the layers; its attention blocks attend within attention_window_size
+    "recurrent_gemma": lambda t, n, get: [
+        "linear_attention" if kind == "recurrent" else "sliding_attention"
+        for kind in (list(t.get("block_types") or
+                          ("recurrent", "recurrent", "attention")) * n)[:n]],
 }
 _PATTERNS["gemma4"] = lambda t, n, get: config_reader.gemma4_layer_types(n)
 _PATTERNS["gemma4_unified"] = _PATTERNS["gemma4"]

@@ -675,6 +675,14 @@ def cache_head(config: Mapping) -> dict:
     if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
         head_dim = _validate.positive_int("hidden_size", hidden) // heads
+    elif model_type == "zamba":
+        # ZambaAttention attends over [hidden, original embeddings]: its head is
+        # attention_head_dim, by default 2 x hidden_size // heads (ZambaConfig)
+        _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
+        head_dim = text.get("attention_head_dim")
+        head_dim = _validate.positive_int(
+            "attention_head_dim", 2 * _validate.positive_int("hidden_size", hidden)
+            // heads if head_dim is None else head_dim)
     else:
         filled = config_reader._with_defaults(text, {}, model_type)
         filled.pop("qk_rope_head_dim", None)

@@ -100,6 +100,13 @@ def variants(default: dict, rng: random.Random, count: int) -> list[dict]:
                 kw[name] = rng.choice(values)
         if "sliding_window" in default and rng.random() < 0.5:
             kw["sliding_window"] = rng.choice((None, 16, 64))
+        if default.get("model_type") == "kimi_linear" and rng.random() < 0.5:
+            # KimiLinearConfig's linear_attn_config (absent from its to_dict()
+            # by default): layer lists counted from 1, full and KDA layers
+            full = sorted(rng.sample(range(1, n + 1), rng.randint(0, n)))
+            kw["linear_attn_config"] = {
+                "full_attn_layers": full,
+                "kda_layers": [i for i in range(1, n + 1) if i not in full]}
         out.append(kw)
     return out
 

@@ -454,3 +454,17 @@ def test_cache_walk_classifies_by_name():
 
     found = walk([LinearLayer()])
     assert (found.kv, found.state) == (0, (12 + 32) * 4)
+
+
+def test_zamba_head_is_its_class_default_without_the_field():
+    """ZambaConfig fills in attention_head_dim = 2 x hidden_size // heads (its
+    attention reads the hidden state beside the original embeddings): a config
+    without the field is read with the class's value (4.57.6, live)."""
+    from transformers import ZambaConfig
+
+    for hidden, heads in ((3712, 16), (128, 4), (96, 3)):
+        fields = {"hidden_size": hidden, "num_attention_heads": heads,
+                  "num_key_value_heads": heads, "num_hidden_layers": 6}
+        built = ZambaConfig(**fields)
+        head = serving.cache_head({"model_type": "zamba", **fields})
+        assert head["key_dim"] == head["value_dim"] == built.attention_head_dim

@@ -39,13 +39,20 @@ STORED = json.loads((ROOT / "results" / "layer-patterns-5.json").read_text())
 
 #: Types whose layer types the library does not derive, and why. Anything else
 #: that differs fails, and so does an entry here that no longer differs.
-_UNDERIVED = ("layer types not derived: a config.json without layer_types reads "
-              "as every layer full attention; give layer_types")
 KNOWN = {
-    **{t: _UNDERIVED for t in (
-        "dory", "dots3_note", "dots3_note_text", "falcon_h1", "granitemoehybrid", "inkling2_loop_text", "inkling2_text", "inkling_text",
-        "kimi_linear", "nemotron_h", "qwen4_exp", "qwen4_exp_text",
-        "recurrent_gemma", "zamba")},
+    # InklingTextConfig (local_layer_ids, else (i + 1) % 6), Inkling2 and
+    # Inkling2Loop ((i + 1) % 6) fill in "hybrid"/"hybrid_sliding": attention
+    # with short convolutions on keys and values and relative-position logits
+    # (InklingAttention, no RoPE), sliding_window_size wide; the library gives a
+    # "hybrid_sliding" layer no window and reads every layer as rotating
+    **{t: ("hybrid/hybrid_sliding layers (convolved keys and values, relative "
+           "logits, no RoPE) not modelled: read as full attention")
+       for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")},
+    # NemotronHConfig: one layer per character of hybrid_override_pattern (else
+    # the 4 blocks linear_attention, moe, full_attention, mlp), num_hidden_layers
+    # ignored; "moe" and "mlp" blocks are layers of their own
+    "nemotron_h": ("the layer count is hybrid_override_pattern's length, not "
+                   "num_hidden_layers, and moe/mlp blocks count as layers"),
     "qwen2_moe": ("5.24.0's Qwen2MoeConfig: every other layer below "
                   "max_window_layers slides, with use_sliding_window; the library "
                   "follows 4.57.6's class"),

@@ -1109,6 +1109,36 @@ MUTANTS: tuple[Mutant, ...] = (
        '    if False:  # a table built from the base alone: no method read\n',
        [], "a GPT-J/CodeGen/RoFormer config's rope_scaling applied (their table "
        "reads none)"),
+    _m("pattern-qwen4-exp-first-layer-indexed", "per_layer.py",
+       '        "indexed_attention" if (i + 1) % _validate.positive_int(\n',
+       '        "indexed_attention" if i % _validate.positive_int(\n',
+       [], "Qwen4-Exp's indexed layers counted from the first layer"),
+    _m("pattern-zamba-prefix-dropped", "per_layer.py",
+       '    return ["mamba", "mamba", "hybrid"] + [\n',
+       '    return [] + [\n',
+       [], "Zamba's three leading blocks (mamba, mamba, hybrid) left out"),
+    _m("pattern-kimi-linear-one-indexed", "per_layer.py",
+       '            kinds[layer - 1] = kind\n',
+       '            kinds[min(layer, n - 1)] = kind\n',
+       [], "Kimi Linear's 1-indexed layer lists read from 0"),
+    _m("pattern-recurrent-gemma-attention-full", "per_layer.py",
+       '        "linear_attention" if kind == "recurrent" else "sliding_attention"\n',
+       '        "linear_attention" if kind == "recurrent" else "full_attention"\n',
+       [], "RecurrentGemma's local attention blocks read as full attention"),
+    _m("zamba-rotates", "config_reader.py",
+       'NOT_ROTARY["zamba"] = "no positional encoding (NoPE)"\n',
+       '',
+       [], "Zamba's attention read as rotating (ZambaAttention builds no rotary "
+       "embedding)"),
+    _m("zamba-head-from-hidden", "serving.py",
+       '            "attention_head_dim", 2 * _validate.positive_int("hidden_size", hidden)\n',
+       '            "attention_head_dim", _validate.positive_int("hidden_size", hidden)\n',
+       [], "Zamba's attention head taken as hidden_size / heads (it attends over "
+       "the hidden state and the embeddings, twice as wide)"),
+    _m("zamba-softmax-whole-head", "logit_scale.py",
+       '        out.append({"name": "softmax scale", "value": (head_dim / 2) ** -0.5,\n',
+       '        out.append({"name": "softmax scale", "value": head_dim ** -0.5,\n',
+       [], "Zamba's softmax scale from its whole (doubled) head"),
 )
 
 
