@@ -253,6 +253,7 @@ class V5LayoutWarning(UserWarning):
 #: Config classes of transformers 5.x (5.24.0) that fill in a per-layer-type
 #: ``rope_parameters`` themselves (``convert_rope_params_to_dict`` in
 #: ``models/gemma3/configuration_gemma3.py`` and
+#: ``models/gemma3n/configuration_gemma3n.py``, the same code, and
 #: ``models/olmo3/configuration_olmo3.py``, huggingface/transformers v5.24.0):
 #: the class default of the full layers' base, the key whose value becomes the
 #: sliding layers' base when their entry has none (``None``: the top-level
@@ -261,8 +262,23 @@ class V5LayoutWarning(UserWarning):
 #: with transformers 5.24.0.
 V5_NESTED_DEFAULTS = {
     "gemma3": (1_000_000.0, "rope_local_base_freq", 10_000.0),
+    "gemma3n": (1_000_000.0, "rope_local_base_freq", 10_000.0),
     "olmo3": (500_000.0, None, 500_000.0),
 }
+
+
+#: The key :func:`posenc_lib.per_layer.layer_config` adds to a layer's config
+#: when it took the layer's entry of a per-layer-type ``rope_parameters``: that
+#: one-block ``rope_parameters`` is the layer's own, not a file's.
+LAYER_TYPE_KEY = "rope_parameters_layer_type"
+
+
+def _is_flat_block(nested) -> bool:
+    """A one-block ``rope_parameters`` (``rope_type``, ``rope_theta``, ...)
+    rather than one entry per layer type."""
+    return isinstance(nested, Mapping) and bool(nested) and \
+        not is_per_layer_type(nested) and \
+        not any(isinstance(v, Mapping) for v in nested.values())
 
 
 def _v5_nested(text: dict, model_type: str | None) -> dict:
@@ -279,15 +295,23 @@ def _v5_nested(text: dict, model_type: str | None) -> dict:
       ``rope_theta`` is ignored (``setdefault``);
     * ``sliding_attention`` without ``rope_theta`` takes Gemma 3's
       ``rope_local_base_freq``, else the class default (not the top-level
-      ``rope_theta``).
+      ``rope_theta``);
+    * a one-block ``rope_parameters`` is ignored: the class adds the two
+      entries beside its keys, and the model reads only those (transformers
+      5.24.0's tiny Gemma 3, Gemma 3n and OLMo 3 models, stored in
+      ``results/config_forms-5.json``).
     """
     name = (model_type or "").removesuffix("_text")
     nested = text.get("rope_parameters")
-    if name not in V5_NESTED_DEFAULTS or not is_per_layer_type(nested):
+    flat = name in V5_NESTED_DEFAULTS and _is_flat_block(nested) and \
+        text.get(LAYER_TYPE_KEY) is None  # not one layer's entry, already read
+    if name not in V5_NESTED_DEFAULTS or not (flat or is_per_layer_type(nested)):
         return text
     full_default, local_key, local_default = V5_NESTED_DEFAULTS[name]
-    params = {k: dict(v) for k, v in nested.items()}
-    notes = []
+    params = {} if flat else {k: dict(v) for k, v in nested.items()}
+    notes = [f"the one-block rope_parameters {dict(nested)} is ignored (the class "
+             f"adds one entry per layer type beside it, and the model reads those)"
+             ] if flat else []
     scaling = text.get("rope_scaling")
     if scaling is not None:
         if not isinstance(scaling, Mapping):

@@ -520,6 +520,7 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
             raise ValueError(f"rope_parameters has no entry for layer {layer}'s "
                              f"type {entry.attention!r} (it has {sorted(nested)})")
         out["rope_parameters"] = dict(nested[entry.attention])
+        out[config_reader.LAYER_TYPE_KEY] = entry.attention
         _defaults_warning(used, model_type)
         return out
     if entry.rope == "local":

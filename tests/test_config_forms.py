@@ -143,3 +143,30 @@ def test_text_class_defaults_reach_every_layer():
                 transformers_version=_load(path)["transformers"])
         assert 2 * inv_freq.numel() == len(row["cos"]), (
             entry["model_type"], entry["kind"])
+
+
+def test_a_one_block_rope_parameters_of_a_per_type_class_is_ignored():
+    """Gemma 3, Gemma 3n and OLMo 3 (5.x) build one rotary module per layer
+    type: a one-block ``rope_parameters`` gets the two entries added beside
+    it, with the class's bases, and the model reads only those. Every stored
+    5.24.0 form of these types with such a block is read as its tiny model
+    ran it."""
+    from posenc_lib import config_reader
+
+    path = next((p for p in RESULTS if p.name == "config_forms-5.json"), None)
+    if path is None:
+        pytest.skip("results/config_forms-5.json missing")
+    stored = _load(path)
+    found = []
+    for entry in stored["entries"]:
+        text = entry["raw"].get("text_config") or entry["raw"]
+        if not entry["accepted"] or entry["model_type"].removesuffix("_text") \
+                not in config_reader.V5_NESTED_DEFAULTS \
+                or not config_reader._is_flat_block(text.get("rope_parameters")):
+            continue
+        diffs = conformance.compare(entry["observed"], entry["raw"],
+                                    transformers_version=stored["transformers"])
+        found.append((entry["model_type"], entry["kind"],
+                      conformance.verdict(diffs)))
+    assert len(found) >= 4, found
+    assert all(v != "disagree" for *_, v in found), found

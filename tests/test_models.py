@@ -173,6 +173,11 @@ def layouts(config: dict) -> dict[str, dict]:
         v5["rope_parameters"]["original_max_position_embeddings"] = \
             rope.original_max_position_embeddings
         v5.pop("original_max_position_embeddings", None)
+    if config["model_type"].removesuffix("_text") in config_reader.V5_NESTED_DEFAULTS:
+        # 5.x's Gemma 3 and OLMo 3 classes read one entry per layer type (a
+        # one-block rope_parameters is ignored there): the global RoPE is the
+        # full_attention entry, the class fills in the sliding one
+        v5["rope_parameters"] = {"full_attention": v5["rope_parameters"]}
     return {"4.x rope_type": v4_new, "4.x type": v4_old, "5.x": v5}
 
 

@@ -1139,6 +1139,16 @@ MUTANTS: tuple[Mutant, ...] = (
        '        out.append({"name": "softmax scale", "value": (head_dim / 2) ** -0.5,\n',
        '        out.append({"name": "softmax scale", "value": head_dim ** -0.5,\n',
        [], "Zamba's softmax scale from its whole (doubled) head"),
+    _m("v5-flat-block-read", "config_reader.py",
+       '    flat = name in V5_NESTED_DEFAULTS and _is_flat_block(nested) and \\\n',
+       '    flat = False and _is_flat_block(nested) and \\\n',
+       [], "a one-block rope_parameters of Gemma 3 / OLMo 3 (5.x) read, though the "
+       "class adds its per-type entries and the model reads only those"),
+    _m("layer-entry-unmarked", "per_layer.py",
+       '        out[config_reader.LAYER_TYPE_KEY] = entry.attention\n',
+       '',
+       [], "a layer's own rope_parameters entry taken for a file's one-block "
+       "rope_parameters (and replaced by the class defaults)"),
 )
 
 
