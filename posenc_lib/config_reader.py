@@ -691,16 +691,28 @@ def _with_defaults(config: dict, block: dict, model_type: str | None,
     if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
         # (4.57.6 always; 5.24.0's convert_rope_params_to_dict only where the
         # value is not inside rope_parameters, which it reads first)
+        config = dict(config)
         for kept, lost in (("rotary_pct", "partial_rotary_factor"),
                            ("rotary_emb_base", "rope_theta")):
-            if (config.get(lost) is not None and config.get(kept) is None
-                    and block.get(lost) is None
-                    and config[lost] != MODEL_DEFAULTS["gpt_neox"][kept]):
-                # equal to the default, the two readings agree (a config saved
-                # by GPTNeoXConfig carries both keys)
-                raise ValueError(f"config is ambiguous: GPTNeoXConfig ignores {lost}="
-                                 f"{config[lost]!r} and uses {kept} (default "
-                                 f"{MODEL_DEFAULTS['gpt_neox'][kept]!r}); give {kept}")
+            if config.get(lost) is None:
+                continue
+            if block.get(lost) is not None:  # 5.x: rope_parameters' value wins
+                if config[lost] != block[lost]:
+                    warnings.warn(f"{lost}={config[lost]!r} ignored: GPTNeoXConfig "
+                                  f"(5.x) reads rope_parameters' {block[lost]!r}",
+                                  IgnoredKeyWarning, stacklevel=5)
+                config.pop(lost)
+                continue
+            value = config.get(kept)
+            value = MODEL_DEFAULTS["gpt_neox"][kept] if value is None else value
+            if config[lost] != value:  # equal: a config GPTNeoXConfig saved
+                warnings.warn(f"{lost}={config[lost]!r} ignored: GPTNeoXConfig "
+                              f"(transformers 4.57 and 5.x) replaces it by {kept}="
+                              f"{value!r}" + ("" if kept in config else
+                                              " (its default)")
+                              + f"; give {kept} to change it", IgnoredKeyWarning,
+                              stacklevel=5)
+            config.pop(lost)
     filled = dict(config)
     for name, value in MODEL_DEFAULTS.get(model_type, {}).items():
         if name == "rope_scaling":  # filled in by parse_rope_config

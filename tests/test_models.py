@@ -141,12 +141,12 @@ def test_gpt_neox_overwrites_the_generic_names():
               "max_position_embeddings": 2048, "rope_theta": 500000.0}
     text = hf_config(config)
     assert text.rope_theta == 10000  # GPTNeoXConfig replaced it by rotary_emb_base
-    with pytest.raises(ValueError, match="rotary_emb_base"):
-        scaling.rope_from_config(config)
+    with pytest.warns(config_reader.IgnoredKeyWarning, match="rotary_emb_base=10000"):
+        assert_same(scaling.rope_from_config(config), hf_rope(config))
     config = {**config, "rope_theta": None, "partial_rotary_factor": 1.0}
     assert hf_config(config).partial_rotary_factor == 0.25
-    with pytest.raises(ValueError, match="rotary_pct"):
-        scaling.rope_from_config(config)
+    with pytest.warns(config_reader.IgnoredKeyWarning, match="rotary_pct=0.25"):
+        assert_same(scaling.rope_from_config(config), hf_rope(config))
 
 
 # -- the three layouts ----------------------------------------------------------------

@@ -136,3 +136,39 @@ def test_scaled_types_and_full_factor_are_not_version_dependent():
 def test_bad_version_names_the_parameter(bad):
     with pytest.raises(ValueError, match="version must be"):
         config_reader.parse_rope_config(LLAMA, transformers_version=bad)
+
+
+@pytest.mark.parametrize("fields", [
+    {"partial_rotary_factor": 0.5},
+    {"partial_rotary_factor": 0.5, "rotary_pct": 0.75},
+    {"rope_theta": 5000.0},
+    {"rope_theta": 5000.0, "rotary_emb_base": 20000.0, "rotary_pct": 0.5},
+    {"partial_rotary_factor": 0.25, "rotary_pct": 0.25},
+])
+def test_gpt_neox_reads_its_own_names_only(fields):
+    """GPTNeoXConfig replaces a top-level partial_rotary_factor and rope_theta
+    by rotary_pct and rotary_emb_base (their defaults 0.25 and 10,000 when
+    absent): the library's frequencies are those of transformers' rotary
+    module built from the same fields (4.57.6, live; 5.24.0 does the same,
+    results/config_forms-5.json), and a value it drops is named."""
+    import torch
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+
+    body = {"hidden_size": 256, "num_attention_heads": 4,
+            "max_position_embeddings": 2048}
+    theirs = GPTNeoXRotaryEmbedding(config=GPTNeoXConfig(**body, **fields)).inv_freq
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours, _ = scaling.rope_from_config({"model_type": "gpt_neox", **body, **fields},
+                                           dtype=torch.float64)
+    assert ours.numel() == theirs.numel()
+    torch.testing.assert_close(ours, theirs.double(), rtol=2 * torch.finfo(
+        torch.float32).eps, atol=0)
+    dropped = {k for k in ("partial_rotary_factor", "rope_theta") if k in fields}
+    named = {k for k in dropped for w in caught
+             if issubclass(w.category, config_reader.IgnoredKeyWarning)
+             and str(w.message).startswith(f"{k}=")}
+    same = {"partial_rotary_factor": fields.get("rotary_pct", 0.25),
+            "rope_theta": fields.get("rotary_emb_base", 10000.0)}
+    assert named == {k for k in dropped if fields[k] != same[k]}, caught

@@ -1060,11 +1060,11 @@ MUTANTS: tuple[Mutant, ...] = (
        '        if False:  # 5.x: its rotary module is built over head_dim all the same\n',
        [], "DBRX's partial_rotary_factor inside a 5.x rope_parameters read (its "
        "rotary module rotates the whole head)"),
-    _m("gpt-neox-5x-block-factor-refused", "config_reader.py",
-       '                    and block.get(lost) is None\n',
-       '',
-       [], "GPT-NeoX's 5.x rope_parameters factor refused as ambiguous (5.x reads "
-       "it before rotary_pct)"),
+    _m("gpt-neox-top-level-factor-read", "config_reader.py",
+       '            config.pop(lost)\n    filled = dict(config)\n',
+       '    filled = dict(config)\n',
+       [], "GPT-NeoX's top-level partial_rotary_factor or rope_theta read (its "
+       "config class replaces both by rotary_pct and rotary_emb_base)"),
     _m("crosscheck-composite-text-unshrunk", "tools/crosscheck.py",
        '        params |= set(std_inspect.signature(text_class.__init__).parameters)\n',
        '        pass\n',
