@@ -50,7 +50,6 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_moe": {"rope_theta": 10000.0},
     "qwen3": {"rope_theta": 10000.0, "head_dim": 128},
     "qwen3_moe": {"rope_theta": 10000.0},
-    "llama4": {"rope_theta": 500000, "head_dim": 128},
     "phi": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
     "stablelm": {"rope_theta": 10000, "partial_rotary_factor": 0.25},
     "persimmon": {"rope_theta": 25000.0, "partial_rotary_factor": 0.5},
@@ -70,7 +69,6 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "hunyuan_v1_dense": {"rope_theta": 10000.0},
     "hunyuan_v1_moe": {"rope_theta": 10000.0},
     "lfm2": {"rope_theta": 1000000.0}, "exaone4": {"rope_theta": 10000.0},
-    "gemma3n": {"rope_theta": 1000000.0, "head_dim": 256},
     # the rest of the rotary causal-LM types of transformers 4.57.6 whose class
     # fills in one of these fields (``tests/test_class_defaults.py`` reads every
     # such class: a config that omits the field must read as the class reads it),
@@ -147,7 +145,6 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "glm_moe_dsa": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
     "hy_v4": {"rope_theta": 10000.0, "qk_rope_head_dim": 64},
     "jetmoe": {"rope_theta": 10000.0},
-    "minimax_m3_vl": {"rope_theta": 5000000.0, "head_dim": 128},
     "minimax_m3_vl_text": {"rope_theta": 5000000.0, "head_dim": 128},
     "flint": {"rope_theta": 10000.0, "head_dim": 128},
     "kolibri1": {"rope_theta": 10000.0, "head_dim": 128},
