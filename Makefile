@@ -332,6 +332,13 @@ state-dtypes: $(INSTALLED) $(PY5) ## every tiny model's cache in bfloat16, in 4.
 	PYTHONPATH=. nice -n 10 $(PY) scripts/state_dtypes.py
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/state_dtypes.py
 
+# Not part of make test (CI has no transformers 5.x; about 10 s): the caches of
+# Nemotron-H, Bamba, Falcon-H1 and RecurrentGemma over config forms, float32 and
+# bfloat16 (tests/test_hybrid_caches.py runs the 4.x side live).
+.PHONY: hybrid-caches
+hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, with transformers 5.x (results/hybrid-caches-5.json)
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/hybrid_caches.py --out results/hybrid-caches-5.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LAYER_DEFAULTS", "MODEL_DEFAULTS"]
+__all__ = ["LAYER_DEFAULTS", "MODEL_DEFAULTS", "MODEL_DEFAULTS_5_CHANGED"]
 
 #: Fields that fix the rotary frequencies, as a config class fills them in when
 #: ``config.json`` omits them (the defaults of its ``__init__``;
@@ -149,7 +149,17 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "flint": {"rope_theta": 10000.0, "head_dim": 128},
     "kolibri1": {"rope_theta": 10000.0, "head_dim": 128},
     "lara_mini": {"rope_theta": 10000.0, "head_dim": 128},
+    "falcon_h1": {"rope_theta": 100000.0},
+    # classes the sweep builds since it sets the sizes their defaults lack
+    # (posenc_lib.tools.tiny_model.SPECIAL): their defaults, 4.57.6 where it
+    # has the class, else 5.24.0's (results/class-defaults-5.json)
+    "bamba": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "dots1": {"rope_theta": 10000.0}, "lfm2_moe": {"rope_theta": 1000000.0},
+    "longcat_flash": {"rope_theta": 10000000.0, "qk_rope_head_dim": 64},
+    # RecurrentGemmaConfig (4.57.6; 5.24.0 sets the same factor "for BC")
+    "recurrent_gemma": {"rope_theta": 10000.0, "partial_rotary_factor": 0.5},
 }
+
 # A composite's text model runs its ``_text`` class (Qwen3.5's text_config is a
 # Qwen3_5TextConfig), and the library strips the suffix from a text model's
 # type before reading per layer: both names get the text class's defaults.
@@ -158,11 +168,26 @@ MODEL_DEFAULTS.update({name.removesuffix("_text"): fields
                        if name.endswith("_text")
                        and name.removesuffix("_text") not in MODEL_DEFAULTS})
 
+#: The entries of :data:`MODEL_DEFAULTS` whose config class fills in another
+#: value in transformers 5.24.0 than in 4.57.6 (``MODEL_DEFAULTS`` holds
+#: 4.57.6's where the class exists there): the ``default_theta`` of
+#: ``CohereConfig``, ``Olmo3Config`` and ``PersimmonConfig`` in
+#: ``models/*/configuration_*.py`` of huggingface/transformers v5.24.0, and
+#: ``FalconH1Config``, which names no base there and so gets
+#: ``PreTrainedConfig``'s 10,000 (4.57.6: 100,000).
+#: ``tests/test_class_defaults.py`` rebuilds the table from both releases'
+#: classes (4.57.6 live, 5.24.0 from ``results/class-defaults-5.json``).
+MODEL_DEFAULTS_5_CHANGED: dict[str, dict[str, Any]] = {
+    "cohere": {"rope_theta": 500000.0}, "falcon_h1": {"rope_theta": 10000.0},
+    "olmo3": {"rope_theta": 500000.0}, "persimmon": {"rope_theta": 10000.0},
+}
+
 #: The config class defaults (transformers 4.57.6, ``__init__`` signatures) of
 #: the fields that decide the layer layout; ``tests/test_per_layer.py`` checks
 #: each. ``sliding_window_pattern`` and ``full_attention_interval`` are read
 #: from ``kwargs`` by their classes (default written in the class body).
 LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "recurrent_gemma": {"num_hidden_layers": 26, "attention_window_size": 2048},
     "gemma2": {"num_hidden_layers": 26, "sliding_window": 4096},
     "gemma3": {"num_hidden_layers": 26, "sliding_window": 4096,
                "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0},

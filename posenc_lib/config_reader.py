@@ -90,6 +90,12 @@ IGNORED_ROPE_KEYS = ("mrope_section", "mrope_interleaved")
 #: when ``config.json`` omits them: ``posenc_lib._defaults.MODEL_DEFAULTS``
 #: (kept in the base layer, where the validator reads it too).
 MODEL_DEFAULTS = _defaults.MODEL_DEFAULTS
+#: ``{model_type: {field: value}}``: the class defaults that transformers
+#: 5.24.0 fills in differently from 4.57.6 (Cohere's, Falcon-H1's, OLMo 3's
+#: and Persimmon's ``rope_theta``), which :func:`parse_rope_config` uses when
+#: it reads as a 5.x release (``tests/test_class_defaults.py`` rebuilds it
+#: from both releases' classes).
+MODEL_DEFAULTS_5_CHANGED = _defaults.MODEL_DEFAULTS_5_CHANGED
 #: Model types whose modelling code fixes the base (no config field): GPT-J and
 #: CodeGen (``create_sinusoidal_positions``: ``10000 ** (arange(0, dim, 2) / dim)``
 #: in ``modeling_gptj.py`` / ``modeling_codegen.py``, transformers 4.57.6).
@@ -149,6 +155,10 @@ NOT_ROTARY.update({name: "no positions (attention-free: a recurrent state)"
 #: models/jamba/modeling_jamba.py, models/zamba/modeling_zamba.py).
 NOT_ROTARY["jamba"] = "no positional encoding (NoPE)"
 NOT_ROTARY["zamba"] = "no positional encoding (NoPE)"
+#: Nemotron-H (5.24.0): NemotronHAttention applies no rotary embedding (its
+#: file defines apply_rotary_pos_emb and never calls it); the Mamba-2 layers
+#: carry the order.
+NOT_ROTARY["nemotron_h"] = "no positional encoding (NoPE)"
 
 #: Names config classes give the layer count (their ``attribute_map`` maps them
 #: onto ``num_hidden_layers``: GPT-2 ``n_layer``, MPT/DBRX ``n_layers``, ...).
@@ -157,8 +167,76 @@ LAYER_ALIASES = ("num_hidden_layers", "n_layer", "num_layers", "n_layers",
 
 
 def num_layers(text: Mapping):
-    """The config's layer count under any of :data:`LAYER_ALIASES`, or ``None``."""
+    """The config's layer count under any of :data:`LAYER_ALIASES`, or ``None``
+    (LongCat-Flash: its attention layers, two per decoder layer, ``2 x
+    num_layers``; Nemotron-H: the length of its block list or pattern, whatever
+    ``num_hidden_layers`` says)."""
+    if text.get("model_type") == "longcat_flash":
+        return _longcat_layers(text)
+    if text.get("model_type") == "nemotron_h":  # the block list's length
+        return len(nemotron_h_layer_types(text))
     return _one_of_aliases(text, LAYER_ALIASES)[1]
+
+
+#: ``NemotronHConfig._pattern_to_list`` (5.24.0): the legacy
+#: ``hybrid_override_pattern``'s characters as layer types.
+NEMOTRON_H_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention",
+                      "-": "mlp"}
+
+
+def nemotron_h_layer_types(text: Mapping) -> list[str]:
+    """Nemotron-H's block types as ``NemotronHConfig.__post_init__`` (5.24.0)
+    fills them in: ``layers_block_type`` (alias ``layer_types``), else the
+    legacy ``hybrid_override_pattern`` (``M`` Mamba-2, ``*`` attention, ``-``
+    MLP, ``E`` mixture of experts), else its default of four blocks. The layer
+    count is the list's length, whatever ``num_hidden_layers`` says.
+
+    Raises:
+        ValueError: naming the field, for a pattern character or a block type
+            the class does not know.
+    """
+    given = text.get("layers_block_type", text.get("layer_types"))
+    if given is None and text.get("hybrid_override_pattern") is not None:
+        pattern = text["hybrid_override_pattern"]
+        bad = sorted(set(str(pattern)) - set(NEMOTRON_H_PATTERN))
+        if not isinstance(pattern, str) or bad or not pattern:
+            raise ValueError(f"hybrid_override_pattern must be a non-empty string of "
+                             f"{''.join(NEMOTRON_H_PATTERN)}, got {pattern!r}")
+        return [NEMOTRON_H_PATTERN[c] for c in pattern]
+    if given is None:
+        return ["linear_attention", "moe", "full_attention", "mlp"]
+    allowed = set(NEMOTRON_H_PATTERN.values())
+    if not isinstance(given, (list, tuple)) or not given or \
+            not set(given) <= allowed:
+        raise ValueError(f"layers_block_type must be a non-empty list of "
+                         f"{sorted(allowed)}, got {given!r}")
+    return list(given)
+
+
+def _longcat_layers(text: Mapping) -> int:
+    """LongCat-Flash's attention layers (and cache layers): ``2 x num_layers``,
+    two attention sublayers per decoder layer. 4.57.6's ``LongcatFlashModel``
+    builds ``num_layers`` decoder layers (default 28) and overwrites
+    ``num_hidden_layers`` with twice that (``modeling_longcat_flash.py`` lines
+    531-539); 5.24.0's ``LongcatFlashConfig`` derives ``num_layers`` from a
+    given ``num_hidden_layers`` (``num_hidden_layers // 2``, its setter) and
+    ``num_hidden_layers`` from ``num_layers`` otherwise. Where the two differ
+    (``num_hidden_layers`` alone, or not twice ``num_layers``), the installed
+    release's reading, with a :class:`VersionDependentWarning`."""
+    layers = text.get("num_layers")
+    layers = 28 if layers is None else _validate.positive_int("num_layers", layers)
+    hidden = text.get("num_hidden_layers")
+    if hidden is None or hidden == 2 * layers:
+        return 2 * layers
+    hidden = _validate.positive_int("num_hidden_layers", hidden)
+    five = 2 * (hidden // 2)
+    major = _reading_major(None)
+    warnings.warn(f"LongCat-Flash with num_hidden_layers {hidden} and num_layers "
+                  f"{text.get('num_layers')!r}: transformers 4.57 builds 2 x "
+                  f"{layers} = {2 * layers} attention layers (num_layers wins), 5.x "
+                  f"{five} (num_hidden_layers // 2 decoder layers); read as the "
+                  f"installed {major}.x does", VersionDependentWarning, stacklevel=3)
+    return five if major >= 5 else 2 * layers
 
 # Aliases some config classes map onto the canonical names (attribute_map).
 _HIDDEN_ALIASES = ("hidden_size", "n_embd", "n_embed", "d_model", "emb_dim")
@@ -441,6 +519,18 @@ def _fills_per_type_rope(text: Mapping, model_type) -> bool:
 MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "deepseek_v32": "deepseek_v3"}
 
 
+def _alias_wins(config: Mapping, alias: str, target: str, cls: str):
+    """The value of ``target`` as a config class whose ``attribute_map`` maps
+    ``alias`` onto it leaves it: ``alias``'s where both are given (set after the
+    class's own fields), with an :class:`IgnoredKeyWarning` when they differ."""
+    given, own = config.get(alias), config.get(target)
+    if given is not None and own is not None and given != own:
+        warnings.warn(f"{target}={own!r} ignored: {cls} maps {alias} onto {target} "
+                      f"and sets the keyword {alias}={given!r} after its own fields "
+                      f"(transformers 4.57 and 5.x)", IgnoredKeyWarning, stacklevel=5)
+    return own if given is None else given
+
+
 def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type."""
     if not isinstance(config, Mapping):
@@ -466,13 +556,20 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     if text is None and model_type == "jetmoe":
         # JetMoeConfig.attribute_map = {"head_dim": "kv_channels"} (4.57.6 and
         # 5.24.0): the head size is kv_channels, default 128, not hidden_size /
-        # num_attention_heads
-        given = {k: config[k] for k in ("head_dim", "kv_channels")
-                 if config.get(k) is not None}
-        if len(set(given.values())) > 1:
-            raise ValueError(f"config is ambiguous: {given} name the same quantity "
-                             f"(JetMoeConfig maps head_dim onto kv_channels)")
-        return {**config, "head_dim": next(iter(given.values()), 128)}, model_type
+        # num_attention_heads. With both keys head_dim wins: the class sets
+        # kv_channels from its own argument, then the keyword head_dim through
+        # the attribute_map (both releases' tiny models rotate and cache
+        # head_dim features: results/config_forms-*.json, form head_dim:half)
+        value = _alias_wins(config, "head_dim", "kv_channels", "JetMoeConfig")
+        return {**config, "head_dim": 128 if value is None else value}, model_type
+    if text is None and model_type == "glm4_moe_lite" and \
+            config.get("head_dim") is not None:
+        # Glm4MoeLiteConfig.attribute_map = {"head_dim": "qk_rope_head_dim"}
+        # (5.24.0): the keyword head_dim sets the rotary part after the field,
+        # and wins (its tiny model rotates and caches head_dim features)
+        value = _alias_wins(config, "head_dim", "qk_rope_head_dim",
+                            "Glm4MoeLiteConfig")
+        return {**config, "qk_rope_head_dim": value, "head_dim": value}, model_type
     if text is None:
         if model_type == "lfm2" and config.get("theta") is not None:
             # Lfm2Config: rope_theta = kwargs.get("theta", rope_theta), the key
@@ -684,10 +781,45 @@ def _optional_length(config: Mapping, name: str) -> int | None:
     return None if value is None else _positive_length(name, value)
 
 
+def release_defaults(model_type: str | None,
+                     transformers_version: str | None = None) -> dict:
+    """The defaults ``model_type``'s config class fills in for the rotary
+    fields, in the release ``transformers_version`` names (default: the
+    installed one): ``MODEL_DEFAULTS``, with the values of
+    :data:`MODEL_DEFAULTS_5_CHANGED` for a 5.x release.
+
+    Raises:
+        ValueError: for a ``transformers_version`` that is not a 4.x or 5.x
+            release.
+    """
+    defaults = dict(MODEL_DEFAULTS.get(model_type, {}))
+    changed = _defaults.MODEL_DEFAULTS_5_CHANGED.get(model_type)
+    if changed and _reading_major(transformers_version) >= 5:
+        defaults.update(changed)
+    return defaults
+
+
+def _warn_changed_defaults(used, model_type: str | None,
+                           transformers_version: str | None) -> None:
+    """A :class:`VersionDependentWarning` for each field in ``used`` whose
+    class default differs between the releases, with both values."""
+    changed = _defaults.MODEL_DEFAULTS_5_CHANGED.get(model_type, {})
+    for name in used:
+        if name in changed:
+            major = _reading_major(transformers_version)
+            warnings.warn(
+                f"the config leaves out {name}: model_type {model_type!r}'s config "
+                f"class fills in {MODEL_DEFAULTS[model_type][name]!r} in transformers "
+                f"4.57 and {changed[name]!r} in 5.x; read as {major}.x does "
+                f"(transformers_version= picks the release; give {name} to fix it)",
+                VersionDependentWarning, stacklevel=4)
+
+
 def _with_defaults(config: dict, block: dict, model_type: str | None,
-                   used: list | None = None) -> dict:
+                   used: list | None = None, defaults: Mapping | None = None) -> dict:
     """``config`` with its class's defaults for the fields it omits (their
-    names appended to ``used``)."""
+    names appended to ``used``); ``defaults``: the release's (default:
+    :data:`MODEL_DEFAULTS`, 4.57.6's)."""
     if model_type == "gpt_neox":  # GPTNeoXConfig overwrites these two after reading
         # (4.57.6 always; 5.24.0's convert_rope_params_to_dict only where the
         # value is not inside rope_parameters, which it reads first)
@@ -714,7 +846,9 @@ def _with_defaults(config: dict, block: dict, model_type: str | None,
                               stacklevel=5)
             config.pop(lost)
     filled = dict(config)
-    for name, value in MODEL_DEFAULTS.get(model_type, {}).items():
+    if defaults is None:
+        defaults = MODEL_DEFAULTS.get(model_type, {})
+    for name, value in defaults.items():
         if name == "rope_scaling":  # filled in by parse_rope_config
             continue
         names = _SAME_FIELD[name]
@@ -855,8 +989,10 @@ def parse_rope_config(config: Mapping, *,
     reading when none is installed) matters only where the two releases' code,
     not the config, differs: a ``partial_rotary_factor`` below 1 with the plain
     RoPE of a class that rotates the whole head in 5.x
-    (``DEFAULT_ROPE_WHOLE_HEAD_5``), read as that release reads it, with a
-    :class:`VersionDependentWarning`.
+    (``DEFAULT_ROPE_WHOLE_HEAD_5``), and a field the config leaves out whose
+    class default changed in 5.x (Cohere's, Falcon-H1's, OLMo 3's and Persimmon's
+    ``rope_theta``; :func:`release_defaults`), each read as that release reads
+    it, with a :class:`VersionDependentWarning`.
 
     Raises:
         ValueError: for a model without rotary positions, a missing key, a
@@ -888,7 +1024,8 @@ def parse_rope_config(config: Mapping, *,
             (model_type or "").removesuffix("_text")]}, model_type, stacklevel=3)
     text = _legacy_keys_dropped(text, model_type)
     text = _full_attention_overrides(text, model_type)
-    scaled_default = MODEL_DEFAULTS.get(model_type, {}).get("rope_scaling")
+    defaults = release_defaults(model_type, transformers_version)
+    scaled_default = defaults.get("rope_scaling")
     scaled_used = (scaled_default is not None
                    and not {"rope_scaling", "rope_parameters"} & set(text))
     if scaled_used:
@@ -902,10 +1039,12 @@ def parse_rope_config(config: Mapping, *,
                          f"exactly the keys type, short_factor and long_factor, got "
                          f"{sorted(block)}")
     used: list = ["rope_scaling"] if scaled_used else []
-    text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used)
+    text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used,
+                          defaults)
     # A default share of 1.0 is also the generic fallback: nothing to report.
-    used = [n for n in used if MODEL_DEFAULTS[model_type][n] != 1.0]
-    warn_defaults(used, MODEL_DEFAULTS.get(model_type, {}), model_type, stacklevel=4)
+    used = [n for n in used if defaults[n] != 1.0]
+    warn_defaults(used, defaults, model_type, stacklevel=4)
+    _warn_changed_defaults(used, model_type, transformers_version)
     # Independent checks: every problem is collected, then one error lists them.
     problems = _Problems()
     base = problems.check(_base, text, block, layout, model_type)
@@ -1097,16 +1236,17 @@ class VersionDependentWarning(UserWarning):
 #: ``-5.json``); ``tests/test_partial_readers.py`` compares this set with them.
 DEFAULT_ROPE_WHOLE_HEAD_5 = frozenset({
     "afmoe", "arcee", "aria_text", "axk1", "axk2", "bailing_hybrid", "beam",
-    "bitnet", "cohere", "cohere2", "cohere2_moe", "deepseek_v2", "deepseek_v3",
-    "deepseek_v32", "diffllama", "doge", "ernie4_5", "ernie4_5_moe", "exaone",
-    "exaone4", "exaone_moe", "falcon", "flex_olmo", "flint", "gemma", "gemma2",
+    "bitnet", "cohere", "cohere2", "cohere2_moe", "cohere_compass_text",
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "diffllama", "doge", "dots1",
+    "ernie4_5", "ernie4_5_moe", "exaone", "exaone4", "exaone_moe", "falcon",
+    "falcon_h1", "flex_olmo", "flint", "gemma", "gemma2",
     "gemma3_text", "gemma3n_text", "gemma4_text", "gemma4_unified_text",
     "glm_moe_dsa", "granite", "granite_swa", "granitemoe", "granitemoe_swa",
     "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense",
     "hunyuan_v1_moe", "hy_v3", "hy_v4", "hyperclovax", "internlm3",
-    "iquestcoder", "jais2", "jetmoe", "kolibri1", "lara_mini", "lfm2", "lfm3",
-    "llama", "llama4_text", "minicpm3", "minimax", "ministral", "mistral",
-    "mixtral", "modernbert-decoder", "moshi", "nanochat", "olmo", "olmo2",
+    "iquestcoder", "jais2", "jetmoe", "kolibri1", "lara_mini", "lfm2", "lfm2_moe",
+    "lfm3", "llama", "llama4_text", "longcat_flash", "minicpm3", "minimax",
+    "ministral", "mistral", "mixtral", "modernbert-decoder", "moshi", "nanochat", "olmo", "olmo2",
     "olmo3", "olmo_hybrid", "olmoe", "phimoe", "qwen2", "qwen2_moe", "qwen3",
     "qwen3_moe", "sarvam_mla", "seed_oss", "smollm3", "starcoder2",
     "vaultgemma", "youtu"})

@@ -42,6 +42,7 @@ OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -347,7 +348,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
         model_type = model_type.removesuffix("_text")
     used: list = []
-    n = config_reader.num_layers(text)  # n_layer, num_layers, n_layers: the same field
+    if model_type == "nemotron_h":
+        text = {**text, "layer_types": config_reader.nemotron_h_layer_types(text)}
+        n = len(text["layer_types"])  # NemotronHConfig ignores num_hidden_layers
+    else:
+        n = config_reader.num_layers(text)  # n_layer, num_layers: the same field
     if n is None:
         n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
@@ -360,6 +365,19 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     no_rope = (_no_rope_layers(text, model_type, n, used)
                if model_type in ("llama4", "smollm3") else [1] * n)
     window = _field(text, model_type, "sliding_window", used)
+    if model_type == "bamba" and given is not None:
+        # 4.57.6's BambaConfig keeps a layer_types key as an attribute its model
+        # never reads (its layers come from attn_layer_indices); 5.24.0 maps the
+        # key onto a read-only property and refuses the config
+        warnings.warn(f"layer_types ignored: BambaConfig takes its attention "
+                      f"layers from attn_layer_indices "
+                      f"({text.get('attn_layer_indices')!r}), transformers 4.57; "
+                      f"5.x refuses the key", config_reader.IgnoredKeyWarning,
+                      stacklevel=4)
+        given = None
+    if model_type == "recurrent_gemma":  # its attention blocks' local window
+        window = _validate.positive_int("attention_window_size", _field(
+            text, model_type, "attention_window_size", used))
     if given is not None:
         if len(given) != n:
             raise ValueError(f"layer_types has {len(given)} entries for "
@@ -463,6 +481,26 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     return layers, text, model_type, used
 
 
+def windowed_length(config: Mapping) -> int | None:
+    """For a config that states no length (no ``max_position_embeddings``),
+    the window every layer that rotates attends within, if they all share one
+    (RecurrentGemma's ``attention_window_size``): no distance reaches it, so it
+    stands for the length ``L`` the inspector judges frequencies at; else
+    ``None``."""
+    text, _ = config_reader._text_config(config)
+    if any(text.get(n) is not None for n in ("max_position_embeddings", "n_positions",
+                                             "original_max_position_embeddings")):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            layout = layer_layout(config)
+    except ValueError:
+        return None
+    spans = {x.window for x in layout if x.rope is not None}
+    return spans.pop() if len(spans) == 1 and None not in spans else None
+
+
 def layer_types(config: Mapping) -> list[str]:
     """The attention type of every layer, as the model's config class fills in
     ``layer_types`` (transformers 4.57.6)."""
@@ -481,14 +519,43 @@ def layer_layout(config: Mapping) -> list[LayerRope]:
     return layers
 
 
-def layer_config(config: Mapping, layer: int) -> dict | None:
+def _olmo3_local_base(top, transformers_version: str | None):
+    """The base of OLMo 3's sliding layers for a 4.x-layout config whose
+    top-level ``rope_theta`` is ``top`` (see :func:`layer_config`)."""
+    five = config_reader.V5_NESTED_DEFAULTS["olmo3"][2]
+    major = config_reader._reading_major(transformers_version)
+    if top != five:
+        warnings.warn(
+            f"OLMo 3's sliding layers with rope_theta {top!r} at the top level (no "
+            f"rope_parameters): transformers 4.57 rotates them with {top!r}, 5.x "
+            f"with Olmo3Config's default {five!r} (the full layers keep {top!r}); "
+            f"read as {major}.x does (transformers_version= picks the release; "
+            f"a per-layer-type rope_parameters states both)",
+            config_reader.VersionDependentWarning, stacklevel=4)
+    return five if major >= 5 else top
+
+
+def layer_config(config: Mapping, layer: int, *,
+                 transformers_version: str | None = None) -> dict | None:
     """A config whose single RoPE is layer ``layer``'s, or ``None`` for a layer
     without RoPE.
 
+    ``transformers_version`` (default: the installed transformers) matters for
+    one case, where the two releases' code differs: OLMo 3's sliding layers in a
+    config of the 4.x layout (top-level ``rope_theta``, no ``rope_parameters``)
+    rotate with that ``rope_theta`` in 4.57.6 (``Olmo3Model.rotary_embs``) and
+    with ``Olmo3Config``'s default 500,000 in 5.24.0 (its
+    ``convert_rope_params_to_dict`` pops the top-level value into the full
+    layers' entry first); a :class:`~posenc_lib.config_reader.VersionDependentWarning`
+    gives both when they differ.
+
     Raises:
         ValueError: naming ``layer`` when it is not an index of the model's
-            layers.
+            layers, or a ``transformers_version`` that is not a 4.x or 5.x
+            release.
     """
+    if transformers_version is not None:
+        config_reader._reading_major(transformers_version)  # a bad version raises
     layers, text, model_type, used = _layout(config)
     if isinstance(layer, bool) or not isinstance(layer, int) or \
             not 0 <= layer < len(layers):
@@ -533,5 +600,8 @@ def layer_config(config: Mapping, layer: int) -> dict | None:
             # (Gemma3nTextConfig's default rope_local_base_freq: 10,000)
             local = text.get("rope_local_base_freq")
             out["rope_theta"] = 10_000.0 if local is None else local
+        elif model_type == "olmo3" and text.get("rope_theta") is not None:
+            out["rope_theta"] = _olmo3_local_base(text["rope_theta"],
+                                                  transformers_version)
     _defaults_warning(used, model_type)
     return out

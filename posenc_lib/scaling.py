@@ -1000,7 +1000,8 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             class logs it (the inspector's "transformers warns" line).
     """
     if layer is not None:
-        config = layer_config(config, layer)
+        config = layer_config(config, layer,
+                              transformers_version=transformers_version)
         if config is None:
             return None
     rope = parse_rope_config(config, transformers_version=transformers_version)

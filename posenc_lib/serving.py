@@ -514,6 +514,8 @@ ENGINES = ("transformers", "vllm")
 NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
          "conv": "short-convolution state", "mamba": "Mamba state (conv + SSM)",
          "recurrent": "recurrent state (RWKV, xLSTM)",
+         "mlp": "no attention: an MLP block (Nemotron-H)",
+         "moe": "no attention: a mixture-of-experts block (Nemotron-H)",
          "shared_kv": "no cache of its own: it reads an earlier layer's keys and "
                       "values (Gemma 3n's num_kv_shared_layers)"}
 #: Config classes of transformers 4.57.6 that carry ``layer_types``: a
@@ -542,7 +544,11 @@ TUPLE_CACHE = frozenset({"open-llama"})
 #: Models whose own cache class follows their layer types (transformers 4.57.6).
 HYBRID_CACHES = {"lfm2": "Lfm2HybridConvCache", "qwen3_next": "Qwen3NextDynamicCache",
                  "minimax": "MiniMaxCache",
-                 "granitemoehybrid": "HybridMambaAttentionDynamicCache"}
+                 "granitemoehybrid": "HybridMambaAttentionDynamicCache",
+                 # every Falcon-H1 layer runs attention and Mamba side by side;
+                 # its keys never slide, whatever sliding_window says (4.57.6;
+                 # 5.24.0's DynamicCache: LinearAttentionAndFullAttentionLayer)
+                 "falcon_h1": "FalconHybridMambaAttentionDynamicCache"}
 #: ``DeepseekV3Config``'s defaults for the MLA sizes (transformers 4.57.6).
 MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                 "v_head_dim": 128}
@@ -581,6 +587,7 @@ STATE_DEFAULTS = {
     "zaya": {"cca_time0": 2, "cca_time1": 2},  # ZayaConfig (5.24.0)
     "cpmant": {"prompt_length": 32},  # CpmAntConfig
     "lfm3": {"conv_L_cache": 7},  # Lfm3Config (5.24.0)
+    "lfm2_moe": {"conv_L_cache": 3},  # Lfm2MoeConfig (5.24.0)
     # 5.24.0's gated-DeltaNet hybrids, Qwen3-Next's state (their classes'
     # defaults, results/class-defaults-5.json)
     "qwen3_5": _QWEN3_NEXT_STATE, "qwen3_5_moe": _QWEN3_NEXT_STATE,
@@ -593,6 +600,19 @@ STATE_DEFAULTS = {
     # BailingHybridConfig (5.24.0): lightning-style linear layers
     "bailing_hybrid": {"linear_conv_kernel_dim": 4, "linear_head_dim": 128,
                        "linear_num_heads": 32},
+    # BambaConfig (4.57.6 and 5.24.0): GraniteMoeHybrid's Mamba-2 state
+    "bamba": {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256,
+              "mamba_d_head": "auto", "mamba_d_conv": 4, "mamba_expand": 2},
+    # FalconH1Config (4.57.6 and 5.24.0); mamba_d_ssm None: mamba_expand x hidden
+    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_d_head": "auto",
+                  "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+                  "mamba_expand": 2},
+    # NemotronHConfig (5.24.0; mamba_n_groups and mamba_d_conv are old names
+    # of n_groups and conv_kernel, which its __post_init__ reads)
+    "nemotron_h": {"mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8,
+                   "ssm_state_size": 128, "conv_kernel": 4},
+    # RecurrentGemmaConfig (4.57.6, 5.24.0); lru_width None: hidden_size
+    "recurrent_gemma": {"conv1d_width": 4, "lru_width": None},
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
@@ -794,10 +814,14 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
     convolution state of ``3 x linear_num_heads x linear_head_dim x
     linear_conv_kernel_dim`` values and a float32 recurrent state of
     ``linear_num_heads x linear_head_dim²``; ZAYA, on every layer, its CCA
-    convolution and delayed values. Each is checked against the filled cache
+    convolution and delayed values. Falcon-H1 (``FalconHybridMambaAttentionDynamicCache``
+    in 4.57.6), on every layer beside its keys and values: a convolution state
+    of ``(mamba_d_ssm + 2 x mamba_n_groups x mamba_d_state) x mamba_d_conv``
+    and an SSM state of ``mamba_n_heads x mamba_d_head x mamba_d_state``
+    values (5.24.0: the SSM state in float32). Each is checked against the filled cache
     of a tiny model by the conformance sweep (``make conformance``). Under
     ``engine="vllm"`` only the models of ``VLLM_STATE_TYPES`` are sized
-    (``None`` for the others). LFM3 (5.x only) keeps LFM2's 5.x state.
+    (``None`` for the others). LFM3 and LFM2-MoE (5.x only) keep LFM2's 5.x state.
 
     Returns:
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
@@ -845,8 +869,8 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 "what": what}
     if engine == "vllm":
         return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
-    if model_type == "lfm3" or (model_type == "lfm2"
-                                and _major(transformers_version) == 5):
+    if model_type in ("lfm3", "lfm2_moe") or (model_type == "lfm2"
+                                              and _major(transformers_version) == 5):
         layers = [x.attention for x in layout].count("conv")
         per = hidden * get("conv_L_cache") * b
         what = (f"per convolution layer a convolution state of {hidden} x "
@@ -885,6 +909,60 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 f"(q, k and v) and a recurrent state of {heads} x {d} x {d} float32 "
                 f"values")
         return {"bytes": layers * (conv * b + heads * d * d * 4), "layers": layers,
+                "what": what}
+    if model_type == "nemotron_h":
+        # NemotronHMamba2Mixer (5.24.0), per Mamba-2 block: a convolution state
+        # of (mamba_num_heads x mamba_head_dim + 2 x n_groups x ssm_state_size)
+        # x conv_kernel values in the model's dtype and an SSM state of
+        # mamba_num_heads x mamba_head_dim x ssm_state_size in float32 (the torch
+        # path computes it so, whatever mamba_ssm_cache_dtype says; measured
+        # in float32 and bfloat16 on 5.24.0's tiny models)
+        layers = kinds.count("linear_attention")
+        legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}
+        size = {k: _validate.positive_int(k, text.get(legacy.get(k, k), get(k))
+                                          if text.get(k) is None else text[k])
+                for k in STATE_DEFAULTS["nemotron_h"]}
+        inner = size["mamba_num_heads"] * size["mamba_head_dim"]
+        conv = (inner + 2 * size["n_groups"] * size["ssm_state_size"]) \
+            * size["conv_kernel"]
+        ssm = inner * size["ssm_state_size"]
+        what = (f"per Mamba-2 block a convolution state of {conv:,} values and an "
+                f"SSM state of {ssm:,} float32 values")
+        return {"bytes": layers * (conv * b + ssm * 4), "layers": layers,
+                "what": what}
+    if model_type == "recurrent_gemma":
+        # RecurrentGemmaRecurrentBlock (4.57.6 and 5.24.0), per recurrent
+        # layer: the RG-LRU state (lru_width values, "always computed in full
+        # precision": float32) and the convolution's last conv1d_width - 1
+        # inputs (lru_width channels, the model's dtype)
+        layers = kinds.count("linear_attention")
+        lru = text.get("lru_width")
+        lru = _validate.positive_int("lru_width", hidden if lru is None else lru)
+        steps = _validate.positive_int("conv1d_width", get("conv1d_width")) - 1
+        what = (f"per recurrent layer an RG-LRU state of {lru} float32 values and "
+                f"a convolution state of {lru} x {steps} values")
+        return {"bytes": layers * (lru * 4 + lru * steps * b), "layers": layers,
+                "what": what}
+    if model_type == "falcon_h1":
+        # FalconHybridMambaAttentionDynamicCache (4.57.6), per layer: a
+        # convolution state of (d_ssm + 2 x n_groups x d_state) x d_conv and an
+        # SSM state of n_heads x d_head x d_state, in the model's dtype; 5.24.0
+        # keeps the same per layer in its DynamicCache, the SSM state in float32
+        # (as Granite's). A mamba_d_ssm of null means mamba_expand x hidden_size.
+        layers = len(layout)  # every Falcon-H1 layer
+        inner = text.get("mamba_d_ssm", STATE_DEFAULTS["falcon_h1"]["mamba_d_ssm"])
+        inner = int(get("mamba_expand") * hidden) if inner is None else inner
+        inner = _validate.positive_int("mamba_d_ssm", inner)
+        d_head = get("mamba_d_head")
+        d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
+        conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) \
+            * get("mamba_d_conv")
+        ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
+        ssm_bytes = b if _major(transformers_version) < 5 else 4
+        what = (f"per layer (beside its keys and values) a Mamba convolution state "
+                f"of {conv:,} values and an SSM state of {ssm:,} values"
+                + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
+        return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
                 "what": what}
     # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
     # "linear_attention" in layer_types (4.57: "mamba")
@@ -1080,7 +1158,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         ``value_dim``, ``layers``, ``kv_layers``, ``formula`` (the per-token
         figure in words), ``by_layer_type`` (per type: ``layers``,
         ``bytes_per_token``, ``window``, ``cap``: the tokens a transformers
-        cache keeps at most, ``kv``: whether it holds keys and values),
+        cache keeps at most, ``kv``: whether it holds keys and values, and
+        ``preallocated``: true where transformers allocates all ``cap`` tokens
+        at the first one, RecurrentGemma's attention layers in 4.57.6),
         ``layer_types_from``, ``fixed_state``, ``transformers_version`` (the
         release modelled; ``None`` for vLLM), ``indexer`` (transformers 5.x's
         sparse-attention indexer keys, included in ``bytes_per_token``:
@@ -1150,6 +1230,13 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     if multiple:
         formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
                                     for kind, m in multiple.items())
+    # RecurrentGemma in 4.57.6 allocates its attention layers' keys and values
+    # for attention_window_size tokens at the first token (_setup_cache of
+    # RecurrentGemmaSdpaAttention), then overwrites them in a ring; 5.x keeps
+    # them in a DynamicCache's sliding layers (window - 1 tokens)
+    preallocated = (engine == "transformers" and modelled.startswith("4.") and
+                    (config_reader._raw_text_config(config)[1] or "") ==
+                    "recurrent_gemma")
     by_type: dict = {}
     for index, (kind, window) in enumerate(kinds):
         kv = kind not in NO_KV
@@ -1164,7 +1251,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 this = h["kv_heads"] * (h["key_dim"] + h["value_dim"]) * bytes_per_value
             info["bytes_per_token"] += this * multiple.get(kind, 1)
             if window and engine == "transformers":
-                info["cap"] = window - 1
+                info["cap"] = window if preallocated else window - 1
+            if preallocated:
+                info["preallocated"] = True
     kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
     indexer = (_indexer(config, [(x.attention, None) for x in _layout(config)])
                if engine == "transformers"
@@ -1205,6 +1294,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                                       scheduled_tokens)
             else:
                 tokens = min(length, info["cap"]) if info["cap"] else length
+                if info.get("preallocated"):
+                    tokens = info["cap"]  # the whole buffer from the first token
             info["tokens_at_length"] = tokens
             total += info["bytes_per_token"] * tokens
         out["bytes_at_length"] = total + indexer_per_token * length

@@ -87,10 +87,21 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         entries = {t: class_default(t) for t in types}
+    # the classes whose state the library sizes but that do not rotate
+    # (Nemotron-H): their defaults too, for tests/test_kv_cache.py
+    sys.path.insert(0, str(ROOT))
+    from posenc_lib import serving
+    from transformers import CONFIG_MAPPING
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = {t: class_default(t) for t in sorted(serving.STATE_DEFAULTS)
+                 if t not in entries and t in CONFIG_MAPPING}
     result = {"transformers": transformers.__version__,
               "command": f"python scripts/class_defaults.py (transformers "
                          f"{transformers.__version__})",
-              "types": entries, "kv_heads_defaults": kv_heads_defaults()}
+              "types": entries, "state_types": state,
+              "kv_heads_defaults": kv_heads_defaults()}
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(f"{len(types)} types, {sum('error' in e for e in entries.values())} "
           f"refused by their own class -> {out}")

@@ -491,6 +491,20 @@ def rope_warnings(messages):
 
 # -- the library's side --------------------------------------------------
 
+def warnings_disagree(theirs: list, report: dict) -> dict | None:
+    """``{"transformers": ..., "report": ...}`` when transformers logged RoPE
+    messages and the report names none (or the reverse), else ``None``.
+    transformers' "Unrecognized keys" message is covered by the report's own
+    unknown-key warning (the inspector lists such keys among its warnings, not
+    on its "transformers warns" line)."""
+    ours = list(report.get("transformers_warnings", []))
+    unknown = any(w.startswith("unknown key(s)") for w in report.get("warnings", []))
+    rest = [t for t in theirs if not (unknown and t.startswith("Unrecognized keys"))]
+    if bool(rest) != bool(ours):
+        return {"transformers": theirs, "report": ours}
+    return None
+
+
 def judge(raw: dict, observed: dict, logged: list, *, crosscheck_too: bool = True,
           version: str | None = None) -> dict:
     """Every disagreement of the library with transformers on ``raw``
@@ -517,9 +531,7 @@ def judge(raw: dict, observed: dict, logged: list, *, crosscheck_too: bool = Tru
                                 f"{traceback.extract_tb(e.__traceback__)[-1].name}")
     theirs = rope_warnings(logged)
     if report is not None:
-        ours = [w for w in report.get("transformers_warnings", [])]
-        if bool(theirs) != bool(ours):
-            out["warnings"] = {"transformers": theirs, "report": ours}
+        out["warnings"] = warnings_disagree(theirs, report)
     if crosscheck_too:
         from posenc_lib.tools.crosscheck import crosscheck
 
@@ -665,9 +677,10 @@ def tallies(entries: list) -> dict:
 def rejudge(stored: dict, *, before: dict | None = None, command: str = "") -> dict:
     """A stored run judged again by the library as it is now, from the stored
     observations (no model is built): ``compare`` and ``inspector`` are
-    re-run; ``crosscheck`` (which builds its own model) is kept as the run
-    found it (``crosscheck_rerun`` false). ``before`` (another stored run,
-    default this one) gives the tallies kept under ``before``, with
+    re-run, and ``warnings`` where the run stored a disagreement (with its log
+    of transformers' messages); ``crosscheck`` (which builds its own model) is
+    kept as the run found it (``crosscheck_rerun`` false). ``before`` (another
+    stored run, default this one) gives the tallies kept under ``before``, with
     ``before_command``."""
     import warnings
 
@@ -690,14 +703,20 @@ def rejudge(stored: dict, *, before: dict | None = None, command: str = "") -> d
             judged["compare"] = ([d for d in diffs if not d["reason"].endswith(
                 "not compared")] if conformance.verdict(diffs) == "disagree" else [])
             judged["inspector"] = None
+            report = None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    inspector.inspect_config(e["raw"])
+                    report = inspector.inspect_config(e["raw"])
                 except ValueError as error:
                     judged["inspector"] = f"refuses: {str(error)[:300]}"
                 except Exception as error:  # noqa: BLE001 -- a crash is a finding
                     judged["inspector"] = f"crash: {type(error).__name__}: {error}"[:300]
+            if judged.get("warnings") and report is not None:
+                # the stored log, judged again (an agreement stays one: the
+                # rule only covers messages the report names)
+                judged["warnings"] = warnings_disagree(
+                    judged["warnings"]["transformers"], report)
             e["judged"] = judged
             e["disagree"] = disagrees(judged)
         entries.append(e)

@@ -27,7 +27,7 @@ import pytest
 from helpers import class_defaults
 from transformers import CONFIG_MAPPING
 
-from posenc_lib import _validate_config, config_reader
+from posenc_lib import _defaults, _validate_config, config_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -38,36 +38,32 @@ _spec.loader.exec_module(script)
 _ODD = "the class's own defaults give an odd rotary dim (int(42 * 0.5) = 21): refused"
 _PER_TYPE = ("the class's default rope_parameters holds one block per layer type: "
              "without it the library refuses (no rope_theta to fall back on)")
-_CHANGED = ("5.x changed the class's default theta; the library fills in "
-            "4.57.6's and warns that it did")
 #: What still differs, and why. Anything else that differs fails the test, and
 #: so does an entry here that no longer differs (update the list).
 _UNCLAIMED = ("the conformance sweep finds the library wrong on this type's default "
               "model (results/conformance-N.json, not claimed): no defaults entry")
-KNOWN_4 = {"glm4_moe": {"*": _ODD},
-           "falcon_h1": {"rope_theta": _UNCLAIMED},
-           "longcat_flash": {"rope_theta": _UNCLAIMED},
-           "recurrent_gemma": {"rope_theta": _UNCLAIMED,
-                               "partial_rotary_factor": _UNCLAIMED}}
+KNOWN_4 = {"glm4_moe": {"*": _ODD}}
 KNOWN_5 = {
     "glm4_moe": {"*": _ODD},
     "beam": {"*": "full_attention's rope_parameters is None by default: refused"},
     "deepseek_v4": {"*": "rope_parameters per layer type (compress, main): refused"},
     "zaya": {"*": "rope_parameters per layer type (hybrid, hybrid_sliding): refused"},
-    "cohere": {"rope_parameters": _CHANGED + " (10,000 vs 500,000)"},
-    "persimmon": {"rope_parameters": _CHANGED + " (25,000 vs 10,000)"},
-    "olmo3": {"rope_parameters": _CHANGED + " (10,000 vs 500,000), per layer type"},
+    "cohere_compass_text": {"*": "the class's default rope_parameters is empty (each "
+                            "layer type needs an entry; its default model does not "
+                            "build): refused"},
     "laguna": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
     "lfm3": {"rope_parameters": _PER_TYPE},
     "mellum": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
     "mimo_v2_flash": {"rope_parameters": _PER_TYPE, "head_dim": _PER_TYPE},
     "modernbert-decoder": {"rope_parameters": _PER_TYPE},
     **{t: {"rope_parameters": _UNCLAIMED} for t in ("hrm_text", "phi4_multimodal")},
+    "qwen4_exp_text": {"rope_parameters": _UNCLAIMED, "head_dim": _UNCLAIMED},
 }
 
 
-def _differences(configs: dict[str, dict], known: dict) -> list:
-    found = {t: class_defaults.problems(c) for t, c in configs.items()}
+def _differences(configs: dict[str, dict], known: dict,
+                 version: str | None = None) -> list:
+    found = {t: class_defaults.problems(c, version) for t, c in configs.items()}
     wrong = [(t, f, why) for t, p in found.items() for f, why in p.items()
              if f not in known.get(t, {})]
     fixed = [(t, f) for t, fields in known.items() for f in fields
@@ -99,8 +95,40 @@ def test_the_stored_5x_classes_cover_the_5x_population(stored5):
 
 def test_every_5x_rotary_class_reads_its_own_defaults(stored5):
     configs = {t: e["config"] for t, e in stored5["types"].items()}
-    problems = _differences(configs, KNOWN_5)
+    problems = _differences(configs, KNOWN_5, stored5["transformers"])
     assert not problems, problems
+
+
+def _theta(config: dict) -> float | None:
+    """The full layers' base a class fills in, in either release's layout."""
+    block = config.get("rope_parameters") or {}
+    if config_reader.is_per_layer_type(block):
+        block = block.get("full_attention") or {}
+    return block.get("rope_theta", config.get("rope_theta"))
+
+
+def test_the_changed_defaults_are_those_the_two_releases_classes_fill_in(stored5):
+    """``MODEL_DEFAULTS_5_CHANGED`` is rebuilt from the classes: every rotary
+    type both releases register, whose 5.24.0 class fills in another base than
+    its 4.57.6 class (and no other)."""
+    both = sorted(set(script.population(4)) & set(stored5["types"]))
+    assert len(both) >= 60, len(both)
+    changed = {}
+    for t in both:
+        four = _theta(CONFIG_MAPPING[t]().to_dict())
+        five = _theta(stored5["types"][t]["config"])
+        if four is not None and five is not None and float(four) != float(five):
+            changed[t] = {"rope_theta": float(five)}
+    assert changed == _defaults.MODEL_DEFAULTS_5_CHANGED
+
+
+@pytest.mark.parametrize("model_type", sorted(_defaults.MODEL_DEFAULTS_5_CHANGED))
+def test_a_changed_default_read_as_the_other_release_is_caught(stored5, model_type):
+    """Planted: the 5.x classes read with 4.57.6's defaults (the library's
+    reading before it took the release into account)."""
+    config = stored5["types"][model_type]["config"]
+    assert class_defaults.problems(config, stored5["transformers"]) == {}
+    assert "rope_parameters" in class_defaults.problems(config, "4.57.6")
 
 
 @pytest.mark.parametrize("model_type, field", [

@@ -170,3 +170,27 @@ def test_a_one_block_rope_parameters_of_a_per_type_class_is_ignored():
                       conformance.verdict(diffs)))
     assert len(found) >= 4, found
     assert all(v != "disagree" for *_, v in found), found
+
+
+def test_olmo3_sliding_layers_of_a_4x_layout_file_read_per_release():
+    """OLMo 3 with a top-level ``rope_theta`` and no ``rope_parameters``: 5.24.0's
+    ``Olmo3Config`` gives the full layers that base and the sliding layers its
+    default 500,000, and every stored 5.24.0 form of that layout is read so;
+    read as 4.57.6 reads it (the top-level base on every layer, what the library
+    once did under both releases), a form whose base is not 500,000 disagrees."""
+    path = next((p for p in RESULTS if p.name == "config_forms-5.json"), None)
+    if path is None:
+        pytest.skip("results/config_forms-5.json missing")
+    stored = _load(path)
+    entries = [e for e in stored["entries"] if e["accepted"]
+               and e["model_type"] == "olmo3"
+               and e["raw"].get("rope_parameters") is None]
+    assert entries, "no OLMo 3 form of the 4.x layout in the stored run"
+    for entry in entries:
+        five = conformance.compare(entry["observed"], entry["raw"],
+                                   transformers_version=stored["transformers"])
+        assert conformance.verdict(five) != "disagree", (entry["kind"], five)
+        four = conformance.compare(entry["observed"], entry["raw"],
+                                   transformers_version="4.57.6")
+        if entry["raw"].get("rope_theta", 500_000.0) != 500_000.0:
+            assert conformance.verdict(four) == "disagree", entry["kind"]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
@@ -119,6 +121,60 @@ def test_kv_bytes_equal_the_filled_cache(name, tokens):
     assert ours(config, tokens) == filled(config, tokens)
 
 
+@st.composite
+def falcon_h1_fields(draw) -> dict:
+    """Falcon-H1's Mamba sizes as its config class accepts them: the inner
+    width given (``mamba_d_ssm``) or ``mamba_expand x hidden_size`` (null),
+    ``mamba_d_head`` "auto" or the explicit quotient, and a ``sliding_window``
+    the model does not use, or none."""
+    heads = draw(st.sampled_from([2, 4]))
+    inner = draw(st.sampled_from([None, 32 * heads, 64 * heads]))
+    expand = draw(st.sampled_from([1, 2]))
+    width = expand * HEADS["hidden_size"] if inner is None else inner
+    fields = {"model_type": "falcon_h1", "mamba_n_heads": heads, "mamba_d_ssm": inner,
+              "mamba_expand": expand,
+              "mamba_d_head": draw(st.sampled_from(["auto", width // heads])),
+              "mamba_n_groups": draw(st.sampled_from([1, 2])),
+              "mamba_d_state": draw(st.sampled_from([4, 8])),
+              "mamba_d_conv": draw(st.sampled_from([2, 4])),
+              "mamba_chunk_size": 8, "num_hidden_layers": draw(st.integers(1, 3))}
+    if draw(st.booleans()):
+        fields["sliding_window"] = 4
+    return fields
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@given(falcon_h1_fields())
+def test_falcon_h1_keys_and_mamba_state_equal_the_filled_cache(fields):
+    """Every Falcon-H1 layer keeps its keys and values (no window, whatever
+    ``sliding_window`` says) and a Mamba convolution and SSM state, in the
+    model's dtype (``FalconHybridMambaAttentionDynamicCache``; before it was
+    sized, the library said 0 bytes of state and slid every layer's keys)."""
+    config = {**HEADS, "rope_theta": 1e4, **fields}
+    assert ours(config, 10) == filled(config, 10)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, database=None)
+@given(lru=st.sampled_from([None, 48, 96]), window=st.sampled_from([4, 8, 32]),
+       conv=st.integers(2, 4), blocks=st.sampled_from([
+           ["recurrent", "attention"], ["recurrent", "recurrent", "attention"],
+           ["attention", "recurrent"]]), layers=st.integers(2, 4),
+       tokens=st.sampled_from([3, 10]))
+def test_recurrent_gemma_window_buffer_and_states_equal_the_filled_cache(
+        lru, window, conv, blocks, layers, tokens):
+    """RecurrentGemma (4.57.6) allocates each attention layer's keys and values
+    for ``attention_window_size`` tokens at the first token, and keeps per
+    recurrent layer an RG-LRU state in float32 and a convolution state of
+    ``lru_width`` channels (before, the library let the keys grow with the
+    tokens and did not size the states)."""
+    config = {**HEADS, "rope_theta": 1e4, "model_type": "recurrent_gemma",
+              "lru_width": lru, "attention_window_size": window,
+              "conv1d_width": conv, "block_types": blocks,
+              "num_hidden_layers": layers}
+    config = {k: v for k, v in config.items() if v is not None}
+    assert ours(config, tokens) == filled(config, tokens)
+
+
 #: The issue's table, measured in transformers 4.57.6 (8 layers, 2 KV heads of
 #: 16 dims, 2 bytes a value, 10 tokens).
 MEASURED = {"lfm2": 2560, "qwen3_next": 2560, "llama4": 4864, "cohere2": 4864,
@@ -175,8 +231,9 @@ def test_layer_typed_classes_are_transformers():
 def test_state_defaults_are_the_classes():
     import inspect as std_inspect
 
-    stored5 = json.loads((Path(__file__).resolve().parents[1] / "results"
-                          / "class-defaults-5.json").read_text())["types"]
+    stored = json.loads((Path(__file__).resolve().parents[1] / "results"
+                         / "class-defaults-5.json").read_text())
+    stored5 = {**stored["state_types"], **stored["types"]}
     for model_type, defaults in serving.STATE_DEFAULTS.items():
         if model_type not in CONFIG_MAPPING:  # a 5.x class: its stored defaults
             name = next(t for t in (f"{model_type}_text", model_type) if t in stored5)
@@ -468,3 +525,43 @@ def test_zamba_head_is_its_class_default_without_the_field():
         built = ZambaConfig(**fields)
         head = serving.cache_head({"model_type": "zamba", **fields})
         assert head["key_dim"] == head["value_dim"] == built.attention_head_dim
+
+
+#: A tiny LongCat-Flash (MLA, two attention sublayers per decoder layer).
+LONGCAT = {"model_type": "longcat_flash", "hidden_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": 4, "ffn_hidden_size": 32,
+           "expert_ffn_hidden_size": 16, "n_routed_experts": 2, "moe_topk": 2,
+           "zero_expert_num": 2, "q_lora_rank": 16, "kv_lora_rank": 16,
+           "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "head_dim": 4, "v_head_dim": 8,
+           "vocab_size": 16, "pad_token_id": 0, "max_position_embeddings": 256,
+           "rope_theta": 1e4}
+
+
+@pytest.mark.parametrize("layers", [{"num_layers": 3},
+                                    {"num_layers": 3, "num_hidden_layers": 6}])
+def test_longcat_caches_two_attention_layers_per_decoder_layer(layers):
+    """LongcatFlashModel builds num_layers decoder layers of two attention
+    sublayers each; its cache holds 2 x num_layers layers (4.57.6 overwrites
+    num_hidden_layers with that; the library once refused the two counts)."""
+    config = {**LONGCAT, **layers}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", config_reader.VersionDependentWarning)
+        assert config_reader.num_layers(config) == 6
+    assert ours(config, 10) == filled(config, 10)
+
+
+def test_longcat_counts_that_the_releases_read_differently_warn():
+    """num_hidden_layers alone, or not twice num_layers: 4.57.6 keeps
+    num_layers (default 28), 5.x halves num_hidden_layers."""
+    for layers, four, five in (({"num_hidden_layers": 10}, 56, 10),
+                               ({"num_layers": 3, "num_hidden_layers": 10}, 6, 10)):
+        with pytest.warns(config_reader.VersionDependentWarning, match="num_layers"):
+            got = config_reader.num_layers({**LONGCAT, **layers})
+        installed = transformers_major()
+        assert got == (five if installed >= 5 else four), (layers, got)
+
+
+def transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])

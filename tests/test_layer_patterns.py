@@ -48,11 +48,6 @@ KNOWN = {
     **{t: ("hybrid/hybrid_sliding layers (convolved keys and values, relative "
            "logits, no RoPE) not modelled: read as full attention")
        for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")},
-    # NemotronHConfig: one layer per character of hybrid_override_pattern (else
-    # the 4 blocks linear_attention, moe, full_attention, mlp), num_hidden_layers
-    # ignored; "moe" and "mlp" blocks are layers of their own
-    "nemotron_h": ("the layer count is hybrid_override_pattern's length, not "
-                   "num_hidden_layers, and moe/mlp blocks count as layers"),
     "qwen2_moe": ("5.24.0's Qwen2MoeConfig: every other layer below "
                   "max_window_layers slides, with use_sliding_window; the library "
                   "follows 4.57.6's class"),

@@ -449,3 +449,18 @@ def test_no_import_cycle_between_scaling_and_per_layer():
             elif isinstance(node, ast.Import):
                 imported |= {a.name for a in node.names}
         assert not {n for n in imported if n.split(".")[-1] == "scaling"}, name
+
+
+def test_olmo3_sliding_layers_take_the_top_level_base_in_4x():
+    """A 4.x-layout OLMo 3 config whose ``rope_theta`` is not 500,000: 4.57.6's
+    ``Olmo3Model.rotary_embs["sliding_attention"]`` rotates with it (5.24.0 with
+    the class default, ``test_config_forms``), and the library warns that the
+    releases differ."""
+    config = {**OLMO3, "rope_theta": 12345.0}
+    check_every_layer(config)
+    with pytest.warns(config_reader.VersionDependentWarning, match="500000"):
+        sub = per_layer.layer_config(config, 0, transformers_version="5.24.0")
+    assert sub["rope_theta"] == 500_000.0
+    with pytest.warns(config_reader.VersionDependentWarning):
+        assert per_layer.layer_config(config, 0, transformers_version="4.57.6")[
+            "rope_theta"] == 12345.0

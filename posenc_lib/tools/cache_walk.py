@@ -25,7 +25,9 @@ one entry per state index), and objects of transformers' classes (4.x
 cache layer classes, ``MambaCache``). A model whose forward returns no cache
 (RecurrentGemma keeps it in its modules) is walked through its modules'
 ``key_states``/``value_states`` and ``recurrent_states``/``conv1d_state``/
-``rg_lru_state`` buffers.
+``rg_lru_state`` buffers (walked beside the cache when there is one: 5.x
+RecurrentGemma keeps its keys in a ``DynamicCache`` and its recurrent states
+in its modules).
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ class Walk:
 def walk(cache, model=None, *, max_depth: int = 8) -> Walk:
     """Classify every floating tensor of ``cache`` (see the module docstring).
 
-    ``model``: used only when ``cache`` is ``None`` (RecurrentGemma's buffers).
+    ``model``: its modules' RecurrentGemma buffers are counted too (a tensor
+    already counted through ``cache`` is not counted again).
     """
     out = Walk(cls=type(cache).__name__ if cache is not None else "none")
     seen_storage: set = set()
@@ -119,18 +122,18 @@ def walk(cache, model=None, *, max_depth: int = 8) -> Walk:
             sub = kind if kind == "state" or decided is None else decided
             visit(x, f"{path}.{name}", sub, depth + 1)
 
-    if cache is None:
-        if model is not None:
-            for mname, m in model.named_modules():
-                for name in ("key_states", "value_states", "recurrent_states",
-                             "conv1d_state", "rg_lru_state"):
-                    t = getattr(m, name, None)
-                    if isinstance(t, torch.Tensor):
-                        add(t, f"{mname}.{name}", classify_name(name))
-        if out.tensors:
-            out.cls = "module buffers"
-        return out
-    visit(cache, "cache", "kv", 0)
+    if cache is not None:
+        visit(cache, "cache", "kv", 0)
+    if model is not None:  # RecurrentGemma: buffers of its modules (5.x: beside
+        # the DynamicCache that holds its attention layers' keys and values)
+        for mname, m in model.named_modules():
+            for name in ("key_states", "value_states", "recurrent_states",
+                         "conv1d_state", "rg_lru_state"):
+                t = getattr(m, name, None)
+                if isinstance(t, torch.Tensor):
+                    add(t, f"{mname}.{name}", classify_name(name))
+    if cache is None and out.tensors:
+        out.cls = "module buffers"
     return out
 
 
@@ -140,9 +143,10 @@ def fill_cache(model, built, tokens: int):
     The forward pass's ``past_key_values`` (or ``cache_params``/``state``:
     Mamba, RWKV); where the model makes none itself, the one its
     ``prepare_inputs_for_generation`` creates, as ``generate()`` does
-    (Falcon-H1, GraniteMoeHybrid, Jamba, Bamba: their hybrid caches); ``None``
-    for a model that keeps its cache in its modules (RecurrentGemma: walk the
-    model).
+    (Falcon-H1, GraniteMoeHybrid, Jamba, Bamba: their hybrid caches); for a
+    5.x model whose forward drops the cache it makes, one passed in ``cache``
+    as ``generate()`` does; ``None`` for a model that keeps its cache in its
+    modules (4.x RecurrentGemma: walk the model).
     """
     vocab = getattr(built, "vocab_size", None) or 16
     ids = torch.arange(tokens)[None] % max(vocab - 3, 1) + min(3, vocab - 1)
@@ -163,4 +167,23 @@ def fill_cache(model, built, tokens: int):
             prep = {}
         if prep.get("past_key_values") is not None:
             cache = run(past_key_values=prep["past_key_values"])
+    if cache is None:
+        cache = _given_cache(model, built, run)
+    return cache
+
+
+def _given_cache(model, built, run):
+    """transformers 5.x's RecurrentGemma returns no cache from a forward pass
+    (it builds a ``DynamicCache`` and drops it); ``generate()`` passes one in
+    ``cache``: the cache after a forward pass given one, or ``None``."""
+    import inspect
+
+    try:
+        from transformers import DynamicCache
+    except ImportError:  # pragma: no cover -- every supported release has it
+        return None
+    if "cache" not in inspect.signature(model.forward).parameters:
+        return None
+    cache = DynamicCache(config=built)
+    run(cache=cache)
     return cache

@@ -37,7 +37,7 @@ from typing import Mapping
 
 import torch
 
-from .. import config_reader, scaling, serving
+from .. import config_reader, per_layer, scaling, serving
 from ..logit_scale import _global_config, softmax_scale
 
 __all__ = ["crosscheck", "filled_cache_bytes", "format_result", "shrink"]
@@ -240,9 +240,12 @@ def _takes_seq_len(module) -> bool:
 def _rotary_for(model, layer):
     """The rotary module a decoder layer's forward pass uses, or ``None``."""
     attn = next((getattr(layer, n) for n in ("self_attn", "attention", "attn",
-                                             "self_attention")  # Falcon's
+                                             "self_attention",  # Falcon's
+                                             "temporal_block")  # RecurrentGemma's
                  if getattr(layer, n, None) is not None), None)
     name = type(attn).__name__ if attn is not None else ""
+    if name.endswith("RecurrentBlock"):
+        return None, attn  # RecurrentGemma's RG-LRU blocks: no attention
     if isinstance(getattr(attn, "embed_positions", None), torch.Tensor):
         return _SinCosTable(attn.embed_positions), attn  # GPT-J, CodeGen
     if hasattr(getattr(attn, "self", None), "apply_rotary_position_embeddings"):
@@ -284,7 +287,8 @@ def _rotary_for(model, layer):
     if hasattr(model, "global_rotary_emb"):  # ModernBERT decoder
         return (model.local_rotary_emb if getattr(attn, "is_sliding", False)
                 else model.global_rotary_emb), attn
-    return getattr(model, "rotary_emb", None), attn
+    # LFM2-MoE (5.24.0) keeps its one rotary module as pos_emb
+    return getattr(model, "rotary_emb", None) or getattr(model, "pos_emb", None), attn
 
 
 def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
@@ -292,14 +296,30 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     cache holds after one forward pass of ``tokens`` tokens (``built``: its
     config object); the tensors are counted, not predicted, by
     ``posenc_lib.tools.cache_walk.walk``."""
+    import transformers
+
     kwargs = {}
-    if built.model_type == "granitemoehybrid":  # only generate() creates it
-        from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
-            HybridMambaAttentionDynamicCache)
+    if built.model_type == "granitemoehybrid" or (
+            built.model_type == "bamba" and transformers.__version__.startswith("4.")):
+        # only generate() creates it (4.57.6's Bamba likewise)
+        if built.model_type == "bamba":
+            from transformers.models.bamba.modeling_bamba import (
+                HybridMambaAttentionDynamicCache)
+        else:
+            from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
+                HybridMambaAttentionDynamicCache)
 
         # in the model's own dtype, as generate() creates it
         kwargs["past_key_values"] = HybridMambaAttentionDynamicCache(
             built, 1, next(model.parameters()).dtype)
+    elif built.model_type == "falcon_h1" and transformers.__version__.startswith("4."):
+        # likewise in 4.57.6 (5.x's model makes its own DynamicCache)
+        from transformers.models.falcon_h1.modeling_falcon_h1 import (
+            FalconHybridMambaAttentionDynamicCache)
+
+        kwargs["past_key_values"] = FalconHybridMambaAttentionDynamicCache(
+            built, 1, next(model.parameters()).dtype,
+            devices=["cpu"] * built.num_hidden_layers)
     from .cache_walk import fill_cache, walk
 
     if kwargs:
@@ -369,6 +389,8 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
         expected_softmax = softmax_scale(small)
         one = _global_config(small) if rotary else None
         train = config_reader.parse_rope_config(one).train_length if one else tokens
+        if train is None:  # the window every rotating layer attends within
+            train = per_layer.windowed_length(small)
     if train is None:
         raise ValueError("config is incomplete: the length L needs "
                          "max_position_embeddings (or original_max_position_embeddings)")
@@ -401,12 +423,14 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
                                 + (f" (rotary dim {2 * theirs.numel()} vs "
                                    f"{2 * freq.numel()})"
                                    if theirs.shape != freq.shape else ""))
-            if not math.isclose(float(module.attention_scaling), factor,
+            # a module without attention_scaling (4.57.6's RecurrentGemma)
+            # returns cos and sin unscaled
+            scale = float(getattr(module, "attention_scaling", 1.0))
+            if not math.isclose(scale, factor,
                                 rel_tol=8 * torch.finfo(torch.float64).eps):
                 entry["ok"] = False
                 problems.append(f"layer {i}: rotary attention_scaling "
-                                f"{float(module.attention_scaling):.9g}, the report "
-                                f"{factor:.9g}")
+                                f"{scale:.9g}, the report {factor:.9g}")
             x = torch.zeros(1, dtype=torch.float32)
             with torch.no_grad():
                 try:

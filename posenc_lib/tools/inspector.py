@@ -200,13 +200,15 @@ def _read_json(path: Path) -> dict:
     return config
 
 
-def trained_and_extended(config: Mapping, target_length: int | None = None) -> dict:
+def trained_and_extended(config: Mapping, target_length: int | None = None, *,
+                         window: int | None = None) -> dict:
     """The frequencies and lengths the report compares (float64).
 
     ``L`` is the length before extension where the config states one
     (``original_max_position_embeddings``), else ``max_position_embeddings``:
     the length the config allows, which need not be the length the model
-    was trained on. ``trained`` holds the frequencies in effect within ``L``:
+    was trained on; for a config that states neither, ``window`` if given (the
+    window every rotating layer attends within: no distance reaches it). ``trained`` holds the frequencies in effect within ``L``:
     plain RoPE with the config's dim and base (what was pre-trained), except for
     LongRoPE, whose short list is what runs up to ``L``. ``extended`` holds the
     config's frequencies at ``target`` (the extended length, or ``2L`` when the
@@ -219,6 +221,8 @@ def trained_and_extended(config: Mapping, target_length: int | None = None) -> d
     """
     rope = config_reader.parse_rope_config(config)
     train = rope.train_length
+    if train is None and window is not None:
+        train = window  # every rotating layer attends within it (RecurrentGemma)
     if train is None:
         raise ValueError("config is incomplete: the length L needs "
                          "max_position_embeddings (or original_max_position_embeddings)")
@@ -424,6 +428,10 @@ def _t5_buckets(num_buckets: int, max_distance: int) -> dict:
     return out
 
 
+def _windowed_length(config: Mapping) -> int | None:
+    return per_layer.windowed_length(config)
+
+
 def _global_window(config: Mapping, layers: list | None) -> int | None:
     """The window every layer with the model's global RoPE shares, if all of
     them have one (Mistral: every layer slides); else ``None``."""
@@ -519,7 +527,7 @@ def _has_layers(config: Mapping) -> bool:
 def _out_of_range(config: Mapping, target: int, window: int | None) -> dict:
     """Pairs out of range for one RoPE, judged at ``min(target, window)``: a
     layer with a window of ``w`` never sees a distance of ``w`` or more."""
-    parts = trained_and_extended(config, target)
+    parts = trained_and_extended(config, target, window=_windowed_length(config))
     judged = target if window is None else min(target, window)
     out = scaling.out_of_range_pairs(parts["trained"], parts["extended"],
                                      parts["train_length"], judged)
@@ -689,7 +697,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
         return report
     with warnings.catch_warnings(record=True) as caught:  # unknown keys, defaults
         warnings.simplefilter("always")
-        parts = trained_and_extended(global_config, target_length)
+        windowed = _windowed_length(config)
+        parts = trained_and_extended(global_config, target_length, window=windowed)
         layers = (_layers(config, parts["target_length"]) if _has_layers(config)
                   else None)
     for item in caught:
@@ -720,7 +729,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
         train_length=train, extended_length=rope.extended_length,
         train_length_from=("original_max_position_embeddings"
                            if _names_original(config, rope.rope_type)
-                           else "max_position_embeddings"),
+                           else "max_position_embeddings"
+                           if rope.train_length is not None else "window"),
         max_position_embeddings=rope.max_position_embeddings,
         target_length=target, window=window, judged_at=judged,
         layers=layers, layer_summary=layer_summary(layers) if layers else None,
@@ -981,7 +991,11 @@ def _verdict(report: dict) -> str:
     """One line: the length the config supports, and what going beyond needs."""
     n, train = report["supported_length"], report["train_length"]
     kind = report["rope_type"]
-    if kind == "dynamic":
+    if report.get("train_length_from") == "window" and kind == "default":
+        head = (f"no length limit from the rotation: every rotating layer attends "
+                f"within {train:,} tokens, so the distances it rotates by never grow "
+                f"with the input (the config states no length)")
+    elif kind == "dynamic":
         head = (f"supported up to {n:,} tokens with plain frequencies; beyond, "
                 f"dynamic NTK raises the base with the length, so keys cached before "
                 f"the change need re-rotation or a fresh prefill")
@@ -1154,9 +1168,12 @@ def _format_report(report: dict) -> str:
     extended, train = report["extended_length"], report["train_length"]
     if report["train_length_from"] == "original_max_position_embeddings":
         lengths = f"L = {train:,} (original_max_position_embeddings, before extension)"
+    elif report["train_length_from"] == "window":
+        lengths = (f"L = {train:,} (the config states no length; every rotating "
+                   f"layer attends within this window, so no distance reaches it)")
     else:
         lengths = f"L = {train:,} (max_position_embeddings, the length the config allows)"
-    if extended == report["max_position_embeddings"]:
+    if extended is not None and extended == report["max_position_embeddings"]:
         lengths += f", L' = {extended:,} (max_position_embeddings)"
     elif extended:
         lengths += (f", L' = {extended:,} (factor x L; max_position_embeddings "
@@ -1252,7 +1269,9 @@ def _serving_rows(report: dict, row) -> None:
             f"{ATTENTION.get(kind, kind)} {info['layers']} layers "
             + (f"{info['bytes_per_token'] / 1024:,.4g} KiB/token" if info["kv"]
                else "no KV")
-            + (f", window {info['window']:,} (keeps {info['cap']:,} tokens)"
+            + (f", window {info['window']:,} (keeps {info['cap']:,} tokens"
+               + (", allocated at the first token)" if info.get("preallocated")
+                  else ")")
                if info["window"] and info["cap"] else
                f", window {info['window']:,}" if info["window"] else "")
             for kind, info in cache["by_layer_type"].items())

@@ -76,7 +76,21 @@ SPECIAL = {
     "zamba2": {"hybrid_layer_ids": [2, 5]},
     "deepseek_v2": {"n_routed_experts": 2, "num_experts_per_tok": 1,
                     "topk_method": "greedy"},
-    "dots1": {"n_routed_experts": 2, "num_experts_per_tok": 1},
+    "dots1": {"n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1},
+    # class defaults that do not build (5.24.0): Lfm2MoeConfig has no
+    # layer_types, Qwen4ExpTextConfig no indexer sizes for its indexed layers,
+    # and LongCat-Flash's top-1 routing fails in its expert loop
+    "lfm2_moe": {"layer_types": ["conv", "conv", "full_attention", "conv", "conv",
+                                 "full_attention"]},
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1,
+                       "indexer_head_dim": 256, "indexer_budget": 8,
+                       "indexer_compress_ratio": 4},
+    "longcat_flash": {"moe_topk": 2},
+    # BambaConfig's attention layers (9, 18, 27) lie beyond the six kept
+    "bamba": {"attn_layer_indices": [2, 5]},
+    # JetMoeConfig (4.57.6) sets num_attention_heads = num_key_value_heads x
+    # num_experts_per_tok: two of each make the shrunk four heads consistent
+    "jetmoe": {"num_local_experts": 2, "num_experts_per_tok": 2},
     "nemotron": {"num_key_value_heads": 2},
     "dbrx": {"attn_config": {"clip_qkv": 8, "kv_n_heads": 2, "rope_theta": 10000.0},
              "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 2,
@@ -88,6 +102,22 @@ SPECIAL = {
     # too, whose state 4.57 and 5.x cache differently
     "lfm2": {"layer_types": ["conv", "conv", "full_attention", "conv", "conv",
                              "full_attention"]},
+}
+#: The same, where 5.x's class takes the layout from ``layer_types`` (its
+#: attribute_map's ``layers_block_type``), which the generic shrink cuts to the
+#: first layers of the default: attention kept at layers 2 and 5.
+SPECIAL_5 = {
+    # CohereCompassTextConfig's default has no rope_parameters at all (each
+    # layer type needs its entry): two bases, sliding and full layers
+    "cohere_compass_text": {
+        "layer_types": ["sliding_attention"] * 3 + ["full_attention"]
+        + ["sliding_attention"] * 2,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 500000.0}}},
+
+    "zamba2": {"layer_types": ["mamba", "mamba", "hybrid", "mamba", "mamba",
+                               "hybrid"]},
 }
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 32
 #: Encoder classes that serve as causal LMs only with is_decoder=True (their
@@ -165,10 +195,15 @@ def shrunk(model_type: str):
         keep = min(n, LAYERS_OF.get(text.model_type, LAYERS))
         put("num_hidden_layers", keep)
         types = getattr(text, "layer_types", None)
-        if isinstance(types, list) and len(types) == n:
+        # (5.x FalconH1Config maps layer_types to a read-only property)
+        settable = not isinstance(getattr(cls, amap.get("layer_types", "layer_types"),
+                                          None), property)
+        if isinstance(types, list) and len(types) == n and settable:
             kw["layer_types"] = types[:keep]
-    kw.update({k: v for k, v in SPECIAL.get(text.model_type, {}).items()
-               if v is not None})
+    special = dict(SPECIAL.get(text.model_type, {}))
+    if _transformers_major() >= 5:
+        special.update(SPECIAL_5.get(text.model_type, {}))
+    kw.update({k: v for k, v in special.items() if v is not None})
     for k, v in SPECIAL.get(text.model_type, {}).items():
         if v is None:
             kw.pop(k, None)
@@ -185,6 +220,12 @@ def shrunk(model_type: str):
                 for k, v in o.items()}
             for i, o in overrides.items() if i < keep}
     return cls, kw
+
+
+def _transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
 
 
 def _per_layer_overrides(text) -> dict[int, dict]:
@@ -384,10 +425,19 @@ def observe(model, built, model_type: str | None = None) -> dict:
 
     hooks = []
     blocks = _decoder_layers(model)
+    # a block of several attention sublayers, each with its own cache index
+    # (LongCat-Flash: self_attn[0] and [1] are layers 2i and 2i + 1): the
+    # attention modules' layer_idx, as the library counts its layers
+    inner = [m for b in blocks for m in b.modules() if m is not b
+             and isinstance(getattr(m, "layer_idx", None), int)]
+    if len({m.layer_idx for m in inner}) > len(blocks):
+        blocks = []
+        for m in inner:
+            hooks.append(m.register_forward_pre_hook(pre_hook))
     for index, m in enumerate(blocks):
         hooks.append(m.register_forward_pre_hook(
             functools.partial(_set_layer, current, index)))
-    if not blocks:
+    if not blocks and not hooks:
         for m in model.modules():
             if isinstance(getattr(m, "layer_idx", None), int):
                 hooks.append(m.register_forward_pre_hook(pre_hook))
@@ -453,6 +503,14 @@ def filled_cache(model, built, tokens: int):
                 cache = out.past_key_values
         except Exception:  # noqa: BLE001 -- recorded as "no cache" by the caller
             cache = None
+    if cache is None:  # 5.x RecurrentGemma drops its cache: pass one, as generate()
+        from .cache_walk import _given_cache
+
+        def run(**kwargs):
+            with torch.no_grad():
+                model(input_ids=ids, use_cache=True, **kwargs)
+
+        cache = _given_cache(model, built, run)
     return cache
 
 

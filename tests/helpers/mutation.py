@@ -412,7 +412,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "kv = kind not in NO_KV", "kv = True",
        [], "KV bytes counted on convolution, linear-attention and Mamba layers too"),
     _m("serving-window-keeps-all", "serving.py",
-       'info["cap"] = window - 1', 'info["cap"] = window',
+       'info["cap"] = window if preallocated else window - 1',
+       'info["cap"] = window',
        [], "a sliding cache sized at the window, not the window - 1 tokens kept"),
     _m("serving-chunk-is-full", "serving.py",
        'windows += [x.window for x in layout if x.attention == "chunked_attention"]',
@@ -1025,8 +1026,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '            out["rope_parameters"] = {**block}',
        [], "GraniteSWA's per-layer base ignored (every layer at the global one)"),
     _m("lfm3-state-unsized", "serving.py",
-       'if model_type == "lfm3" or (model_type == "lfm2"',
-       'if model_type == "lfm3x" or (model_type == "lfm2"',
+       'if model_type in ("lfm3", "lfm2_moe") or (model_type == "lfm2"',
+       'if model_type in ("lfm3x", "lfm2_moe") or (model_type == "lfm2"',
        [], "LFM3's convolution state sized as 4.57.6's LFM2 (on every layer)"),
     _m("dots1-window-layers-ignored", "per_layer.py",
        '        _kind(get("sliding_window") is None or i < _validate.nonnegative_int(',
@@ -1052,8 +1053,8 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "transformers 5.x's plain RoPE of a Llama-style class read with the "
        "config's partial_rotary_factor (5.x rotates the whole head)"),
     _m("partial-5x-set-missing-llama", "config_reader.py",
-       '    "llama", "llama4_text", ',
-       '    "llama4_text", ',
+       '    "lfm3", "llama", "llama4_text", ',
+       '    "lfm3", "llama4_text", ',
        [], "one Llama-style class left out of the 5.x whole-head list"),
     _m("partial-unread-5x-block-kept", "config_reader.py",
        '        if in_block:  # 5.x: its rotary module is built over head_dim all the same\n',
@@ -1149,6 +1150,62 @@ MUTANTS: tuple[Mutant, ...] = (
        '',
        [], "a layer's own rope_parameters entry taken for a file's one-block "
        "rope_parameters (and replaced by the class defaults)"),
+    _m("defaults-5-changed-ignored", "config_reader.py",
+       "    if changed and _reading_major(transformers_version) >= 5:\n",
+       "    if changed and False:\n",
+       ["09_models"], "a field a 5.x config class fills in with another default than 4.57.6's "
+       "(Cohere's, Falcon-H1's, OLMo 3's, Persimmon's rope_theta) read as 4.57.6's"),
+    _m("olmo3-sliding-top-base", "per_layer.py",
+       "    return five if major >= 5 else top\n", "    return top\n",
+       ["09_models"], "OLMo 3's sliding layers of a 4.x-layout file given the top-level base "
+       "under 5.x (Olmo3Config gives them its default)"),
+    _m("falcon-h1-state-unsized", "serving.py",
+       '    if model_type == "falcon_h1":\n', '    if False:\n',
+       [], "Falcon-H1's Mamba state (on every layer) not counted"),
+    _m("falcon-h1-keys-slide", "serving.py",
+       '                 "falcon_h1": "FalconHybridMambaAttentionDynamicCache"}',
+       '                 "falcon_h1_": "FalconHybridMambaAttentionDynamicCache"}',
+       [], "Falcon-H1's keys and values capped at a sliding_window it never uses"),
+    _m("recurrent-gemma-keys-grow", "serving.py",
+       "            if preallocated:\n", "            if False:\n",
+       [], "RecurrentGemma's attention buffer (4.57.6) counted as growing with the "
+       "tokens, not allocated for the whole window at the first one"),
+    _m("recurrent-gemma-lru-in-dtype", "serving.py",
+       "lru * 4 + lru * steps * b", "lru * b + lru * steps * b",
+       [], "RecurrentGemma's RG-LRU state in the model's dtype (it is float32)"),
+    _m("nemotron-h-ssm-in-dtype", "serving.py",
+       "        return {\"bytes\": layers * (conv * b + ssm * 4), \"layers\": layers,\n"
+       "                \"what\": what}\n    if model_type == \"recurrent_gemma\":",
+       "        return {\"bytes\": layers * (conv * b + ssm * b), \"layers\": layers,\n"
+       "                \"what\": what}\n    if model_type == \"recurrent_gemma\":",
+       [], "Nemotron-H's SSM state in the model's dtype (5.24.0 keeps it in float32)"),
+    _m("nemotron-h-legacy-names", "serving.py",
+       'legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}',
+       "legacy = {}",
+       [], "Nemotron-H's mamba_n_groups / mamba_d_conv (old names its class still "
+       "reads) ignored for the class defaults"),
+    _m("nemotron-h-layers-from-count", "config_reader.py",
+       '    if text.get("model_type") == "nemotron_h":  # the block list\'s length\n',
+       '    if False:\n',
+       [], "Nemotron-H's layer count read from num_hidden_layers, which its class "
+       "ignores (the block pattern's length counts)"),
+    _m("longcat-decoder-layers", "config_reader.py",
+       "        return 2 * layers\n    hidden = _validate", "        return layers\n    hidden = _validate",
+       [], "LongCat-Flash's cache layers counted as its decoder layers (each holds "
+       "two attention sublayers, each with its own cache)"),
+    _m("alias-target-wins", "config_reader.py",
+       "    return own if given is None else given\n",
+       "    return given if own is None else own\n",
+       [], "JetMoE's kv_channels (GLM-4-MoE-Lite's qk_rope_head_dim) kept beside a "
+       "head_dim that its class's attribute_map sets after it"),
+    _m("bamba-state-unsized", "serving.py",
+       '    "bamba": {"mamba_n_heads": 128,', '    "bamba_": {"mamba_n_heads": 128,',
+       [], "Bamba's Mamba-2 state not counted"),
+    _m("bamba-layer-types-read", "per_layer.py",
+       '    if model_type == "bamba" and given is not None:',
+       '    if False:',
+       [], "a layer_types key read for Bamba, whose 4.57.6 class takes its attention "
+       "layers from attn_layer_indices"),
 )
 
 
