@@ -194,3 +194,27 @@ def test_olmo3_sliding_layers_of_a_4x_layout_file_read_per_release():
                                    transformers_version="4.57.6")
         if entry["raw"].get("rope_theta", 500_000.0) != 500_000.0:
             assert conformance.verdict(four) == "disagree", entry["kind"]
+
+
+def test_an_alias_beside_its_target_wins_as_the_class_sets_it():
+    """JetMoE's ``head_dim`` beside ``kv_channels`` (its ``attribute_map``), and
+    5.x GLM-4-MoE-Lite's beside ``qk_rope_head_dim``: the class sets the keyword
+    after its own field, and the tiny models of both releases rotate and cache
+    ``head_dim`` features. Every stored form with the two given apart agrees
+    with the library (which once refused them as ambiguous)."""
+    found = []
+    for path in RESULTS:
+        stored = _load(path)
+        for entry in stored["entries"]:
+            raw = entry["raw"]
+            target = {"jetmoe": "kv_channels",
+                      "glm4_moe_lite": "qk_rope_head_dim"}.get(entry["model_type"])
+            if not entry["accepted"] or target is None or raw.get("head_dim") is None \
+                    or raw.get(target) in (None, raw["head_dim"]):
+                continue
+            diffs = conformance.compare(entry["observed"], raw,
+                                        transformers_version=stored["transformers"])
+            found.append((entry["model_type"], stored["transformers"],
+                          conformance.verdict(diffs)))
+    assert len(found) >= 3, found
+    assert all(v != "disagree" for *_, v in found), found

@@ -464,3 +464,20 @@ def test_olmo3_sliding_layers_take_the_top_level_base_in_4x():
     with pytest.warns(config_reader.VersionDependentWarning):
         assert per_layer.layer_config(config, 0, transformers_version="4.57.6")[
             "rope_theta"] == 12345.0
+
+
+def test_bamba_takes_its_attention_layers_from_attn_layer_indices():
+    """A ``layer_types`` key in a Bamba config: 4.57.6's BambaConfig keeps it as
+    an attribute nothing reads and builds its layers from
+    ``attn_layer_indices`` (``layers_block_type``); the library does the same
+    and warns (it once followed the key)."""
+    config = {"model_type": "bamba", **TINY, "num_hidden_layers": 4,
+              "attn_layer_indices": [1], "rope_theta": 1e4,
+              "layer_types": ["full_attention"] * 4}
+    fields = {k: v for k, v in config.items() if k != "model_type"}
+    built = CONFIG_MAPPING["bamba"](**fields)
+    expected = ["full_attention" if t == "attention" else "mamba"
+                for t in built.layers_block_type]
+    with pytest.warns(config_reader.IgnoredKeyWarning, match="attn_layer_indices"):
+        assert per_layer.layer_types(config) == expected == [
+            "mamba", "full_attention", "mamba", "mamba"]
