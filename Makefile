@@ -339,6 +339,18 @@ state-dtypes: $(INSTALLED) $(PY5) ## every tiny model's cache in bfloat16, in 4.
 hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, with transformers 5.x (results/hybrid-caches-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/hybrid_caches.py --out results/hybrid-caches-5.json
 
+# Not part of make test (about 10 s and 30 s): which names every registered
+# config class reads for six positional fields, with generated forms, in 4.x
+# and 5.x (results/config-names-*.json), condensed into the package's table
+# posenc_lib/data/config_names.json; tests/test_config_names.py rebuilds the
+# 4.x side live and judges the library on both.
+.PHONY: config-names
+config-names: $(INSTALLED) $(PY5) ## the names each config class reads for layers, heads, length, window (results/config-names-*.json)
+	nice -n 10 $(PY) scripts/config_names.py probe --out results/config-names-4.json
+	nice -n 10 $(PY5) scripts/config_names.py probe --out results/config-names-5.json
+	$(PY) scripts/config_names.py table results/config-names-4.json \
+	    results/config-names-5.json --out posenc_lib/data/config_names.json
+
 # Not part of make test (CI has no GPU). On one CUDA GPU, in under 5 minutes:
 # benchmarks/rope_speed.py in float32 and bfloat16 (fused_apply against
 # transformers and the copy bandwidth), diagnose on kernels that run on the

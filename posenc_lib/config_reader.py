@@ -23,7 +23,11 @@ config is ambiguous and a ``ValueError`` says so.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
+import functools
+import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -162,6 +166,10 @@ NOT_ROTARY["nemotron_h"] = "no positional encoding (NoPE)"
 
 #: Names config classes give the layer count (their ``attribute_map`` maps them
 #: onto ``num_hidden_layers``: GPT-2 ``n_layer``, MPT/DBRX ``n_layers``, ...).
+#: All are read for a model type neither transformers release registers; a
+#: registered type's config is first reduced to the names its own class reads
+#: (``posenc_lib/data/config_names.json``, measured by
+#: ``scripts/config_names.py``).
 LAYER_ALIASES = ("num_hidden_layers", "n_layer", "num_layers", "n_layers",
                  "decoder_layers")
 
@@ -531,14 +539,136 @@ def _alias_wins(config: Mapping, alias: str, target: str, cls: str):
     return own if given is None else given
 
 
+#: The release whose config classes :func:`_class_names` follows, where a
+#: caller names one (``transformers_version=``); ``None``: the installed one.
+_RELEASE = contextvars.ContextVar("posenc_reading_release", default=None)
+
+
+@contextlib.contextmanager
+def reading_release(transformers_version: str | None):
+    """Within the block, config keys are named as the classes of
+    ``transformers_version`` read them (:func:`_class_names`); ``None`` leaves
+    the reading as it is (the caller's, else the installed release's). The
+    functions that take ``transformers_version=`` run their body in it (a
+    ``with`` adds no frame, so their warnings still point at their caller)."""
+    if transformers_version is None:
+        yield
+        return
+    token = _RELEASE.set(transformers_version)
+    try:
+        yield
+    finally:
+        _RELEASE.reset(token)
+
+
+@functools.cache
+def _names_table() -> tuple[dict, dict]:
+    """``(names, {major: {model_type: {field: (order, keep, unordered)}}})`` from
+    ``data/config_names.json`` (see :func:`_class_names`)."""
+    from importlib import resources
+
+    raw = json.loads(resources.files("posenc_lib").joinpath(
+        "data", "config_names.json").read_text("utf-8"))
+    releases = {}
+    for release, groups in raw["releases"].items():
+        types = {}
+        for group in groups:
+            fields = {f: ((f,), (), False) if v == 1 else (tuple(v), (), False)
+                      if isinstance(v, list) else (tuple(v["order"]),
+                                                   tuple(v.get("keep", ())),
+                                                   v.get("unordered", False))
+                      for f, v in group["fields"].items()}
+            types.update(dict.fromkeys(group["types"], fields))
+        releases[int(release.split(".")[0])] = types
+    return raw["fields"], releases
+
+
+def _names_as(text: dict, record: dict, names: dict) -> tuple[dict, list[str]]:
+    """``text`` with each field of ``record`` as that class reads it, and what
+    it drops."""
+    out, dropped = dict(text), []
+    for name, (order, keep, unordered) in record.items():
+        given = [n for n in order if out.get(n) is not None]
+        if unordered and len({repr(out[n]) for n in given}) > 1:
+            raise ValueError(f"config is ambiguous: {', '.join(given)} all set "
+                             f"{name}, and which one wins depends on the class's other "
+                             f"fields; give one of them")
+        read = out[given[0]] if given else None
+        for n in names[name]:
+            if n not in order and n not in keep and out.get(n) is not None:
+                value = out.pop(n)  # said only where it is not the value read
+                if value != read:
+                    dropped.append(f"{n}={value!r} (not read as {name})")
+        if given:
+            value = out[given[0]]
+            dropped += [f"{n}={out[n]!r} (it takes {name}={value!r} from "
+                        f"{given[0]})" for n in given[1:] if out[n] != value]
+            out.update(dict.fromkeys({name, *given}, value))
+    return out, dropped
+
+
+def _only_release(model_type: str | None) -> int | None:
+    """4 or 5 where only that transformers release registers ``model_type``
+    (4.57.6 or 5.24.0: the types of :func:`_names_table`), else ``None``."""
+    has = [major for major, types in _names_table()[1].items() if model_type in types]
+    return has[0] if len(has) == 1 else None
+
+
+def _class_names(text: dict, model_type: str | None) -> dict:
+    """``text`` with six positional fields (layers, hidden size, heads, key
+    heads, length, window) under their own names, as ``model_type``'s config
+    class reads them: from the names its ``attribute_map`` or ``__init__`` maps
+    onto each field, the winner first where several are given (DBRX's
+    ``max_seq_len``, Step-3.5's ``num_attention_groups``, BLOOM's ``n_embed``
+    over ``hidden_size``), without the names the class does not read as the
+    field (``n_layer`` in a Llama config), each dropped value named in an
+    :class:`IgnoredKeyWarning`; a ``ValueError`` where the names disagree and
+    no order of them predicts the class (one field of one 5.x class). The
+    table is measured on the classes of transformers 4.57.6 and 5.24.0
+    (``scripts/config_names.py``; checked by ``tests/test_config_names.py``);
+    it is read as the requested release reads it (the ``transformers_version``
+    of the calling function, else the installed one), with a
+    :class:`VersionDependentWarning` where the other would differ. A type
+    neither release registers is left as it is."""
+    from ._versions import MIMICKED_VERSIONS
+
+    names, releases = _names_table()
+    major = _reading_major(_RELEASE.get())
+    here, there = (releases.get(m, {}).get(model_type) for m in (major, 9 - major))
+    if here is None and there is None:
+        return text
+    out, dropped = _names_as(text, here if here is not None else there, names)
+    if here is not None and there is not None:
+        other = _names_as(text, there, names)[0]
+        # a key the file gives, or one both releases hold, read differently
+        differ = sorted(k for k in {*other, *out}
+                        if (k in text or (k in other and k in out))
+                        and other.get(k) != out.get(k))
+        if differ:
+            warnings.warn(
+                f"{model_type}: transformers {MIMICKED_VERSIONS[9 - major]} reads "
+                + ", ".join(f"{f}={other.get(f)!r}" for f in differ) + " from this "
+                f"config, {MIMICKED_VERSIONS[major]} (read here) "
+                + ", ".join(f"{f}={out.get(f)!r}" for f in differ),
+                VersionDependentWarning, stacklevel=5)
+    if dropped:
+        warnings.warn(f"{model_type}: its config class ignores "
+                      + "; ".join(dropped), IgnoredKeyWarning, stacklevel=5)
+    return out
+
+
 def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
-    """The mapping that holds the language model's fields, and the model_type."""
+    """The mapping that holds the language model's fields, and the model_type
+    (six positional fields named as its config class reads them:
+    :func:`_class_names`)."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "
                          f"{type(config).__name__}")
     model_type = config.get("model_type")
     model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     text = config.get("text_config")
+    if text is None:
+        config = _class_names(dict(config), model_type)
     if text is None and model_type == "modernbert-decoder" and \
             config.get("global_rope_theta"):
         # ModernBertDecoderConfig maps rope_theta onto global_rope_theta, and
@@ -581,6 +711,8 @@ def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     if not isinstance(text, Mapping):
         raise ValueError(f"text_config must be a mapping, got {type(text).__name__}")
     merged = dict(text)
+    if isinstance(text.get("model_type"), str):
+        merged = _class_names(merged, text["model_type"])
     for key in ("rope_theta", "rope_scaling", "rope_parameters", "hidden_size",
                 "num_attention_heads", "head_dim", "max_position_embeddings",
                 "partial_rotary_factor"):
@@ -708,7 +840,24 @@ def _head_dim(config: Mapping) -> int:
     return hidden // heads
 
 
-def _partial_factor(config: Mapping, block: dict, layout: str) -> float:
+def _block_wins(values: dict, key: str, model_type: str | None):
+    """``values[key]``, the rope block's, where only transformers 5.x registers
+    ``model_type``: its ``standardize_rope_params`` and
+    ``convert_rope_params_to_dict`` (5.24.0, ``modeling_rope_utils.py``) put a
+    top-level value in with ``setdefault``, so the block's wins; ``None``
+    elsewhere (4.57.6 reads the top level, and a file both read is refused)."""
+    if key not in values or _only_release(model_type) != 5:
+        return None
+    ignored = {k: v for k, v in values.items() if k != key and v != values[key]}
+    warnings.warn(f"{ignored} ignored: transformers 5.x, the only release with "
+                  f"model_type {model_type!r}, keeps the {key} (its config class "
+                  f"sets the top-level value with setdefault)", IgnoredKeyWarning,
+                  stacklevel=6)
+    return values[key]
+
+
+def _partial_factor(config: Mapping, block: dict, layout: str,
+                    model_type: str | None = None) -> float:
     found = {}
     for name, source in (("partial_rotary_factor", config), ("rotary_pct", config)):
         if source.get(name) is not None:
@@ -720,7 +869,12 @@ def _partial_factor(config: Mapping, block: dict, layout: str) -> float:
     values = {name: _validate.finite_float(name, v, greater_than=0.0)
               for name, v in found.items()}
     if len(set(values.values())) > 1:
-        raise ValueError(f"config is ambiguous: {values} disagree on the rotated share")
+        block_value = _block_wins(values, "rope_parameters.partial_rotary_factor",
+                                  model_type)
+        if block_value is None:
+            raise ValueError(f"config is ambiguous: {values} disagree on the rotated "
+                             f"share")
+        values = {"rope_parameters.partial_rotary_factor": block_value}
     factor = next(iter(values.values()), 1.0)
     if factor > 1:
         raise ValueError(f"partial_rotary_factor must be <= 1, got {factor}")
@@ -751,7 +905,10 @@ def _base(config: Mapping, block: dict, layout: str, model_type: str | None) -> 
     values = {name: _validate.finite_float(name, v, greater_than=1.0)
               for name, v in found.items()}
     if len(set(values.values())) > 1:
-        raise ValueError(f"config is ambiguous: {values} disagree on the RoPE base")
+        block_value = _block_wins(values, "rope_parameters.rope_theta", model_type)
+        if block_value is None:
+            raise ValueError(f"config is ambiguous: {values} disagree on the RoPE base")
+        return block_value
     if values:
         return next(iter(values.values()))
     if model_type in FIXED_BASE:
@@ -1004,191 +1161,195 @@ def parse_rope_config(config: Mapping, *,
         UnknownRopeKeyWarning: for a key of the rope block that transformers
             does not read; the key is ignored, as transformers ignores it.
     """
-    if transformers_version is not None:
-        _reading_major(transformers_version)  # a ValueError for a bad version
-    text, model_type = _text_config(config)
-    if model_type in NOT_ROTARY:
-        raise ValueError(f"model_type {model_type!r} uses {NOT_ROTARY[model_type]}, not "
-                         f"rotary embeddings: there are no RoPE frequencies to compute")
-    if _granite_nope(text, model_type):
-        raise ValueError(
-            f"position_embedding_type is {text.get('position_embedding_type')!r}, not "
-            f"'rope': GraniteMoeHybridModel builds no rotary embedding (no positional "
-            f"encoding at all); there are no RoPE frequencies to compute")
-    if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
-                             and text["attn_config"].get("alibi")):
-        raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
-                         "are no RoPE frequencies to compute")
-    if _fills_per_type_rope(_raw_text_config(config)[0], model_type):
-        warn_defaults(["rope_parameters"], {"rope_parameters": PER_TYPE_ROPE_DEFAULTS[
-            (model_type or "").removesuffix("_text")]}, model_type, stacklevel=3)
-    text = _legacy_keys_dropped(text, model_type)
-    text = _full_attention_overrides(text, model_type)
-    defaults = release_defaults(model_type, transformers_version)
-    scaled_default = defaults.get("rope_scaling")
-    scaled_used = (scaled_default is not None
-                   and not {"rope_scaling", "rope_parameters"} & set(text))
-    if scaled_used:
-        # the class's default rope_scaling is a scaled one (Apertus, gpt-oss): a
-        # config without the key gets it; an explicit null keeps it off
-        text = {**text, "rope_scaling": dict(scaled_default)}
-    block, layout = _rope_block(text)
-    if model_type == "phi3" and layout.startswith("4.x") and \
-            set(block) != {"type", "short_factor", "long_factor"}:
-        raise ValueError(f"Phi3Config (transformers 4.57) accepts rope_scaling with "
-                         f"exactly the keys type, short_factor and long_factor, got "
-                         f"{sorted(block)}")
-    used: list = ["rope_scaling"] if scaled_used else []
-    text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used,
-                          defaults)
-    # A default share of 1.0 is also the generic fallback: nothing to report.
-    used = [n for n in used if defaults[n] != 1.0]
-    warn_defaults(used, defaults, model_type, stacklevel=4)
-    _warn_changed_defaults(used, model_type, transformers_version)
-    # Independent checks: every problem is collected, then one error lists them.
-    problems = _Problems()
-    base = problems.check(_base, text, block, layout, model_type)
-    partial = problems.check(_partial_factor, text, block, layout)
-    rope_type = problems.check(_method, block, model_type, layout)
-    mrope = block.get("mrope_section")
-    alpha = None
-    if rope_type == "dynamic" and model_type in NTK_ALPHA_MODELS:
-        # HunYuan*RotaryEmbedding: `rope_type == "dynamic" and rope_scaling["alpha"]`
-        # (a KeyError without the key); its config class validates nothing.
-        if "alpha" not in block:
-            problems.messages.append(f"model_type {model_type!r} with rope_type "
-                                     f"'dynamic' needs alpha (its rotary module reads "
-                                     f"rope_scaling['alpha'])")
-        alpha = block.pop("alpha", None) or None
-        block = {k: v for k, v in block.items() if k in ("factor",)}
-    if rope_type is not None and alpha is None:
-        _check_keys(rope_type, block, problems)
-    _check_values({**block, "alpha": alpha}, problems)
-    head_dim = problems.check(_head_dim, text)
-    if alpha is not None and text.get("head_dim") is None:
-        problems.messages.append(f"model_type {model_type!r} with an NTK alpha needs "
-                                 f"head_dim (its rotary module reads config.head_dim)")
-    rotary_dim = text.get("rotary_dim")  # GPT-J, CodeGen (4.x); MiniMax-M2
-    if rotary_dim is not None and head_dim is not None and partial is not None:
-        # GPTJAttention rotates the first rotary_dim features; MiniMaxM2Config
-        # (5.x) turns it into partial_rotary_factor = rotary_dim / head_dim
-        rotary_dim = problems.check(_validate.positive_int, "rotary_dim", rotary_dim)
-        if rotary_dim is not None and rotary_dim > head_dim:
-            problems.messages.append(f"rotary_dim {rotary_dim} exceeds head_dim "
-                                     f"{head_dim}")
-        elif rotary_dim is not None:
-            if partial != 1.0 and partial != rotary_dim / head_dim:
+    with reading_release(transformers_version):
+        if transformers_version is not None:
+            _reading_major(transformers_version)  # a ValueError for a bad version
+        text, model_type = _text_config(config)
+        if model_type in NOT_ROTARY:
+            raise ValueError(f"model_type {model_type!r} uses {NOT_ROTARY[model_type]}, not "
+                             f"rotary embeddings: there are no RoPE frequencies to compute")
+        if _granite_nope(text, model_type):
+            raise ValueError(
+                f"position_embedding_type is {text.get('position_embedding_type')!r}, not "
+                f"'rope': GraniteMoeHybridModel builds no rotary embedding (no positional "
+                f"encoding at all); there are no RoPE frequencies to compute")
+        if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
+                                 and text["attn_config"].get("alibi")):
+            raise ValueError("config uses ALiBi (alibi=true), not rotary embeddings: there "
+                             "are no RoPE frequencies to compute")
+        if _fills_per_type_rope(_raw_text_config(config)[0], model_type):
+            warn_defaults(["rope_parameters"], {"rope_parameters": PER_TYPE_ROPE_DEFAULTS[
+                (model_type or "").removesuffix("_text")]}, model_type, stacklevel=3)
+        text = _legacy_keys_dropped(text, model_type)
+        text = _full_attention_overrides(text, model_type)
+        defaults = release_defaults(model_type, transformers_version)
+        scaled_default = defaults.get("rope_scaling")
+        scaled_used = (scaled_default is not None
+                       and not {"rope_scaling", "rope_parameters"} & set(text))
+        if scaled_used:
+            # the class's default rope_scaling is a scaled one (Apertus, gpt-oss): a
+            # config without the key gets it; an explicit null keeps it off
+            text = {**text, "rope_scaling": dict(scaled_default)}
+        block, layout = _rope_block(text)
+        if model_type == "phi3" and layout.startswith("4.x") and \
+                set(block) != {"type", "short_factor", "long_factor"}:
+            raise ValueError(f"Phi3Config (transformers 4.57) accepts rope_scaling with "
+                             f"exactly the keys type, short_factor and long_factor, got "
+                             f"{sorted(block)}")
+        used: list = ["rope_scaling"] if scaled_used else []
+        text = _with_defaults(text, block if layout == "5.x" else {}, model_type, used,
+                              defaults)
+        # A default share of 1.0 is also the generic fallback: nothing to report.
+        used = [n for n in used if defaults[n] != 1.0]
+        warn_defaults(used, defaults, model_type, stacklevel=4)
+        _warn_changed_defaults(used, model_type, transformers_version)
+        # Independent checks: every problem is collected, then one error lists them.
+        problems = _Problems()
+        base = problems.check(_base, text, block, layout, model_type)
+        partial = problems.check(_partial_factor, text, block, layout, model_type)
+        rope_type = problems.check(_method, block, model_type, layout)
+        mrope = block.get("mrope_section")
+        alpha = None
+        if rope_type == "dynamic" and model_type in NTK_ALPHA_MODELS:
+            # HunYuan*RotaryEmbedding: `rope_type == "dynamic" and rope_scaling["alpha"]`
+            # (a KeyError without the key); its config class validates nothing.
+            if "alpha" not in block:
+                problems.messages.append(f"model_type {model_type!r} with rope_type "
+                                         f"'dynamic' needs alpha (its rotary module reads "
+                                         f"rope_scaling['alpha'])")
+            alpha = block.pop("alpha", None) or None
+            block = {k: v for k, v in block.items() if k in ("factor",)}
+        if rope_type is not None and alpha is None:
+            _check_keys(rope_type, block, problems)
+        _check_values({**block, "alpha": alpha}, problems)
+        head_dim = problems.check(_head_dim, text)
+        if alpha is not None and text.get("head_dim") is None:
+            problems.messages.append(f"model_type {model_type!r} with an NTK alpha needs "
+                                     f"head_dim (its rotary module reads config.head_dim)")
+        rotary_dim = text.get("rotary_dim")  # GPT-J, CodeGen (4.x); MiniMax-M2
+        if rotary_dim is not None and head_dim is not None and partial is not None:
+            # GPTJAttention rotates the first rotary_dim features; MiniMaxM2Config
+            # (5.x) turns it into partial_rotary_factor = rotary_dim / head_dim
+            rotary_dim = problems.check(_validate.positive_int, "rotary_dim", rotary_dim)
+            if rotary_dim is not None and rotary_dim > head_dim:
+                problems.messages.append(f"rotary_dim {rotary_dim} exceeds head_dim "
+                                         f"{head_dim}")
+            elif rotary_dim is not None:
+                if partial != 1.0 and partial != rotary_dim / head_dim:
+                    problems.messages.append(
+                        f"config is ambiguous: rotary_dim {rotary_dim} of head_dim "
+                        f"{head_dim} but partial_rotary_factor {partial}")
+                partial = rotary_dim / head_dim
+        if rope_type == "default" and head_dim is not None and partial is not None \
+                and partial != 1.0 and (model_type or "").removesuffix("_text") in \
+                _WHOLE_HEAD_5_NAMES:
+            partial = _default_share(partial, head_dim, model_type, transformers_version)
+        if head_dim is not None and partial is not None:
+            dim = int(head_dim * partial)
+            if dim < 2 or dim % 2:
                 problems.messages.append(
-                    f"config is ambiguous: rotary_dim {rotary_dim} of head_dim "
-                    f"{head_dim} but partial_rotary_factor {partial}")
-            partial = rotary_dim / head_dim
-    if rope_type == "default" and head_dim is not None and partial is not None \
-            and partial != 1.0 and (model_type or "").removesuffix("_text") in \
-            _WHOLE_HEAD_5_NAMES:
-        partial = _default_share(partial, head_dim, model_type, transformers_version)
-    if head_dim is not None and partial is not None:
-        dim = int(head_dim * partial)
-        if dim < 2 or dim % 2:
-            problems.messages.append(
-                f"the rotary dim int(head_dim * partial_rotary_factor) = "
-                f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
-    max_len = problems.check(_max_length, text)
-    top_original = problems.check(_optional_length, text,
-                                  "original_max_position_embeddings")
-    block_original = block.get("original_max_position_embeddings")
-    if block_original is not None:
-        block_original = problems.check(_positive_length,
-                                        "original_max_position_embeddings",
-                                        block_original)
-    problems.raise_if_any()
-    params = {k: v for k, v in block.items()
-              if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
-    original = factor = None
-    if "factor" in params and params["factor"] is not None:
-        factor = _validate.finite_float("factor", params["factor"], greater_than=0.0)
-    dynamic_params = None
-    if rope_type == "proportional":  # the whole head, p kept as a parameter
-        params["partial_rotary_factor"] = partial
-        dim = head_dim
-    if alpha is not None:
-        dim, rope_type = head_dim, "ntk"  # base · alpha^(d/(d-2)), d = head_dim
-        dynamic_params = ({"factor": factor, "max_position_embeddings": max_len}
-                          if factor is not None and max_len is not None else None)
-        params, factor = {"factor": alpha}, None
+                    f"the rotary dim int(head_dim * partial_rotary_factor) = "
+                    f"int({head_dim} * {partial}) = {dim} must be even and >= 2")
+        max_len = problems.check(_max_length, text)
+        top_original = problems.check(_optional_length, text,
+                                      "original_max_position_embeddings")
+        block_original = block.get("original_max_position_embeddings")
+        if block_original is not None:
+            block_original = problems.check(_positive_length,
+                                            "original_max_position_embeddings",
+                                            block_original)
+        problems.raise_if_any()
+        params = {k: v for k, v in block.items()
+                  if k not in IGNORED_ROPE_KEYS and k != "original_max_position_embeddings"}
+        original = factor = None
+        if "factor" in params and params["factor"] is not None:
+            factor = _validate.finite_float("factor", params["factor"], greater_than=0.0)
+        dynamic_params = None
+        if rope_type == "proportional":  # the whole head, p kept as a parameter
+            params["partial_rotary_factor"] = partial
+            dim = head_dim
+        if alpha is not None:
+            dim, rope_type = head_dim, "ntk"  # base · alpha^(d/(d-2)), d = head_dim
+            dynamic_params = ({"factor": factor, "max_position_embeddings": max_len}
+                              if factor is not None and max_len is not None else None)
+            params, factor = {"factor": alpha}, None
 
-    if rope_type == "dynamic":
-        if max_len is None:
-            raise ValueError("config is incomplete: rope_type 'dynamic' needs "
-                             "max_position_embeddings (the length beyond which the "
-                             "base grows)")
-        params["max_position_embeddings"] = max_len
-        params["original_max_position_embeddings"] = block_original  # accepted, unused
-        original = max_len
-    elif rope_type == "yarn":
-        if layout == "5.x":  # standardize_rope_params: a top-level value has priority
-            _same_original(top_original, block_original)
-            original = top_original or block_original or max_len
-        else:  # 4.57: the rope block's value if truthy, else max_position_embeddings
-            original = block_original or max_len
-            if top_original is not None and top_original != original:
-                raise ValueError(f"config is ambiguous: a top-level "
-                                 f"original_max_position_embeddings={top_original} is "
-                                 f"ignored by transformers 4.57 (which uses {original}) "
-                                 f"but takes priority in 5.x")
-        if original is None:
-            raise ValueError("config is incomplete: rope_type 'yarn' needs "
-                             "original_max_position_embeddings (in the rope block) or "
-                             "max_position_embeddings")
-        if "truncate" in params and params["truncate"] is None:
-            raise ValueError("truncate must be true or false, got null")
-        for name in ("beta_fast", "beta_slow"):  # `get(name) or default`
-            if name in params and not params[name]:
-                params[name] = None
-        params["original_max_position_embeddings"] = original
-    elif rope_type == "longrope":
-        if max_len is None:
-            raise ValueError("config is incomplete: rope_type 'longrope' needs "
-                             "max_position_embeddings")
-        if model_type == "phi3" and top_original is None and layout != "5.x":
-            raise ValueError("config is incomplete: Phi-3 configs need a top-level "
-                             "original_max_position_embeddings (Phi3Config would "
-                             "silently default it to 4096)")
-        _same_original(top_original, block_original)
-        if layout == "5.x":  # factor as given, else max_position_embeddings / original
-            original = top_original or block_original or max_len
-            if factor is None:
-                factor = max_len / original
-        elif top_original is not None:  # Phi-3: 4.57 derives factor from the lengths
-            original, ratio = top_original, max_len / top_original
-            if factor is not None and not math.isclose(factor, ratio):
-                raise ValueError(f"config is ambiguous: factor={factor} but "
-                                 f"max_position_embeddings / original_max_position_"
-                                 f"embeddings = {ratio:g}; transformers 4.57 uses the "
-                                 f"ratio, 5.x the factor")
-            factor = ratio
-        else:
+        # a type only one release registers is read as that one reads it: the
+        # refusals below stand where 4.57.6 and 5.24.0 read one file differently
+        five = layout == "5.x" or _only_release(model_type) == 5
+        if rope_type == "dynamic":
+            if max_len is None:
+                raise ValueError("config is incomplete: rope_type 'dynamic' needs "
+                                 "max_position_embeddings (the length beyond which the "
+                                 "base grows)")
+            params["max_position_embeddings"] = max_len
+            params["original_max_position_embeddings"] = block_original  # accepted, unused
             original = max_len
-            if block_original is not None and block_original != max_len:
-                raise ValueError(f"config is ambiguous: transformers 4.57 ignores the "
-                                 f"rope block's original_max_position_embeddings="
-                                 f"{block_original} and uses max_position_embeddings="
-                                 f"{max_len}; 5.x uses {block_original}. Set one "
-                                 f"top-level original_max_position_embeddings")
-        params["factor"] = factor
-        params["original_max_position_embeddings"] = original
-    elif rope_type == "llama3":
-        original = block_original
-        params["original_max_position_embeddings"] = original
-    if mrope is not None:
-        mrope = tuple(_validate.nonnegative_int(f"mrope_section[{i}]", s)
-                      for i, s in enumerate(mrope))
-    return RopeConfig(rope_type=rope_type, dim=dim, head_dim=head_dim,
-                      partial_rotary_factor=partial, base=base, params=params,
-                      max_position_embeddings=max_len,
-                      original_max_position_embeddings=original, factor=factor,
-                      mrope_section=mrope, layout=layout, model_type=model_type,
-                      ntk_alpha=alpha, dynamic_params=dynamic_params,
-                      defaults_used=tuple(used))
+        elif rope_type == "yarn":
+            if five:  # standardize_rope_params: a top-level value has priority
+                _same_original(top_original, block_original)
+                original = top_original or block_original or max_len
+            else:  # 4.57: the rope block's value if truthy, else max_position_embeddings
+                original = block_original or max_len
+                if top_original is not None and top_original != original:
+                    raise ValueError(f"config is ambiguous: a top-level "
+                                     f"original_max_position_embeddings={top_original} is "
+                                     f"ignored by transformers 4.57 (which uses {original}) "
+                                     f"but takes priority in 5.x")
+            if original is None:
+                raise ValueError("config is incomplete: rope_type 'yarn' needs "
+                                 "original_max_position_embeddings (in the rope block) or "
+                                 "max_position_embeddings")
+            if "truncate" in params and params["truncate"] is None:
+                raise ValueError("truncate must be true or false, got null")
+            for name in ("beta_fast", "beta_slow"):  # `get(name) or default`
+                if name in params and not params[name]:
+                    params[name] = None
+            params["original_max_position_embeddings"] = original
+        elif rope_type == "longrope":
+            if max_len is None:
+                raise ValueError("config is incomplete: rope_type 'longrope' needs "
+                                 "max_position_embeddings")
+            if model_type == "phi3" and top_original is None and layout != "5.x":
+                raise ValueError("config is incomplete: Phi-3 configs need a top-level "
+                                 "original_max_position_embeddings (Phi3Config would "
+                                 "silently default it to 4096)")
+            _same_original(top_original, block_original)
+            if five:  # factor as given, else max_position_embeddings / original
+                original = top_original or block_original or max_len
+                if factor is None:
+                    factor = max_len / original
+            elif top_original is not None:  # Phi-3: 4.57 derives factor from the lengths
+                original, ratio = top_original, max_len / top_original
+                if factor is not None and not math.isclose(factor, ratio):
+                    raise ValueError(f"config is ambiguous: factor={factor} but "
+                                     f"max_position_embeddings / original_max_position_"
+                                     f"embeddings = {ratio:g}; transformers 4.57 uses the "
+                                     f"ratio, 5.x the factor")
+                factor = ratio
+            else:
+                original = max_len
+                if block_original is not None and block_original != max_len:
+                    raise ValueError(f"config is ambiguous: transformers 4.57 ignores the "
+                                     f"rope block's original_max_position_embeddings="
+                                     f"{block_original} and uses max_position_embeddings="
+                                     f"{max_len}; 5.x uses {block_original}. Set one "
+                                     f"top-level original_max_position_embeddings")
+            params["factor"] = factor
+            params["original_max_position_embeddings"] = original
+        elif rope_type == "llama3":
+            original = block_original
+            params["original_max_position_embeddings"] = original
+        if mrope is not None:
+            mrope = tuple(_validate.nonnegative_int(f"mrope_section[{i}]", s)
+                          for i, s in enumerate(mrope))
+        return RopeConfig(rope_type=rope_type, dim=dim, head_dim=head_dim,
+                          partial_rotary_factor=partial, base=base, params=params,
+                          max_position_embeddings=max_len,
+                          original_max_position_embeddings=original, factor=factor,
+                          mrope_section=mrope, layout=layout, model_type=model_type,
+                          ntk_alpha=alpha, dynamic_params=dynamic_params,
+                          defaults_used=tuple(used))
 
 
 #: Older names of rotary fields and the model types whose config class reads

@@ -554,54 +554,55 @@ def layer_config(config: Mapping, layer: int, *,
             layers, or a ``transformers_version`` that is not a 4.x or 5.x
             release.
     """
-    if transformers_version is not None:
-        config_reader._reading_major(transformers_version)  # a bad version raises
-    layers, text, model_type, used = _layout(config)
-    if isinstance(layer, bool) or not isinstance(layer, int) or \
-            not 0 <= layer < len(layers):
-        raise ValueError(f"layer must be an int in [0, {len(layers)}) (the model has "
-                         f"{len(layers)} layers), got {layer!r}")
-    entry = layers[layer]
-    if entry.rope is None:
-        _defaults_warning(used, model_type)
-        return None
-    # a 5.x heterogeneous config: this layer's own fields (Gemma 4's head size),
-    # resolved here, so that the layer's config carries no overrides of its own
-    overrides = config_reader.layer_overrides(text, model_type).get(layer, {})
-    out = {**text, **overrides, "model_type": model_type}
-    theta = _layer_theta(text, model_type, layer, len(layers))
-    if theta is not None:  # GraniteSWA: this layer's base replaces the global one
-        block = text.get("rope_parameters")
-        if isinstance(block, Mapping):
-            out["rope_parameters"] = {**block, "rope_theta": theta}
-            out.pop("rope_theta", None)  # replaced, not a second base
-        else:
-            out["rope_theta"] = theta
-    if "per_layer_config" in text or overrides or \
-            model_type in config_reader.PER_LAYER_DEFAULT_TYPES:
-        out["per_layer_config"] = {}
-    nested = text.get("rope_parameters")
-    if config_reader.is_per_layer_type(nested):
-        # transformers 5.x: one rope_parameters per layer type, as stated
-        if entry.attention not in nested:
-            raise ValueError(f"rope_parameters has no entry for layer {layer}'s "
-                             f"type {entry.attention!r} (it has {sorted(nested)})")
-        out["rope_parameters"] = dict(nested[entry.attention])
-        out[config_reader.LAYER_TYPE_KEY] = entry.attention
+    with config_reader.reading_release(transformers_version):
+        if transformers_version is not None:
+            config_reader._reading_major(transformers_version)  # a bad version raises
+        layers, text, model_type, used = _layout(config)
+        if isinstance(layer, bool) or not isinstance(layer, int) or \
+                not 0 <= layer < len(layers):
+            raise ValueError(f"layer must be an int in [0, {len(layers)}) (the model has "
+                             f"{len(layers)} layers), got {layer!r}")
+        entry = layers[layer]
+        if entry.rope is None:
+            _defaults_warning(used, model_type)
+            return None
+        # a 5.x heterogeneous config: this layer's own fields (Gemma 4's head size),
+        # resolved here, so that the layer's config carries no overrides of its own
+        overrides = config_reader.layer_overrides(text, model_type).get(layer, {})
+        out = {**text, **overrides, "model_type": model_type}
+        theta = _layer_theta(text, model_type, layer, len(layers))
+        if theta is not None:  # GraniteSWA: this layer's base replaces the global one
+            block = text.get("rope_parameters")
+            if isinstance(block, Mapping):
+                out["rope_parameters"] = {**block, "rope_theta": theta}
+                out.pop("rope_theta", None)  # replaced, not a second base
+            else:
+                out["rope_theta"] = theta
+        if "per_layer_config" in text or overrides or \
+                model_type in config_reader.PER_LAYER_DEFAULT_TYPES:
+            out["per_layer_config"] = {}
+        nested = text.get("rope_parameters")
+        if config_reader.is_per_layer_type(nested):
+            # transformers 5.x: one rope_parameters per layer type, as stated
+            if entry.attention not in nested:
+                raise ValueError(f"rope_parameters has no entry for layer {layer}'s "
+                                 f"type {entry.attention!r} (it has {sorted(nested)})")
+            out["rope_parameters"] = dict(nested[entry.attention])
+            out[config_reader.LAYER_TYPE_KEY] = entry.attention
+            _defaults_warning(used, model_type)
+            return out
+        if entry.rope == "local":
+            if text.get("rope_parameters") is not None:
+                out.pop("rope_parameters")
+            out["rope_scaling"] = None
+            if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
+                out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
+            elif model_type == "gemma3n":  # Gemma3nTextModel.rotary_emb_local
+                # (Gemma3nTextConfig's default rope_local_base_freq: 10,000)
+                local = text.get("rope_local_base_freq")
+                out["rope_theta"] = 10_000.0 if local is None else local
+            elif model_type == "olmo3" and text.get("rope_theta") is not None:
+                out["rope_theta"] = _olmo3_local_base(text["rope_theta"],
+                                                      transformers_version)
         _defaults_warning(used, model_type)
         return out
-    if entry.rope == "local":
-        if text.get("rope_parameters") is not None:
-            out.pop("rope_parameters")
-        out["rope_scaling"] = None
-        if model_type == "gemma3":  # Gemma3TextModel.rotary_emb_local
-            out["rope_theta"] = _field(text, model_type, "rope_local_base_freq", used)
-        elif model_type == "gemma3n":  # Gemma3nTextModel.rotary_emb_local
-            # (Gemma3nTextConfig's default rope_local_base_freq: 10,000)
-            local = text.get("rope_local_base_freq")
-            out["rope_theta"] = 10_000.0 if local is None else local
-        elif model_type == "olmo3" and text.get("rope_theta") is not None:
-            out["rope_theta"] = _olmo3_local_base(text["rope_theta"],
-                                                  transformers_version)
-    _defaults_warning(used, model_type)
-    return out

@@ -58,6 +58,7 @@ import torch
 from torch import Tensor
 
 from . import _validate, serving
+from . import config_reader
 from .config_reader import parse_rope_config
 from .per_layer import layer_config, llama4_no_rope_layers  # noqa: F401 (kept importable here)
 
@@ -999,19 +1000,20 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             ``original_max_position_embeddings`` is unset, where its config
             class logs it (the inspector's "transformers warns" line).
     """
-    if layer is not None:
-        config = layer_config(config, layer,
-                              transformers_version=transformers_version)
-        if config is None:
-            return None
-    rope = parse_rope_config(config, transformers_version=transformers_version)
-    if rope.rope_type == "yarn":  # the inspector's "transformers warns" line
-        warn_yarn_lengths(config, stacklevel=2)
-    if (rope.dynamic_params is not None and seq_len is not None
-            and _length("seq_len", seq_len) > rope.max_position_embeddings):
-        # Hunyuan's module is decorated with dynamic_rope_update: beyond
-        # max_position_embeddings it recomputes plain dynamic NTK (no alpha).
-        return rope_parameters("dynamic", rope.dim, rope.base, seq_len=seq_len,
-                               dtype=dtype, reference=reference, **rope.dynamic_params)
-    return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
-                           dtype=dtype, reference=reference, **rope.params)
+    with config_reader.reading_release(transformers_version):
+        if layer is not None:
+            config = layer_config(config, layer,
+                                  transformers_version=transformers_version)
+            if config is None:
+                return None
+        rope = parse_rope_config(config, transformers_version=transformers_version)
+        if rope.rope_type == "yarn":  # the inspector's "transformers warns" line
+            warn_yarn_lengths(config, stacklevel=2)
+        if (rope.dynamic_params is not None and seq_len is not None
+                and _length("seq_len", seq_len) > rope.max_position_embeddings):
+            # Hunyuan's module is decorated with dynamic_rope_update: beyond
+            # max_position_embeddings it recomputes plain dynamic NTK (no alpha).
+            return rope_parameters("dynamic", rope.dim, rope.base, seq_len=seq_len,
+                                   dtype=dtype, reference=reference, **rope.dynamic_params)
+        return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
+                               dtype=dtype, reference=reference, **rope.params)

@@ -827,160 +827,161 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
         ``what`` (the parts, in words).
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    text, model_type = config_reader._text_config(config)
-    model_type = (model_type or "").removesuffix("_text")
-    if model_type not in STATE_DEFAULTS or (engine == "vllm"
-                                             and model_type not in VLLM_STATE_TYPES):
-        return None  # (vLLM: only the states transcribed from its source)
-    layout = _layout(config)
-    b = _validate.positive_int("bytes_per_value", bytes_per_value)
-    _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
+    with config_reader.reading_release(transformers_version):
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        text, model_type = config_reader._text_config(config)
+        model_type = (model_type or "").removesuffix("_text")
+        if model_type not in STATE_DEFAULTS or (engine == "vllm"
+                                                 and model_type not in VLLM_STATE_TYPES):
+            return None  # (vLLM: only the states transcribed from its source)
+        layout = _layout(config)
+        b = _validate.positive_int("bytes_per_value", bytes_per_value)
+        _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
 
-    def get(key):
-        return _state(text, model_type, key)
+        def get(key):
+            return _state(text, model_type, key)
 
-    if model_type == "cpmant":
-        # CpmAntModel puts prompt_length prompt tokens before every input: their
-        # keys and values sit in the cache of every layer whatever the length
-        head = cache_head(config)
-        tokens = _validate.nonnegative_int("prompt_length", get("prompt_length"))
-        layers = len(layout)  # every layer caches them
-        per = head["kv_heads"] * (head["key_dim"] + head["value_dim"]) * b
-        what = (f"the keys and values of the {tokens} prompt tokens CPM-Ant puts "
-                f"before every input, on each of the {layers} layers")
-        return {"bytes": layers * tokens * per, "layers": layers, "what": what}
-    if model_type == "zaya":
-        # ZayaCCA, per layer beside its keys and values: the q/k convolution's
-        # last (cca_time0 - 1) + (cca_time1 - 1) inputs and half a value head
-        # per KV head of delayed values (5.24.0 models/zaya/modeling_zaya.py,
-        # get_conv_state / get_recurrent_state)
-        head = cache_head(config)
-        heads = _validate.positive_int("num_attention_heads",
-                                       text.get("num_attention_heads"))
-        channels = (heads + head["kv_heads"]) * head["key_dim"]
-        steps = get("cca_time0") - 1 + get("cca_time1") - 1
-        delayed = head["kv_heads"] * head["key_dim"] // 2
-        layers = len(layout)  # every ZAYA layer keeps one
-        what = (f"per layer a convolution state of {channels} x {steps} values and "
-                f"{delayed} delayed values (ZAYA's CCA, as transformers 5.x keeps it)")
-        return {"bytes": layers * (channels * steps + delayed) * b, "layers": layers,
-                "what": what}
-    if engine == "vllm":
-        return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
-    if model_type in ("lfm3", "lfm2_moe") or (model_type == "lfm2"
-                                              and _major(transformers_version) == 5):
-        layers = [x.attention for x in layout].count("conv")
-        per = hidden * get("conv_L_cache") * b
-        what = (f"per convolution layer a convolution state of {hidden} x "
-                f"{get('conv_L_cache')} values (transformers 5.x's DynamicCache: "
-                f"none on attention layers)")
-        return {"bytes": layers * per, "layers": layers, "what": what}
-    if model_type == "lfm2":
-        layers = len(layout)
-        per = hidden * get("conv_L_cache") * b
-        what = (f"convolution state {hidden} x {get('conv_L_cache')} values on each "
-                f"of the {layers} layers (Lfm2HybridConvCache allocates it on "
-                f"attention layers too)")
-        return {"bytes": layers * per, "layers": layers, "what": what}
-    kinds = [x.attention for x in layout]
-    if model_type == "minimax":  # MiniMaxCache: one (heads, d, d) state per linear layer
-        layers = kinds.count("linear_attention")
-        heads = text.get("num_attention_heads")
-        d = cache_head(config)["key_dim"]
-        what = (f"per linear-attention layer a lightning-attention state of {heads} "
-                f"x {d} x {d} values")
-        return {"bytes": layers * heads * d * d * b, "layers": layers, "what": what}
-    if model_type in GATED_DELTANET:
-        layers = kinds.count("linear_attention")
-        kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
-        kd, vd = get("linear_key_head_dim"), get("linear_value_head_dim")
-        conv = (2 * kh * kd + vh * vd) * get("linear_conv_kernel_dim")
-        per = conv * b + vh * kd * vd * 4
-        what = (f"per linear-attention layer a convolution state of {conv:,} values "
-                f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
-        return {"bytes": layers * per, "layers": layers, "what": what}
-    if model_type == "bailing_hybrid":
-        layers = kinds.count("linear_attention")
-        heads, d = get("linear_num_heads"), get("linear_head_dim")
-        conv = 3 * heads * d * get("linear_conv_kernel_dim")
-        what = (f"per linear-attention layer a convolution state of {conv:,} values "
-                f"(q, k and v) and a recurrent state of {heads} x {d} x {d} float32 "
-                f"values")
-        return {"bytes": layers * (conv * b + heads * d * d * 4), "layers": layers,
-                "what": what}
-    if model_type == "nemotron_h":
-        # NemotronHMamba2Mixer (5.24.0), per Mamba-2 block: a convolution state
-        # of (mamba_num_heads x mamba_head_dim + 2 x n_groups x ssm_state_size)
-        # x conv_kernel values in the model's dtype and an SSM state of
-        # mamba_num_heads x mamba_head_dim x ssm_state_size in float32 (the torch
-        # path computes it so, whatever mamba_ssm_cache_dtype says; measured
-        # in float32 and bfloat16 on 5.24.0's tiny models)
-        layers = kinds.count("linear_attention")
-        legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}
-        size = {k: _validate.positive_int(k, text.get(legacy.get(k, k), get(k))
-                                          if text.get(k) is None else text[k])
-                for k in STATE_DEFAULTS["nemotron_h"]}
-        inner = size["mamba_num_heads"] * size["mamba_head_dim"]
-        conv = (inner + 2 * size["n_groups"] * size["ssm_state_size"]) \
-            * size["conv_kernel"]
-        ssm = inner * size["ssm_state_size"]
-        what = (f"per Mamba-2 block a convolution state of {conv:,} values and an "
-                f"SSM state of {ssm:,} float32 values")
-        return {"bytes": layers * (conv * b + ssm * 4), "layers": layers,
-                "what": what}
-    if model_type == "recurrent_gemma":
-        # RecurrentGemmaRecurrentBlock (4.57.6 and 5.24.0), per recurrent
-        # layer: the RG-LRU state (lru_width values, "always computed in full
-        # precision": float32) and the convolution's last conv1d_width - 1
-        # inputs (lru_width channels, the model's dtype)
-        layers = kinds.count("linear_attention")
-        lru = text.get("lru_width")
-        lru = _validate.positive_int("lru_width", hidden if lru is None else lru)
-        steps = _validate.positive_int("conv1d_width", get("conv1d_width")) - 1
-        what = (f"per recurrent layer an RG-LRU state of {lru} float32 values and "
-                f"a convolution state of {lru} x {steps} values")
-        return {"bytes": layers * (lru * 4 + lru * steps * b), "layers": layers,
-                "what": what}
-    if model_type == "falcon_h1":
-        # FalconHybridMambaAttentionDynamicCache (4.57.6), per layer: a
-        # convolution state of (d_ssm + 2 x n_groups x d_state) x d_conv and an
-        # SSM state of n_heads x d_head x d_state, in the model's dtype; 5.24.0
-        # keeps the same per layer in its DynamicCache, the SSM state in float32
-        # (as Granite's). A mamba_d_ssm of null means mamba_expand x hidden_size.
-        layers = len(layout)  # every Falcon-H1 layer
-        inner = text.get("mamba_d_ssm", STATE_DEFAULTS["falcon_h1"]["mamba_d_ssm"])
-        inner = int(get("mamba_expand") * hidden) if inner is None else inner
-        inner = _validate.positive_int("mamba_d_ssm", inner)
+        if model_type == "cpmant":
+            # CpmAntModel puts prompt_length prompt tokens before every input: their
+            # keys and values sit in the cache of every layer whatever the length
+            head = cache_head(config)
+            tokens = _validate.nonnegative_int("prompt_length", get("prompt_length"))
+            layers = len(layout)  # every layer caches them
+            per = head["kv_heads"] * (head["key_dim"] + head["value_dim"]) * b
+            what = (f"the keys and values of the {tokens} prompt tokens CPM-Ant puts "
+                    f"before every input, on each of the {layers} layers")
+            return {"bytes": layers * tokens * per, "layers": layers, "what": what}
+        if model_type == "zaya":
+            # ZayaCCA, per layer beside its keys and values: the q/k convolution's
+            # last (cca_time0 - 1) + (cca_time1 - 1) inputs and half a value head
+            # per KV head of delayed values (5.24.0 models/zaya/modeling_zaya.py,
+            # get_conv_state / get_recurrent_state)
+            head = cache_head(config)
+            heads = _validate.positive_int("num_attention_heads",
+                                           text.get("num_attention_heads"))
+            channels = (heads + head["kv_heads"]) * head["key_dim"]
+            steps = get("cca_time0") - 1 + get("cca_time1") - 1
+            delayed = head["kv_heads"] * head["key_dim"] // 2
+            layers = len(layout)  # every ZAYA layer keeps one
+            what = (f"per layer a convolution state of {channels} x {steps} values and "
+                    f"{delayed} delayed values (ZAYA's CCA, as transformers 5.x keeps it)")
+            return {"bytes": layers * (channels * steps + delayed) * b, "layers": layers,
+                    "what": what}
+        if engine == "vllm":
+            return _vllm_state(model_type, [x.attention for x in layout], hidden, get, b)
+        if model_type in ("lfm3", "lfm2_moe") or (model_type == "lfm2"
+                                                  and _major(transformers_version) == 5):
+            layers = [x.attention for x in layout].count("conv")
+            per = hidden * get("conv_L_cache") * b
+            what = (f"per convolution layer a convolution state of {hidden} x "
+                    f"{get('conv_L_cache')} values (transformers 5.x's DynamicCache: "
+                    f"none on attention layers)")
+            return {"bytes": layers * per, "layers": layers, "what": what}
+        if model_type == "lfm2":
+            layers = len(layout)
+            per = hidden * get("conv_L_cache") * b
+            what = (f"convolution state {hidden} x {get('conv_L_cache')} values on each "
+                    f"of the {layers} layers (Lfm2HybridConvCache allocates it on "
+                    f"attention layers too)")
+            return {"bytes": layers * per, "layers": layers, "what": what}
+        kinds = [x.attention for x in layout]
+        if model_type == "minimax":  # MiniMaxCache: one (heads, d, d) state per linear layer
+            layers = kinds.count("linear_attention")
+            heads = text.get("num_attention_heads")
+            d = cache_head(config)["key_dim"]
+            what = (f"per linear-attention layer a lightning-attention state of {heads} "
+                    f"x {d} x {d} values")
+            return {"bytes": layers * heads * d * d * b, "layers": layers, "what": what}
+        if model_type in GATED_DELTANET:
+            layers = kinds.count("linear_attention")
+            kh, vh = get("linear_num_key_heads"), get("linear_num_value_heads")
+            kd, vd = get("linear_key_head_dim"), get("linear_value_head_dim")
+            conv = (2 * kh * kd + vh * vd) * get("linear_conv_kernel_dim")
+            per = conv * b + vh * kd * vd * 4
+            what = (f"per linear-attention layer a convolution state of {conv:,} values "
+                    f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
+            return {"bytes": layers * per, "layers": layers, "what": what}
+        if model_type == "bailing_hybrid":
+            layers = kinds.count("linear_attention")
+            heads, d = get("linear_num_heads"), get("linear_head_dim")
+            conv = 3 * heads * d * get("linear_conv_kernel_dim")
+            what = (f"per linear-attention layer a convolution state of {conv:,} values "
+                    f"(q, k and v) and a recurrent state of {heads} x {d} x {d} float32 "
+                    f"values")
+            return {"bytes": layers * (conv * b + heads * d * d * 4), "layers": layers,
+                    "what": what}
+        if model_type == "nemotron_h":
+            # NemotronHMamba2Mixer (5.24.0), per Mamba-2 block: a convolution state
+            # of (mamba_num_heads x mamba_head_dim + 2 x n_groups x ssm_state_size)
+            # x conv_kernel values in the model's dtype and an SSM state of
+            # mamba_num_heads x mamba_head_dim x ssm_state_size in float32 (the torch
+            # path computes it so, whatever mamba_ssm_cache_dtype says; measured
+            # in float32 and bfloat16 on 5.24.0's tiny models)
+            layers = kinds.count("linear_attention")
+            legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}
+            size = {k: _validate.positive_int(k, text.get(legacy.get(k, k), get(k))
+                                              if text.get(k) is None else text[k])
+                    for k in STATE_DEFAULTS["nemotron_h"]}
+            inner = size["mamba_num_heads"] * size["mamba_head_dim"]
+            conv = (inner + 2 * size["n_groups"] * size["ssm_state_size"]) \
+                * size["conv_kernel"]
+            ssm = inner * size["ssm_state_size"]
+            what = (f"per Mamba-2 block a convolution state of {conv:,} values and an "
+                    f"SSM state of {ssm:,} float32 values")
+            return {"bytes": layers * (conv * b + ssm * 4), "layers": layers,
+                    "what": what}
+        if model_type == "recurrent_gemma":
+            # RecurrentGemmaRecurrentBlock (4.57.6 and 5.24.0), per recurrent
+            # layer: the RG-LRU state (lru_width values, "always computed in full
+            # precision": float32) and the convolution's last conv1d_width - 1
+            # inputs (lru_width channels, the model's dtype)
+            layers = kinds.count("linear_attention")
+            lru = text.get("lru_width")
+            lru = _validate.positive_int("lru_width", hidden if lru is None else lru)
+            steps = _validate.positive_int("conv1d_width", get("conv1d_width")) - 1
+            what = (f"per recurrent layer an RG-LRU state of {lru} float32 values and "
+                    f"a convolution state of {lru} x {steps} values")
+            return {"bytes": layers * (lru * 4 + lru * steps * b), "layers": layers,
+                    "what": what}
+        if model_type == "falcon_h1":
+            # FalconHybridMambaAttentionDynamicCache (4.57.6), per layer: a
+            # convolution state of (d_ssm + 2 x n_groups x d_state) x d_conv and an
+            # SSM state of n_heads x d_head x d_state, in the model's dtype; 5.24.0
+            # keeps the same per layer in its DynamicCache, the SSM state in float32
+            # (as Granite's). A mamba_d_ssm of null means mamba_expand x hidden_size.
+            layers = len(layout)  # every Falcon-H1 layer
+            inner = text.get("mamba_d_ssm", STATE_DEFAULTS["falcon_h1"]["mamba_d_ssm"])
+            inner = int(get("mamba_expand") * hidden) if inner is None else inner
+            inner = _validate.positive_int("mamba_d_ssm", inner)
+            d_head = get("mamba_d_head")
+            d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
+            conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) \
+                * get("mamba_d_conv")
+            ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
+            ssm_bytes = b if _major(transformers_version) < 5 else 4
+            what = (f"per layer (beside its keys and values) a Mamba convolution state "
+                    f"of {conv:,} values and an SSM state of {ssm:,} values"
+                    + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
+            return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
+                    "what": what}
+        # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
+        # "linear_attention" in layer_types (4.57: "mamba")
+        layers = kinds.count("mamba") + kinds.count("linear_attention")
+        inner = get("mamba_expand") * hidden
         d_head = get("mamba_d_head")
         d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
-        conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) \
-            * get("mamba_d_conv")
+        conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) * get("mamba_d_conv")
         ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
-        ssm_bytes = b if _major(transformers_version) < 5 else 4
-        what = (f"per layer (beside its keys and values) a Mamba convolution state "
-                f"of {conv:,} values and an SSM state of {ssm:,} values"
+        # 5.x's DynamicCache keeps the SSM state as the layer computes it: in
+        # float32 (A is float32 in GraniteMoeHybridMambaLayer's torch path);
+        # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype
+        ssm_bytes = 4 if _major(transformers_version) == 5 else b
+        what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
+                f"state of {ssm:,} values"
                 + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
         return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
                 "what": what}
-    # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
-    # "linear_attention" in layer_types (4.57: "mamba")
-    layers = kinds.count("mamba") + kinds.count("linear_attention")
-    inner = get("mamba_expand") * hidden
-    d_head = get("mamba_d_head")
-    d_head = inner // get("mamba_n_heads") if d_head == "auto" else d_head
-    conv = (inner + 2 * get("mamba_n_groups") * get("mamba_d_state")) * get("mamba_d_conv")
-    ssm = get("mamba_n_heads") * d_head * get("mamba_d_state")
-    # 5.x's DynamicCache keeps the SSM state as the layer computes it: in
-    # float32 (A is float32 in GraniteMoeHybridMambaLayer's torch path);
-    # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype
-    ssm_bytes = 4 if _major(transformers_version) == 5 else b
-    what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
-            f"state of {ssm:,} values"
-            + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
-    return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
-            "what": what}
 
 
 def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
@@ -1175,128 +1176,129 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         ValueError: for an unknown ``engine`` (naming the known ones) or a bad
             size.
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    bytes_per_value = _validate.positive_int("bytes_per_value", bytes_per_value)
-    block_size = _validate.positive_int("block_size", block_size)
-    scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
-    modelled = (mimicked_transformers_version(transformers_version)
-                if engine == "transformers" else None)
-    text, _ = config_reader._text_config(config)
-    if config_reader.num_layers(text) is None and text.get("layer_types") is None:
-        return None
-    kinds, source = _cache_kinds(config, engine)
-    shared = text.get("num_kv_shared_layers") or 0
-    if shared:  # Gemma 3n: the last layers read an earlier layer's cache
-        shared = _validate.positive_int("num_kv_shared_layers", shared)
-        kinds = kinds[:len(kinds) - shared] + [("shared_kv", None)] * min(
-            shared, len(kinds))
-    if all(kind in NO_KV for kind, _ in kinds):  # attention-free: no heads to read
-        head = {"kv_heads": 0, "key_dim": 0, "value_dim": 0}
-    else:
-        head = cache_head(config)
-    mla = head.get("mla")
-    if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
-        kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
-        formula = (f"{{layers}} layers x (kv_lora_rank {mla['kv_lora_rank']} + "
-                   f"qk_rope_head_dim {mla['qk_rope_head_dim']}) x {bytes_per_value} "
-                   f"bytes ({'vLLM' if engine == 'vllm' else 'transformers 5.x'} "
-                   f"caches MLA's latent)")
-    else:
-        kv_heads = head["kv_heads"]
-        per_layer = kv_heads * (head["key_dim"] + head["value_dim"])
-        if mla is not None:
-            formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
-                       f"{mla['qk_nope_head_dim']} + {mla['qk_rope_head_dim']} + value "
-                       f"{mla['v_head_dim']}) x {bytes_per_value} bytes (transformers "
-                       f"4.x caches MLA decompressed)")
+    with config_reader.reading_release(transformers_version):
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        bytes_per_value = _validate.positive_int("bytes_per_value", bytes_per_value)
+        block_size = _validate.positive_int("block_size", block_size)
+        scheduled_tokens = _validate.positive_int("scheduled_tokens", scheduled_tokens)
+        modelled = (mimicked_transformers_version(transformers_version)
+                    if engine == "transformers" else None)
+        text, _ = config_reader._text_config(config)
+        if config_reader.num_layers(text) is None and text.get("layer_types") is None:
+            return None
+        kinds, source = _cache_kinds(config, engine)
+        shared = text.get("num_kv_shared_layers") or 0
+        if shared:  # Gemma 3n: the last layers read an earlier layer's cache
+            shared = _validate.positive_int("num_kv_shared_layers", shared)
+            kinds = kinds[:len(kinds) - shared] + [("shared_kv", None)] * min(
+                shared, len(kinds))
+        if all(kind in NO_KV for kind, _ in kinds):  # attention-free: no heads to read
+            head = {"kv_heads": 0, "key_dim": 0, "value_dim": 0}
         else:
-            formula = (f"2 x {{layers}} layers x {kv_heads} KV heads x head_dim "
-                       f"{head['key_dim']} x {bytes_per_value} bytes")
-            if head["value_dim"] != head["key_dim"]:
+            head = cache_head(config)
+        mla = head.get("mla")
+        if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
+            kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
+            formula = (f"{{layers}} layers x (kv_lora_rank {mla['kv_lora_rank']} + "
+                       f"qk_rope_head_dim {mla['qk_rope_head_dim']}) x {bytes_per_value} "
+                       f"bytes ({'vLLM' if engine == 'vllm' else 'transformers 5.x'} "
+                       f"caches MLA's latent)")
+        else:
+            kv_heads = head["kv_heads"]
+            per_layer = kv_heads * (head["key_dim"] + head["value_dim"])
+            if mla is not None:
                 formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
-                           f"{head['key_dim']} + value {head['value_dim']}) x "
-                           f"{bytes_per_value} bytes")
-    per_layer *= bytes_per_value
-    own = _layer_heads(config, len(kinds)) if mla is None else {}
-    if own:
-        formula += "; " + ", ".join(
-            f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
-            f"{h['value_dim']})" for i, h in sorted(own.items())[:3]) + (
-            f" and {len(own) - 3} more layers of their own (per_layer_config)"
-            if len(own) > 3 else " (per_layer_config)")
-    multiple = KV_HEADS_MULTIPLE.get(
-        (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
-    if multiple:
-        formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
-                                    for kind, m in multiple.items())
-    # RecurrentGemma in 4.57.6 allocates its attention layers' keys and values
-    # for attention_window_size tokens at the first token (_setup_cache of
-    # RecurrentGemmaSdpaAttention), then overwrites them in a ring; 5.x keeps
-    # them in a DynamicCache's sliding layers (window - 1 tokens)
-    preallocated = (engine == "transformers" and modelled.startswith("4.") and
-                    (config_reader._raw_text_config(config)[1] or "") ==
-                    "recurrent_gemma")
-    by_type: dict = {}
-    for index, (kind, window) in enumerate(kinds):
-        kv = kind not in NO_KV
-        info = by_type.setdefault(kind, {"layers": 0, "bytes_per_token": 0,
-                                         "window": window if kv else None,
-                                         "cap": None, "kv": kv})
-        info["layers"] += 1
-        if kv:
-            this = per_layer
-            if index in own:
-                h = own[index]
-                this = h["kv_heads"] * (h["key_dim"] + h["value_dim"]) * bytes_per_value
-            info["bytes_per_token"] += this * multiple.get(kind, 1)
-            if window and engine == "transformers":
-                info["cap"] = window if preallocated else window - 1
-            if preallocated:
-                info["preallocated"] = True
-    kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
-    indexer = (_indexer(config, [(x.attention, None) for x in _layout(config)])
-               if engine == "transformers"
-               and modelled.startswith("5.") else None)
-    indexer_per_token = 0
-    if indexer is not None:
-        indexer_per_token = indexer["layers"] * indexer["index_head_dim"] * \
-            bytes_per_value
-        indexer["bytes_per_token"] = indexer_per_token
-        formula += (f" + {indexer['layers']} layers x index_head_dim "
-                    f"{indexer['index_head_dim']} x {bytes_per_value} bytes (the "
-                    f"sparse-attention indexer's keys, transformers 5.x)")
-    out = {"engine": engine,
-           "bytes_per_token": sum(info["bytes_per_token"] for info in by_type.values())
-           + indexer_per_token,
-           "bytes_per_value": bytes_per_value, "num_key_value_heads": int(kv_heads),
-           "key_dim": head["key_dim"], "value_dim": head["value_dim"],
-           "layers": len(kinds), "kv_layers": kv_layers,
-           "formula": formula.format(layers=kv_layers), "by_layer_type": by_type,
-           "layer_types_from": source,
-           "fixed_state": fixed_state_bytes(config, bytes_per_value=bytes_per_value,
-                                            engine=engine,
-                                            transformers_version=modelled),
-           "transformers_version": modelled, "indexer": indexer}
-    if engine == "vllm":
-        out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
-                   source=VLLM_SOURCE)
-    if length is not None:
-        length = _validate.length("length", length)
-        out["length"] = length
-        total = 0
-        for kind, info in by_type.items():
-            if not info["kv"]:
-                info["tokens_at_length"] = 0
-                continue
-            if engine == "vllm":
-                tokens = _vllm_tokens(kind, info["window"], length, block_size,
-                                      scheduled_tokens)
+                           f"{mla['qk_nope_head_dim']} + {mla['qk_rope_head_dim']} + value "
+                           f"{mla['v_head_dim']}) x {bytes_per_value} bytes (transformers "
+                           f"4.x caches MLA decompressed)")
             else:
-                tokens = min(length, info["cap"]) if info["cap"] else length
-                if info.get("preallocated"):
-                    tokens = info["cap"]  # the whole buffer from the first token
-            info["tokens_at_length"] = tokens
-            total += info["bytes_per_token"] * tokens
-        out["bytes_at_length"] = total + indexer_per_token * length
-    return out
+                formula = (f"2 x {{layers}} layers x {kv_heads} KV heads x head_dim "
+                           f"{head['key_dim']} x {bytes_per_value} bytes")
+                if head["value_dim"] != head["key_dim"]:
+                    formula = (f"{{layers}} layers x {kv_heads} KV heads x (key "
+                               f"{head['key_dim']} + value {head['value_dim']}) x "
+                               f"{bytes_per_value} bytes")
+        per_layer *= bytes_per_value
+        own = _layer_heads(config, len(kinds)) if mla is None else {}
+        if own:
+            formula += "; " + ", ".join(
+                f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
+                f"{h['value_dim']})" for i, h in sorted(own.items())[:3]) + (
+                f" and {len(own) - 3} more layers of their own (per_layer_config)"
+                if len(own) > 3 else " (per_layer_config)")
+        multiple = KV_HEADS_MULTIPLE.get(
+            (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
+        if multiple:
+            formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
+                                        for kind, m in multiple.items())
+        # RecurrentGemma in 4.57.6 allocates its attention layers' keys and values
+        # for attention_window_size tokens at the first token (_setup_cache of
+        # RecurrentGemmaSdpaAttention), then overwrites them in a ring; 5.x keeps
+        # them in a DynamicCache's sliding layers (window - 1 tokens)
+        preallocated = (engine == "transformers" and modelled.startswith("4.") and
+                        (config_reader._raw_text_config(config)[1] or "") ==
+                        "recurrent_gemma")
+        by_type: dict = {}
+        for index, (kind, window) in enumerate(kinds):
+            kv = kind not in NO_KV
+            info = by_type.setdefault(kind, {"layers": 0, "bytes_per_token": 0,
+                                             "window": window if kv else None,
+                                             "cap": None, "kv": kv})
+            info["layers"] += 1
+            if kv:
+                this = per_layer
+                if index in own:
+                    h = own[index]
+                    this = h["kv_heads"] * (h["key_dim"] + h["value_dim"]) * bytes_per_value
+                info["bytes_per_token"] += this * multiple.get(kind, 1)
+                if window and engine == "transformers":
+                    info["cap"] = window if preallocated else window - 1
+                if preallocated:
+                    info["preallocated"] = True
+        kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
+        indexer = (_indexer(config, [(x.attention, None) for x in _layout(config)])
+                   if engine == "transformers"
+                   and modelled.startswith("5.") else None)
+        indexer_per_token = 0
+        if indexer is not None:
+            indexer_per_token = indexer["layers"] * indexer["index_head_dim"] * \
+                bytes_per_value
+            indexer["bytes_per_token"] = indexer_per_token
+            formula += (f" + {indexer['layers']} layers x index_head_dim "
+                        f"{indexer['index_head_dim']} x {bytes_per_value} bytes (the "
+                        f"sparse-attention indexer's keys, transformers 5.x)")
+        out = {"engine": engine,
+               "bytes_per_token": sum(info["bytes_per_token"] for info in by_type.values())
+               + indexer_per_token,
+               "bytes_per_value": bytes_per_value, "num_key_value_heads": int(kv_heads),
+               "key_dim": head["key_dim"], "value_dim": head["value_dim"],
+               "layers": len(kinds), "kv_layers": kv_layers,
+               "formula": formula.format(layers=kv_layers), "by_layer_type": by_type,
+               "layer_types_from": source,
+               "fixed_state": fixed_state_bytes(config, bytes_per_value=bytes_per_value,
+                                                engine=engine,
+                                                transformers_version=modelled),
+               "transformers_version": modelled, "indexer": indexer}
+        if engine == "vllm":
+            out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
+                       source=VLLM_SOURCE)
+        if length is not None:
+            length = _validate.length("length", length)
+            out["length"] = length
+            total = 0
+            for kind, info in by_type.items():
+                if not info["kv"]:
+                    info["tokens_at_length"] = 0
+                    continue
+                if engine == "vllm":
+                    tokens = _vllm_tokens(kind, info["window"], length, block_size,
+                                          scheduled_tokens)
+                else:
+                    tokens = min(length, info["cap"]) if info["cap"] else length
+                    if info.get("preallocated"):
+                        tokens = info["cap"]  # the whole buffer from the first token
+                info["tokens_at_length"] = tokens
+                total += info["bytes_per_token"] * tokens
+            out["bytes_at_length"] = total + indexer_per_token * length
+        return out

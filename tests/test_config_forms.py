@@ -218,3 +218,37 @@ def test_an_alias_beside_its_target_wins_as_the_class_sets_it():
                           conformance.verdict(diffs)))
     assert len(found) >= 3, found
     assert all(v != "disagree" for *_, v in found), found
+
+
+
+def test_a_type_only_5x_registers_is_read_as_5x_reads_it(monkeypatch):
+    """Fields that 4.57.6 and 5.24.0 resolve differently are refused for a
+    type both register; for one that only 5.24.0 registers (Qwen3.5, Gemma 4,
+    MiMo-V2-Flash, CWM, ...) there is one reading, 5.x's: the rope block's
+    value over a top-level one (``setdefault``), a top-level original length
+    first. The forms are the stored 5.24.0 ones of such types that the library
+    refuses as ambiguous when told both releases register the type; each must
+    agree with its 5.24.0 model."""
+    from posenc_lib import config_reader
+
+    stored = _load(ROOT / "results" / "config_forms-5.json")
+    only_five = [e for e in stored["entries"] if e["accepted"]
+                 and config_reader._only_release(e["model_type"]) == 5]
+
+    def compared(entry):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return conformance.compare(entry["observed"], entry["raw"],
+                                       transformers_version="5.24.0")
+
+    def between_releases(diffs):  # the refusals that name the two readings
+        return any(d["library"] == "raises" and "ambiguous" in d["reason"] and (
+            "4.57" in d["reason"] or "disagree on the" in d["reason"]) for d in diffs)
+
+    with monkeypatch.context() as patch:  # as if 4.57.6 registered them too
+        patch.setattr(config_reader, "_only_release", lambda model_type: None)
+        refused = [e for e in only_five if between_releases(compared(e))]
+    found = [(e["model_type"], e["kind"], conformance.verdict(compared(e)))
+             for e in refused]
+    assert len(found) >= 10, found
+    assert all(v != "disagree" for *_, v in found), found

@@ -59,60 +59,61 @@ def library_view(config: Mapping, *, position: int,
     the module its own static type ``ntk_alpha``
     (``models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py`` lines 298-305,
     342-355), so its frequencies are those at ``max_position_embeddings``."""
-    version = serving.mimicked_transformers_version(transformers_version)
-    seq_len = position + 1
-    if version.startswith("5.") and out_of_alpha_range(config, seq_len):
-        seq_len = None  # static: 5.x never recomputes Hunyuan's alpha frequencies
+    with config_reader.reading_release(transformers_version):
+        version = serving.mimicked_transformers_version(transformers_version)
+        seq_len = position + 1
+        if version.startswith("5.") and out_of_alpha_range(config, seq_len):
+            seq_len = None  # static: 5.x never recomputes Hunyuan's alpha frequencies
 
-    out: dict = {"errors": [], "rope": {}, "softmax": None, "kv_per_token": None,
-                 "state": None, "layout": None}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            out["scheme"] = config_reader.positional_scheme(config)
-        except Exception as e:  # noqa: BLE001 -- a crash is a finding too
-            out["errors"].append(f"positional_scheme: {e}")
-            out["scheme"] = None
-        try:
-            out["layout"] = per_layer.layer_layout(config)
-        except Exception as e:  # noqa: BLE001 -- a crash is a finding too
-            out["errors"].append(f"layer_layout: {e}")
-        if out["layout"] is not None and out["scheme"] == "rotary":
-            for layer in out["layout"]:
-                try:
-                    out["rope"][layer.index] = scaling.rope_from_config(
-                        config, layer=layer.index, seq_len=seq_len,
-                        dtype=torch.float64, transformers_version=version)
-                except Exception as e:  # noqa: BLE001 -- a crash is a finding too
-                    out["errors"].append(f"rope_from_config(layer={layer.index}): {e}")
-                    out["rope"] = None
-                    break
-        try:
-            out["softmax"] = softmax_scale(config)
-        except Exception as e:  # noqa: BLE001 -- a crash is a finding too
-            out["errors"].append(f"softmax scale: {e}")
-        try:
-            # the cache after ``tokens`` and ``tokens + 1`` tokens, as the
-            # sweep measures it: a sliding window shorter than that has
-            # stopped growing (its keys and values are then a fixed part)
-            tokens = position + 1
-            kv, longer = (serving.kv_cache_bytes(
-                config, bytes_per_value=bytes_per_value, length=n,
-                transformers_version=version) for n in (tokens, tokens + 1))
-            if kv is None:
-                out["errors"].append("kv_cache_bytes: no layer count")
-            else:
-                state = kv["fixed_state"]["bytes"] if kv["fixed_state"] else 0
-                out["kv_per_token"] = longer["bytes_at_length"] - kv["bytes_at_length"]
-                out["state"] = kv["bytes_at_length"] - tokens * out["kv_per_token"] \
-                    + state
-                unsized = sorted({k for k, info in kv["by_layer_type"].items()
-                                  if not info["kv"] and k != "shared_kv"})
-                if unsized and not kv["fixed_state"]:
-                    out["state"], out["unsized"] = None, unsized
-        except Exception as e:  # noqa: BLE001 -- a crash is a finding too
-            out["errors"].append(f"kv_cache_bytes: {e}")
-    return out
+        out: dict = {"errors": [], "rope": {}, "softmax": None, "kv_per_token": None,
+                     "state": None, "layout": None}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out["scheme"] = config_reader.positional_scheme(config)
+            except Exception as e:  # noqa: BLE001 -- a crash is a finding too
+                out["errors"].append(f"positional_scheme: {e}")
+                out["scheme"] = None
+            try:
+                out["layout"] = per_layer.layer_layout(config)
+            except Exception as e:  # noqa: BLE001 -- a crash is a finding too
+                out["errors"].append(f"layer_layout: {e}")
+            if out["layout"] is not None and out["scheme"] == "rotary":
+                for layer in out["layout"]:
+                    try:
+                        out["rope"][layer.index] = scaling.rope_from_config(
+                            config, layer=layer.index, seq_len=seq_len,
+                            dtype=torch.float64, transformers_version=version)
+                    except Exception as e:  # noqa: BLE001 -- a crash is a finding too
+                        out["errors"].append(f"rope_from_config(layer={layer.index}): {e}")
+                        out["rope"] = None
+                        break
+            try:
+                out["softmax"] = softmax_scale(config)
+            except Exception as e:  # noqa: BLE001 -- a crash is a finding too
+                out["errors"].append(f"softmax scale: {e}")
+            try:
+                # the cache after ``tokens`` and ``tokens + 1`` tokens, as the
+                # sweep measures it: a sliding window shorter than that has
+                # stopped growing (its keys and values are then a fixed part)
+                tokens = position + 1
+                kv, longer = (serving.kv_cache_bytes(
+                    config, bytes_per_value=bytes_per_value, length=n,
+                    transformers_version=version) for n in (tokens, tokens + 1))
+                if kv is None:
+                    out["errors"].append("kv_cache_bytes: no layer count")
+                else:
+                    state = kv["fixed_state"]["bytes"] if kv["fixed_state"] else 0
+                    out["kv_per_token"] = longer["bytes_at_length"] - kv["bytes_at_length"]
+                    out["state"] = kv["bytes_at_length"] - tokens * out["kv_per_token"] \
+                        + state
+                    unsized = sorted({k for k, info in kv["by_layer_type"].items()
+                                      if not info["kv"] and k != "shared_kv"})
+                    if unsized and not kv["fixed_state"]:
+                        out["state"], out["unsized"] = None, unsized
+            except Exception as e:  # noqa: BLE001 -- a crash is a finding too
+                out["errors"].append(f"kv_cache_bytes: {e}")
+        return out
 
 
 def out_of_alpha_range(config: Mapping, seq_len: int) -> bool:
@@ -163,109 +164,110 @@ def compare(observed: Mapping, config: Mapping, *,
     module docstring) and the library on the same config, the library
     answering for ``transformers_version`` (the release that made the
     observation; default: the installed one)."""
-    lib = library_view(config, position=observed["position"],
-                       transformers_version=transformers_version)
-    diffs: list[dict] = []
+    with config_reader.reading_release(transformers_version):
+        lib = library_view(config, position=observed["position"],
+                           transformers_version=transformers_version)
+        diffs: list[dict] = []
 
-    def add(what, theirs, ours, reason):
-        diffs.append({"what": what, "transformers": theirs, "library": ours,
-                      "reason": reason})
+        def add(what, theirs, ours, reason):
+            diffs.append({"what": what, "transformers": theirs, "library": ours,
+                          "reason": reason})
 
-    for e in lib["errors"]:
-        add("library", None, "raises", e)
-    rotating = list(observed["rope_layers"])
-    if lib["layout"] is not None and lib["rope"] is not None:
-        ours = sorted(i for i, r in lib["rope"].items() if r is not None)
-        if rotating != ours:
-            add("layers with RoPE", rotating, ours,
-                f"transformers rotates layers {rotating}, the library {ours}")
-        for key, row in observed["cos_sin"].items():
-            if not all(k.isdigit() for k in key.split(",")):
-                add("cos/sin", key, None, "apply_rotary* was called outside any "
-                    "decoder layer the sweep found: not compared")
-                continue
-            same = [int(k) for k in key.split(",")]
-            i = next((k for k in same if k in ours), None)
-            if i is None:
-                continue
-            if any(k in ours and not torch.equal(lib["rope"][k][0], lib["rope"][i][0])
-                   for k in same):
-                add(f"layers {key} frequencies", "one cos/sin", "several",
-                    f"transformers gives layers {key} the same cos/sin, the library "
-                    f"different frequencies")
-            freq, factor = lib["rope"][i]
-            found = _cos_sin_difference(row["cos"], row["sin"], freq, factor,
-                                        observed["position"])
-            if found is None:
-                add(f"layer {i} rotary dim", len(row["cos"]), 2 * freq.numel(),
-                    f"rotary dim {len(row['cos'])} vs {2 * freq.numel()}: cos/sin "
-                    f"not compared")
-            elif not found[3]:
-                add(f"layer {i} cos/sin", found[1], found[2],
-                    f"largest |cos, sin| difference {found[1]:.3g} at position "
-                    f"{observed['position']} (tolerance {found[2]:.3g}, {found[0]} "
-                    f"layout)")
-    pairs = observed.get("pair_layout")  # absent from sweeps made before it
-    if pairs is not None and lib["rope"] is not None:
-        try:
-            ours = config_reader._pair_layout(config)
-        except ValueError as error:
-            ours = f"raises: {error}"
-        if pairs == "other":
-            add("pair layout", pairs, ours, "the model's apply_rotary* pairs features "
-                "neither as halves nor as neighbours: not compared")
-        elif pairs != ours:
-            add("pair layout", pairs, ours,
-                f"transformers' apply_rotary* rotates {pairs} pairs, the inspector "
-                f"reports {ours}")
-    beyond = observed.get("beyond")
-    if beyond and lib["scheme"] == "rotary" and lib["rope"] is not None:
-        far = library_view(config, position=beyond["position"],
-                           transformers_version=transformers_version)["rope"] or {}
-        ropes = {}
-        for r in far.values():
-            if r is not None:
-                ropes.setdefault(tuple(r[0].tolist()), r)
-        for row in beyond["rows"] if ropes else ():  # no layer rotates: unused
-            found = [_cos_sin_difference(row["cos"], row["sin"], f, a,
-                                         beyond["position"]) for f, a in ropes.values()]
-            found = [x for x in found if x is not None]
-            if not any(x[3] for x in found):
-                worst = min((x[1] for x in found), default=None)
-                add(f"{row['module']} past L", worst, None,
-                    f"at position {beyond['position']:,} (past max_position_embeddings"
-                    f") {row['module']}'s cos/sin match none of the library's layers"
-                    + (f" (closest: off by {worst:.3g})" if worst is not None else
-                       " (no layer has its width)"))
-    scales = {(int(k) if str(k).isdigit() else str(k)): v
-              for k, v in observed["scales"].items() if v is not None}
-    if scales and lib["softmax"] is not None:
-        bad = {k: v for k, v in scales.items()
-               if not math.isclose(v, lib["softmax"], rel_tol=1e-6)}
-        if bad:
-            add("softmax scale", sorted(set(bad.values())), lib["softmax"],
-                f"attention is called with scaling {sorted(set(bad.values()))} on "
-                f"layers {sorted(bad, key=str)}, the library says "
-                f"{lib['softmax']:.6g}")
-    theirs = observed["kv_per_token"]
-    if theirs is None:
-        add("KV bytes/token", None, lib["kv_per_token"],
-            "the forward pass returned no cache to measure: not compared")
-    elif lib["kv_per_token"] is not None and theirs != lib["kv_per_token"]:
-        add("KV bytes/token", theirs, lib["kv_per_token"],
-            f"the filled cache grows by {theirs:,} bytes per token (float32), the "
-            f"library says {lib['kv_per_token']:,}")
-    fixed = observed["fixed_state"]
-    if lib.get("unsized"):
-        add("fixed state", fixed, None,
-            f"the library does not size the state of {', '.join(lib['unsized'])} "
-            f"layers (the cache holds {fixed or 0:,} bytes that do not grow): not "
-            f"compared")
-    elif fixed is not None and lib["state"] is not None and fixed != lib["state"]:
-        add("fixed state", fixed, lib["state"],
-            f"the cache holds {fixed:,} bytes that do not grow with the length, the "
-            f"library says {lib['state']:,}")
-    return diffs
+        for e in lib["errors"]:
+            add("library", None, "raises", e)
+        rotating = list(observed["rope_layers"])
+        if lib["layout"] is not None and lib["rope"] is not None:
+            ours = sorted(i for i, r in lib["rope"].items() if r is not None)
+            if rotating != ours:
+                add("layers with RoPE", rotating, ours,
+                    f"transformers rotates layers {rotating}, the library {ours}")
+            for key, row in observed["cos_sin"].items():
+                if not all(k.isdigit() for k in key.split(",")):
+                    add("cos/sin", key, None, "apply_rotary* was called outside any "
+                        "decoder layer the sweep found: not compared")
+                    continue
+                same = [int(k) for k in key.split(",")]
+                i = next((k for k in same if k in ours), None)
+                if i is None:
+                    continue
+                if any(k in ours and not torch.equal(lib["rope"][k][0], lib["rope"][i][0])
+                       for k in same):
+                    add(f"layers {key} frequencies", "one cos/sin", "several",
+                        f"transformers gives layers {key} the same cos/sin, the library "
+                        f"different frequencies")
+                freq, factor = lib["rope"][i]
+                found = _cos_sin_difference(row["cos"], row["sin"], freq, factor,
+                                            observed["position"])
+                if found is None:
+                    add(f"layer {i} rotary dim", len(row["cos"]), 2 * freq.numel(),
+                        f"rotary dim {len(row['cos'])} vs {2 * freq.numel()}: cos/sin "
+                        f"not compared")
+                elif not found[3]:
+                    add(f"layer {i} cos/sin", found[1], found[2],
+                        f"largest |cos, sin| difference {found[1]:.3g} at position "
+                        f"{observed['position']} (tolerance {found[2]:.3g}, {found[0]} "
+                        f"layout)")
+        pairs = observed.get("pair_layout")  # absent from sweeps made before it
+        if pairs is not None and lib["rope"] is not None:
+            try:
+                ours = config_reader._pair_layout(config)
+            except ValueError as error:
+                ours = f"raises: {error}"
+            if pairs == "other":
+                add("pair layout", pairs, ours, "the model's apply_rotary* pairs features "
+                    "neither as halves nor as neighbours: not compared")
+            elif pairs != ours:
+                add("pair layout", pairs, ours,
+                    f"transformers' apply_rotary* rotates {pairs} pairs, the inspector "
+                    f"reports {ours}")
+        beyond = observed.get("beyond")
+        if beyond and lib["scheme"] == "rotary" and lib["rope"] is not None:
+            far = library_view(config, position=beyond["position"],
+                               transformers_version=transformers_version)["rope"] or {}
+            ropes = {}
+            for r in far.values():
+                if r is not None:
+                    ropes.setdefault(tuple(r[0].tolist()), r)
+            for row in beyond["rows"] if ropes else ():  # no layer rotates: unused
+                found = [_cos_sin_difference(row["cos"], row["sin"], f, a,
+                                             beyond["position"]) for f, a in ropes.values()]
+                found = [x for x in found if x is not None]
+                if not any(x[3] for x in found):
+                    worst = min((x[1] for x in found), default=None)
+                    add(f"{row['module']} past L", worst, None,
+                        f"at position {beyond['position']:,} (past max_position_embeddings"
+                        f") {row['module']}'s cos/sin match none of the library's layers"
+                        + (f" (closest: off by {worst:.3g})" if worst is not None else
+                           " (no layer has its width)"))
+        scales = {(int(k) if str(k).isdigit() else str(k)): v
+                  for k, v in observed["scales"].items() if v is not None}
+        if scales and lib["softmax"] is not None:
+            bad = {k: v for k, v in scales.items()
+                   if not math.isclose(v, lib["softmax"], rel_tol=1e-6)}
+            if bad:
+                add("softmax scale", sorted(set(bad.values())), lib["softmax"],
+                    f"attention is called with scaling {sorted(set(bad.values()))} on "
+                    f"layers {sorted(bad, key=str)}, the library says "
+                    f"{lib['softmax']:.6g}")
+        theirs = observed["kv_per_token"]
+        if theirs is None:
+            add("KV bytes/token", None, lib["kv_per_token"],
+                "the forward pass returned no cache to measure: not compared")
+        elif lib["kv_per_token"] is not None and theirs != lib["kv_per_token"]:
+            add("KV bytes/token", theirs, lib["kv_per_token"],
+                f"the filled cache grows by {theirs:,} bytes per token (float32), the "
+                f"library says {lib['kv_per_token']:,}")
+        fixed = observed["fixed_state"]
+        if lib.get("unsized"):
+            add("fixed state", fixed, None,
+                f"the library does not size the state of {', '.join(lib['unsized'])} "
+                f"layers (the cache holds {fixed or 0:,} bytes that do not grow): not "
+                f"compared")
+        elif fixed is not None and lib["state"] is not None and fixed != lib["state"]:
+            add("fixed state", fixed, lib["state"],
+                f"the cache holds {fixed:,} bytes that do not grow with the length, the "
+                f"library says {lib['state']:,}")
+        return diffs
 
 
 def verdict(diffs: list[dict]) -> str:

@@ -128,6 +128,14 @@ def shrink(config: Mapping) -> dict:
         out["mamba_d_head"] = "auto"  # follows the shrunk hidden size and heads
     if config_reader.num_layers(text) is None and text.get("layer_types") is None:
         out["num_hidden_layers"] = 2  # the config states no layers: two show it
+    # each value under the class's own field, not an attribute_map alias of it:
+    # a 5.x dataclass sets the alias after __post_init__ has read the field
+    # (DbrxConfig copies d_model into ffn_config.hidden_size there, so
+    # hidden_size=64 left the experts 2048 wide)
+    for alias, target in (getattr(mapping[class_type], "attribute_map", None)
+                          or {}).items():
+        if alias in out and target not in ("model_type",):
+            out[target] = out.pop(alias)
     return out
 
 
@@ -239,6 +247,8 @@ def _takes_seq_len(module) -> bool:
 
 def _rotary_for(model, layer):
     """The rotary module a decoder layer's forward pass uses, or ``None``."""
+    # DBRX keeps its attention inside a norm-attention-norm block
+    layer = getattr(layer, "norm_attn_norm", layer)
     attn = next((getattr(layer, n) for n in ("self_attn", "attention", "attn",
                                              "self_attention",  # Falcon's
                                              "temporal_block")  # RecurrentGemma's

@@ -1174,10 +1174,10 @@ MUTANTS: tuple[Mutant, ...] = (
        "lru * 4 + lru * steps * b", "lru * b + lru * steps * b",
        [], "RecurrentGemma's RG-LRU state in the model's dtype (it is float32)"),
     _m("nemotron-h-ssm-in-dtype", "serving.py",
-       "        return {\"bytes\": layers * (conv * b + ssm * 4), \"layers\": layers,\n"
-       "                \"what\": what}\n    if model_type == \"recurrent_gemma\":",
-       "        return {\"bytes\": layers * (conv * b + ssm * b), \"layers\": layers,\n"
-       "                \"what\": what}\n    if model_type == \"recurrent_gemma\":",
+       "            return {\"bytes\": layers * (conv * b + ssm * 4), \"layers\": layers,\n"
+       "                    \"what\": what}\n        if model_type == \"recurrent_gemma\":",
+       "            return {\"bytes\": layers * (conv * b + ssm * b), \"layers\": layers,\n"
+       "                    \"what\": what}\n        if model_type == \"recurrent_gemma\":",
        [], "Nemotron-H's SSM state in the model's dtype (5.24.0 keeps it in float32)"),
     _m("nemotron-h-legacy-names", "serving.py",
        'legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}',
@@ -1206,6 +1206,35 @@ MUTANTS: tuple[Mutant, ...] = (
        '    if False:',
        [], "a layer_types key read for Bamba, whose 4.57.6 class takes its attention "
        "layers from attn_layer_indices"),
+    _m("names-last-wins", "config_reader.py",
+       "            value = out[given[0]]\n", "            value = out[given[-1]]\n",
+       [], "of two names a config class maps onto one field, the one it overwrites "
+       "read (BLOOM's hidden_size over n_embed, GPT-2's n_layer over num_hidden_layers)"),
+    _m("names-union-read", "config_reader.py",
+       "        given = [n for n in order if out.get(n) is not None]\n",
+       "        given = [n for n in names[name] if out.get(n) is not None]\n",
+       [], "every name any class uses read as the field, whatever this class reads "
+       "(n_layer in a Llama config)"),
+    _m("names-table-unused", "config_reader.py",
+       "        config = _class_names(dict(config), model_type)\n",
+       "        config = dict(config)\n",
+       ["recipes/read_a_config"], "a config read with every name any class uses, "
+       "not the names its own class reads (DBRX's max_seq_len missed)"),
+    _m("one-release-read-as-both", "config_reader.py",
+       '    five = layout == "5.x" or _only_release(model_type) == 5\n',
+       '    five = layout == "5.x"\n',
+       ["09_models"], "a 4.x-layout YaRN or LongRoPE file of a type only transformers 5.x "
+       "registers refused as if 4.57.6 read it too (Qwen3.5, CWM)"),
+    _m("block-wins-for-both", "config_reader.py",
+       "    if key not in values or _only_release(model_type) != 5:\n",
+       "    if key not in values:\n",
+       [], "the rope block's base read over a top-level one for every type, though "
+       "4.57.6 reads the top level (BitNet, Granite)"),
+    _m("names-installed-release-only", "config_reader.py",
+       "    if here is None and there is None:\n        return text\n",
+       "    if here is None:\n        return text\n",
+       [], "a type only the other transformers release registers read with every "
+       "name (Step-3.5's num_attention_groups under 4.57.6)"),
 )
 
 
