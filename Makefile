@@ -20,7 +20,9 @@ MATHJAX   := .cache/vendor/mathjax/.version
 # can read keys the whole cache: the library (its data and vendored code too),
 # the stored results, data/, the build extension and the pins. A file added,
 # removed, renamed or edited there clears the cache; the contents are hashed, so
-# a touch alone does not (tests/test_exec_cache.py).
+# a touch alone does not. So does another ATEN_CPU_CAPABILITY (make test builds
+# the book with the portable kernels, make book with the native ones), so that
+# cached outputs never stand for the other kernels' (tests/test_exec_cache.py).
 EXEC_INPUTS := posenc_lib results data book/_ext requirements.txt constraints.txt
 EXEC_KEY    := _build/.exec-inputs
 
@@ -28,7 +30,7 @@ export POSENC_CHROMIUM := $(CHROMIUM)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: release release-check
-.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks book-then-browser unit-then-portable benchmark experiment retrieval offset offset-lr mutants engines lock clean help
+.PHONY: quick book test lab layouts unit slow notebooks browser portable portable-notebooks book-portable unit-lint browser-half-0 browser-half-1 benchmark experiment retrieval offset offset-lr mutants engines lock clean help
 
 help: ## list these targets (from the Makefile's own `## ` comments)
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[A-Za-z0-9_.-]+:[^=#]*## / { printf "make %-19s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -46,7 +48,8 @@ $(MATHJAX): scripts/vendor_assets.py
 
 $(EXEC_KEY): FORCE
 	@key="$$(find $(EXEC_INPUTS) -type f ! -path '*/__pycache__/*' -print0 2>/dev/null \
-	  | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)"; \
+	  | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum) \
+	  kernels=$${ATEN_CPU_CAPABILITY:-native}"; \
 	if [ "$$key" != "$$(cat $@ 2>/dev/null)" ]; then \
 	  rm -rf _build/.jupyter_cache && mkdir -p _build && echo "$$key" > $@ && \
 	  echo "the notebooks' inputs changed: the execution cache is cleared"; fi
@@ -79,26 +82,36 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## build the book into _build/html (ex
 # The book build executes every notebook with allow_errors: false, so a failing
 # cell fails it (-W); running them once more under nbval would double the
 # longest step. `make notebooks` still does that, with live widgets.
-# make test runs two chains side by side, one a core, with no barrier between
-# them: the book build (the kernel executing a notebook), then the browser
-# tests over it; and the lint and the unit tests, then every notebook again
-# under nbval with portable kernels. -Otarget keeps each chain's log in one
-# piece. The book's kernel and the unit tests run with one torch thread each:
-# two jobs of two threads on two cores made torch's threads wait on each other
-# (test_crosscheck.py took 11 s beside another job with two threads, 8 s with
-# one). The tests hold at any thread count (`make portable` runs two).
-test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W (executes every notebook), browser tests
-	$(MAKE) -j2 -Otarget book-then-browser unit-then-portable
+# make test runs two jobs at a time, one a core: the book build and the lint
+# with the unit tests side by side, then the browser tests over the book in two
+# halves (by page), one as soon as the book is built, the other once the unit
+# tests are done too. The book is built with torch's portable kernels and one
+# thread (the first setting of PORTABLE), so its cells see another CPU's
+# arithmetic than the unit tests, which run with the native kernels
+# (`make portable` runs both under both). -Otarget keeps each job's log in one
+# piece. Each job runs one torch thread: two jobs of two threads on two cores
+# made torch's threads wait on each other (test_crosscheck.py took 11 s beside
+# another job with two threads, 8 s with one). The tests hold at any thread
+# count (`make portable` runs two).
+test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W under portable kernels (executes every notebook), browser tests
+	$(MAKE) -j2 -Otarget browser-half-0 browser-half-1
 
-book-then-browser: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## the book build, then the browser tests over it (a chain of make test)
-	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory book BOOK_FLAGS=--all
-	$(MAKE) --no-print-directory browser
+book-portable: export ATEN_CPU_CAPABILITY := default
+book-portable: export OMP_NUM_THREADS := 1
+book-portable: export POSENC_EXPECT_CAPABILITY := default
+book-portable: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## the book build with portable kernels and one thread (a step of make test)
+	$(BIN)/jupyter-book build . -W -n --keep-going --all
 
-unit-then-portable: $(INSTALLED) ## lint, the unit tests, then every notebook with portable kernels (a chain of make test)
+unit-lint: $(INSTALLED) ## lint the notebooks, then the unit tests with one torch thread (a step of make test)
 	$(BIN)/ruff format --check book
 	$(BIN)/ruff check --select E501 book
 	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not browser and not slow" tests
-	$(MAKE) --no-print-directory portable-notebooks
+
+browser-half-0: book-portable $(CHROMIUM) ## half of the browser tests, by page (a step of make test)
+	POSENC_BROWSER_SHARD=0/2 $(PY) -m pytest -m browser tests
+
+browser-half-1: book-portable unit-lint $(CHROMIUM) ## the other half (a step of make test)
+	POSENC_BROWSER_SHARD=1/2 $(PY) -m pytest -m browser tests
 
 # Tests marked slow (every interactive figure compared pixel by pixel with
 # savefig at every slider extreme; about a minute) run with `make slow`.
@@ -143,7 +156,7 @@ portable: $(INSTALLED) ## unit tests and every notebook with other CPUs' arithme
 	  ) || exit 1; \
 	done
 
-portable-notebooks: $(INSTALLED) ## every notebook under nbval with portable kernels and one thread (a step of make test)
+portable-notebooks: $(INSTALLED) ## every notebook under nbval with portable kernels and one thread
 	@( set -- $(firstword $(PORTABLE)); $(with_kernels); \
 	   $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env book )
 

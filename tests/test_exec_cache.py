@@ -100,3 +100,16 @@ def test_touch_bytecode_and_other_files_keep_the_cache(tree):
     (tree / "book/01_why_positions.ipynb").write_text("{\"cells\": []}\n")
     (tree / "README.md").write_text("another readme\n")
     assert not build_key(tree)
+
+
+def test_other_kernels_clear_the_cache(tree, monkeypatch):
+    """`make test` builds with the portable kernels, `make book` with the native
+    ones: outputs cached under one must not stand for the other's."""
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    build_key(tree)
+    assert not build_key(tree)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert build_key(tree)
+    assert not build_key(tree)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert build_key(tree)
