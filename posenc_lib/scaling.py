@@ -1014,6 +1014,7 @@ def rope_from_config(config: Mapping, *, layer: int | None = None, seq_len=None,
             # Hunyuan's module is decorated with dynamic_rope_update: beyond
             # max_position_embeddings it recomputes plain dynamic NTK (no alpha).
             return rope_parameters("dynamic", rope.dim, rope.base, seq_len=seq_len,
-                                   dtype=dtype, reference=reference, **rope.dynamic_params)
+                                   dtype=dtype, reference=reference,
+                                   **rope.dynamic_params)
         return rope_parameters(rope.rope_type, rope.dim, rope.base, seq_len=seq_len,
                                dtype=dtype, reference=reference, **rope.params)
