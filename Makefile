@@ -84,15 +84,14 @@ book: $(INSTALLED) $(MATHJAX) $(EXEC_KEY) ## build the book into _build/html (ex
 # longest step. `make notebooks` still does that, with live widgets.
 # make test runs two jobs at a time, one a core: the book build and the lint
 # with the unit tests side by side, then the browser tests over the book in two
-# halves (by page), one as soon as the book is built, the other once the unit
-# tests are done too. The book is built with torch's portable kernels and one
-# thread (the first setting of PORTABLE), so its cells see another CPU's
-# arithmetic than the unit tests, which run with the native kernels
-# (`make portable` runs both under both). -Otarget keeps each job's log in one
-# piece. Each job runs one torch thread: two jobs of two threads on two cores
-# made torch's threads wait on each other (test_crosscheck.py took 11 s beside
-# another job with two threads, 8 s with one). The tests hold at any thread
-# count (`make portable` runs two).
+# halves (by page), side by side once both are done. The book is built with
+# torch's portable kernels and one thread (the first setting of PORTABLE), so
+# its cells see another CPU's arithmetic than the unit tests, which run with
+# the native kernels (`make portable` runs both under both). -Otarget keeps
+# each job's log in one piece. Each job runs one torch thread: two jobs of two
+# threads on two cores made torch's threads wait on each other
+# (test_crosscheck.py took 11 s beside another job with two threads, 8 s with
+# one). The tests hold at any thread count (`make portable` runs two).
 test: $(INSTALLED) $(MATHJAX) $(CHROMIUM) ## unit tests, book build with -W under portable kernels (executes every notebook), browser tests
 	$(MAKE) -j2 -Otarget browser-half-0 browser-half-1
 
@@ -107,7 +106,7 @@ unit-lint: $(INSTALLED) ## lint the notebooks, then the unit tests with one torc
 	$(BIN)/ruff check --select E501 book
 	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not browser and not slow" tests
 
-browser-half-0: book-portable $(CHROMIUM) ## half of the browser tests, by page (a step of make test)
+browser-half-0: book-portable unit-lint $(CHROMIUM) ## half of the browser tests, by page (a step of make test)
 	POSENC_BROWSER_SHARD=0/2 $(PY) -m pytest -m browser tests
 
 browser-half-1: book-portable unit-lint $(CHROMIUM) ## the other half (a step of make test)
