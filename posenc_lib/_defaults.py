@@ -133,6 +133,14 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
                          "head_dim": 256},
     "qwen3_5_text": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25,
                      "head_dim": 256},
+    # Qwen4ExpTextConfig (5.24.0): head_dim a field of its own, 256, never
+    # hidden_size / heads (results/class-defaults-5.json)
+    "qwen4_exp_text": {"rope_theta": 10000.0, "head_dim": 256},
+    "qwen4_exp": {"rope_theta": 10000.0, "head_dim": 256},
+    # HrmTextConfig (5.24.0): head_dim a field of its own, 128 (a layer's
+    # config carries the type without its _text)
+    "hrm_text": {"rope_theta": 10000.0, "head_dim": 128},
+    "hrm": {"rope_theta": 10000.0, "head_dim": 128},
     "sarvam_mla": {"rope_theta": 10000.0, "head_dim": 64},
     "sarvam_moe": {"rope_theta": 8000000.0, "head_dim": 64},
     "solar_open": {"rope_theta": 1000000.0, "head_dim": 128},

@@ -472,6 +472,9 @@ INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      "youtu": "rope_interleave", "sarvam_mla": "rope_interleave",
                      "axk2": True, "bailing_hybrid": True, "glm_moe_dsa": True,
                      "cohere2_moe": True,
+                     # DeepseekV4's rotate_half pairs (2i, 2i + 1) on a head's
+                     # last rotary-dim features (modeling_deepseek_v4.py)
+                     "deepseek_v4": True,
                      # RoFormerSelfAttention.apply_rotary_position_embeddings:
                      # sin/cos repeated pairwise, [-x1, x0, -x3, x2, ...]
                      "roformer": True,
@@ -501,6 +504,94 @@ def _text_config(config: Mapping) -> tuple[dict, str | None]:
     return _v5_nested(text, model_type), model_type
 
 
+#: DeepSeek-V4's layer types and the ``rope_parameters`` entry each rotates
+#: with (5.24.0 ``DeepseekV4Attention``, ``models/deepseek_v4/
+#: modeling_deepseek_v4.py``: the sliding layers ``main``, the compressed
+#: ones ``compress`` for their queries, keys, compressed keys and indexer).
+DEEPSEEK_V4_LABELS = {"sliding_attention": "main",
+                      "compressed_sparse_attention": "compress",
+                      "heavily_compressed_attention": "compress"}
+#: ``DeepseekV4Config``'s legacy per-layer ``compress_ratios`` as layer types.
+DEEPSEEK_V4_RATIOS = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                      128: "heavily_compressed_attention"}
+
+
+def deepseek_v4_rope(text: Mapping) -> dict:
+    """DeepSeek-V4's two RoPE entries, ``{"main": ..., "compress": ...}``, as
+    ``DeepseekV4Config`` (5.24.0) resolves them, each with its rotary share:
+
+    * ``rope_parameters`` (or a non-empty ``rope_scaling``, which replaces it)
+      with both entries as mappings is kept; an entry without ``rope_theta``
+      takes the top-level ``rope_theta`` (10,000 by default; not
+      ``compress_rope_theta``), one without ``partial_rotary_factor`` the
+      top-level factor where the file gives one, else none: the whole head;
+    * otherwise both are rebuilt from the top level: ``main`` a plain RoPE of
+      base ``rope_theta``, ``compress`` the flat block's scaling (YaRN with an
+      ``attention_factor`` of 1.0 unless given) with base
+      ``compress_rope_theta`` (160,000), both with the share
+      ``partial_rotary_factor``, else the legacy ``qk_rope_head_dim /
+      head_dim``, else 64 / 512; a base or share inside the flat block is
+      overwritten.
+
+    Checked against the class on generated configs by the config-forms sweep
+    (``results/config_forms-5.json``)."""
+    block = text.get("rope_scaling") or text.get("rope_parameters") or {}
+    if not isinstance(block, Mapping):
+        raise ValueError(f"rope_parameters must be a mapping, got {block!r}")
+    theta = text.get("rope_theta")
+    theta = 10000.0 if theta is None else theta
+    top_share = text.get("partial_rotary_factor")
+    if isinstance(block.get("main"), Mapping) and isinstance(block.get("compress"),
+                                                             Mapping):
+        out = {}
+        for label in ("main", "compress"):
+            entry = dict(block[label])
+            entry.setdefault("rope_type", entry.get("type", "default"))
+            entry.setdefault("rope_theta", theta)
+            if top_share is not None:
+                entry.setdefault("partial_rotary_factor", top_share)
+            entry.setdefault("partial_rotary_factor", 1.0)
+            out[label] = entry
+        return out
+    head = text.get("head_dim")
+    head = 512 if head is None else _validate.positive_int("head_dim", head)
+    legacy = text.get("qk_rope_head_dim")
+    share = top_share if top_share is not None else (
+        legacy / head if legacy is not None else 64 / 512)
+    compress_theta = text.get("compress_rope_theta")
+    scaling = {k: v for k, v in block.items() if k not in ("main", "compress")}
+    scaling.setdefault("rope_type", scaling.get("type", "default"))
+    compress = {**scaling, "rope_theta": 160000.0 if compress_theta is None
+                else compress_theta, "partial_rotary_factor": share}
+    if compress["rope_type"] == "yarn":
+        compress.setdefault("attention_factor", 1.0)
+    return {"main": {"rope_type": "default", "rope_theta": theta,
+                     "partial_rotary_factor": share}, "compress": compress}
+
+
+def _nested_strays(text: dict, model_type: str | None) -> dict:
+    """``text`` without the entries of a per-layer-type ``rope_parameters``
+    that are not a layer's (a ``partial_rotary_factor`` beside the blocks),
+    each named in an :class:`IgnoredKeyWarning`: transformers 5.24.0 reads
+    only the entries under the config's layer types
+    (``RotaryEmbeddingConfigMixin.nested_rope_parameter_keys``,
+    ``modeling_rope_utils.py``)."""
+    nested = text.get("rope_parameters")
+    if not isinstance(nested, Mapping) or not any(
+            isinstance(v, Mapping) for v in nested.values()):
+        return text
+    strays = {k: v for k, v in nested.items() if v is not None
+              and not isinstance(v, Mapping)}
+    if not strays:
+        return text
+    warnings.warn(f"{model_type}: rope_parameters holds one block per layer type, "
+                  f"and transformers 5.x reads only those; ignored beside them: "
+                  + ", ".join(f"{k}={v!r}" for k, v in strays.items()),
+                  IgnoredKeyWarning, stacklevel=5)
+    return {**text, "rope_parameters": {k: v for k, v in nested.items()
+                                        if k not in strays}}
+
+
 #: Config classes whose default ``rope_parameters`` holds one block per layer
 #: type, filled in when ``config.json`` has neither ``rope_parameters`` nor
 #: ``rope_scaling`` (``Gemma4TextConfig`` and ``Gemma4UnifiedTextConfig``,
@@ -512,6 +603,13 @@ PER_TYPE_ROPE_DEFAULTS = {
            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                               "rope_theta": 1000000.0}}
     for name in ("gemma4", "gemma4_unified")}
+#: MiMoV2FlashConfig's default (5.24.0, results/class-defaults-5.json): a third
+#: of each head rotates, the full layers with base 5,000,000
+PER_TYPE_ROPE_DEFAULTS["mimo_v2_flash"] = {
+    "full_attention": {"rope_type": "default", "partial_rotary_factor": 0.334,
+                       "rope_theta": 5000000.0},
+    "sliding_attention": {"rope_type": "default", "partial_rotary_factor": 0.334,
+                          "rope_theta": 10000.0}}
 
 
 def _fills_per_type_rope(text: Mapping, model_type) -> bool:
@@ -614,6 +712,95 @@ def _only_release(model_type: str | None) -> int | None:
     return has[0] if len(has) == 1 else None
 
 
+def _hrm_layers(text: dict, major: int) -> dict:
+    """``HrmTextConfig.__post_init__`` (5.24.0, ``configuration_hrm_text.py``):
+    on first construction (no ``num_layers_per_stack``) the given
+    ``num_hidden_layers`` is the blocks per stack, and ``num_hidden_layers``
+    becomes one cache layer per attention call of the recurrent forward,
+    ``blocks x H_cycles x (L_cycles + 1)``; a saved config carries both."""
+    if text.get("num_layers_per_stack") is not None:
+        return text
+    get = {k: text.get(k, d) if text.get(k) is not None else d
+           for k, d in (("num_hidden_layers", 16), ("H_cycles", 2), ("L_cycles", 3))}
+    blocks = _validate.positive_int("num_hidden_layers", get["num_hidden_layers"])
+    high = _validate.positive_int("H_cycles", get["H_cycles"])
+    low = _validate.nonnegative_int("L_cycles", get["L_cycles"])
+    return {**text, "num_layers_per_stack": blocks,
+            "num_hidden_layers": blocks * high * (low + 1)}
+
+
+def _mimo_window(text: dict, major: int) -> dict:
+    """``MiMoV2FlashConfig.__post_init__`` (5.24.0): a ``sliding_window_size``
+    sets ``sliding_window`` to one more (the tokens before the query, and the
+    query), over any ``sliding_window`` the file gives."""
+    size = text.get("sliding_window_size")
+    if size is None:
+        return text
+    window = _validate.positive_int("sliding_window_size", size) + 1
+    if text.get("sliding_window") not in (None, window):
+        warnings.warn(f"mimo_v2_flash: its config class sets sliding_window = "
+                      f"sliding_window_size + 1 = {window} over sliding_window="
+                      f"{text['sliding_window']!r}", IgnoredKeyWarning, stacklevel=6)
+    return {**text, "sliding_window": window}
+
+
+def _swin_width(text: dict, major: int, embed_dim: int = 96,
+                multiplier_key: str | None = None) -> dict:
+    """Swin-style classes (4.57.6 and 5.24.0) set ``hidden_size`` to the last
+    stage's width, ``embed_dim x multiplier ** (len(depths) - 1)`` (Hiera's
+    multiplier is ``embed_dim_multiplier``, the others 2; four stages and
+    ``embed_dim`` 96, DiNAT's and NAT's 64, by default); 4.57.6 whatever the
+    file gives, 5.24.0 only where it gives no ``hidden_size``."""
+    if major >= 5 and text.get("hidden_size") is not None:
+        return text
+    dim = text.get("embed_dim") if text.get("embed_dim") is not None else embed_dim
+    depths = text.get("depths") if text.get("depths") is not None else [0] * 4
+    factor = text.get(multiplier_key, 2.0) if multiplier_key else 2
+    if not isinstance(depths, (list, tuple)) or not isinstance(factor, (int, float)):
+        return text
+    dim = _validate.positive_int("embed_dim", dim)
+    return {**text, "hidden_size": int(dim * factor ** (len(depths) - 1))}
+
+
+def _prophetnet_layers(text: dict, major: int) -> dict:
+    """``XLMProphetNetConfig.num_hidden_layers`` (4.57.6) is a property, the
+    encoder's layers plus the decoder's (12 each by default)."""
+    enc, dec = (text.get(k) if text.get(k) is not None else 12
+                for k in ("num_encoder_layers", "num_decoder_layers"))
+    return {**text, "num_hidden_layers": enc + dec}
+
+
+def _deepseek_v4_fields(text: dict, major: int) -> dict:
+    """DeepSeek-V4's fields as ``DeepseekV4Config`` (5.24.0) leaves them: its
+    two RoPE entries resolved (:func:`deepseek_v4_rope`), which replace every
+    top-level RoPE key, and no ``qk_rope_head_dim`` (a legacy key the class
+    pops; the rotary share is each entry's), ``head_dim`` 512 by default. A
+    layer's config (:func:`posenc_lib.per_layer.layer_config`), which holds its
+    entry alone, is left as it is."""
+    if text.get(LAYER_TYPE_KEY) is not None:
+        return text
+    out = {k: v for k, v in text.items() if k not in (
+        "rope_scaling", "rope_theta", "compress_rope_theta", "partial_rotary_factor",
+        "qk_rope_head_dim")}
+    out["rope_parameters"] = deepseek_v4_rope(text)
+    if out.get("head_dim") is None:
+        out["head_dim"] = 512
+    return out
+
+
+#: Fields a config class computes from others (``"derived"`` in
+#: ``results/config-names-*.json``): every such field of either release has a
+#: rule here, judged on the probe's forms by ``tests/test_config_names.py``.
+DERIVED_FIELDS = {
+    "hrm_text": _hrm_layers, "mimo_v2_flash": _mimo_window,
+    "deepseek_v4": _deepseek_v4_fields,
+    "xlm-prophetnet": _prophetnet_layers,
+    **dict.fromkeys(("swin", "swinv2", "donut-swin", "maskformer-swin"), _swin_width),
+    **dict.fromkeys(("dinat", "nat"), lambda text, major: _swin_width(text, major, 64)),
+    "hiera": lambda text, major: _swin_width(text, major, 96, "embed_dim_multiplier"),
+}
+
+
 def _class_names(text: dict, model_type: str | None) -> dict:
     """``text`` with six positional fields (layers, hidden size, heads, key
     heads, length, window) under their own names, as ``model_type``'s config
@@ -654,13 +841,21 @@ def _class_names(text: dict, model_type: str | None) -> dict:
     if dropped:
         warnings.warn(f"{model_type}: its config class ignores "
                       + "; ".join(dropped), IgnoredKeyWarning, stacklevel=5)
-    return out
+    derive = DERIVED_FIELDS.get(model_type)
+    return out if derive is None else derive(out, major)
 
 
 def _raw_text_config(config: Mapping) -> tuple[dict, str | None]:
     """The mapping that holds the language model's fields, and the model_type
     (six positional fields named as its config class reads them:
-    :func:`_class_names`)."""
+    :func:`_class_names`; a per-layer-type ``rope_parameters`` without the
+    entries that are not a layer's: :func:`_nested_strays`)."""
+    text, model_type = _language_fields(config)
+    return _nested_strays(text, model_type), model_type
+
+
+def _language_fields(config: Mapping) -> tuple[dict, str | None]:
+    """:func:`_raw_text_config` before :func:`_nested_strays`."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping (a parsed config.json), got "
                          f"{type(config).__name__}")

@@ -227,10 +227,26 @@ _PATTERNS = {
         for kind in (list(t.get("block_types") or
                           ("recurrent", "recurrent", "attention")) * n)[:n]],
 }
+# DeepseekV4Config.__post_init__ (5.24.0): two heavily compressed layers, then
+# compressed-sparse and heavily compressed ones in turn (no sliding layer)
+_PATTERNS["deepseek_v4"] = lambda t, n, get: (
+    ["heavily_compressed_attention"] * min(n, 2)
+    + ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+       for i in range(max(n - 2, 0))])
 _PATTERNS["gemma4"] = lambda t, n, get: config_reader.gemma4_layer_types(n)
 _PATTERNS["gemma4_unified"] = _PATTERNS["gemma4"]
 _PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
 _PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
+
+
+def _deepseek_v4_ratios(ratios) -> list[str]:
+    """DeepSeek-V4's legacy ``compress_ratios`` (0, 4 or 128 a layer) as its
+    layer types (``DeepseekV4Config``, 5.24.0)."""
+    if not isinstance(ratios, (list, tuple)) or not all(
+            r in config_reader.DEEPSEEK_V4_RATIOS for r in ratios):
+        raise ValueError(f"compress_ratios must be a list of "
+                         f"{sorted(config_reader.DEEPSEEK_V4_RATIOS)}, got {ratios!r}")
+    return [config_reader.DEEPSEEK_V4_RATIOS[r] for r in ratios]
 
 
 def _per_type_none(text: Mapping, kind: str) -> bool:
@@ -378,6 +394,15 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if model_type == "recurrent_gemma":  # its attention blocks' local window
         window = _validate.positive_int("attention_window_size", _field(
             text, model_type, "attention_window_size", used))
+    if model_type == "deepseek_v4" and given is None and \
+            text.get("compress_ratios") is not None:
+        given = _deepseek_v4_ratios(text["compress_ratios"])
+    if model_type == "deepseek_v4" and given is not None and len(given) > n:
+        # DeepseekV4Config.__post_init__ cuts layer_types to num_hidden_layers
+        warnings.warn(f"layer_types has {len(given)} entries for num_hidden_layers="
+                      f"{n}: DeepseekV4Config keeps the first {n}",
+                      config_reader.IgnoredKeyWarning, stacklevel=4)
+        given = list(given)[:n]
     if given is not None:
         if len(given) != n:
             raise ValueError(f"layer_types has {len(given)} entries for "
@@ -581,6 +606,12 @@ def layer_config(config: Mapping, layer: int, *,
         if "per_layer_config" in text or overrides or \
                 model_type in config_reader.PER_LAYER_DEFAULT_TYPES:
             out["per_layer_config"] = {}
+        if model_type == "deepseek_v4":  # two entries, by label (main, compress)
+            label = config_reader.DEEPSEEK_V4_LABELS[entry.attention]
+            out["rope_parameters"] = dict(text["rope_parameters"][label])
+            out[config_reader.LAYER_TYPE_KEY] = entry.attention
+            _defaults_warning(used, model_type)
+            return out
         nested = text.get("rope_parameters")
         if config_reader.is_per_layer_type(nested):
             # transformers 5.x: one rope_parameters per layer type, as stated

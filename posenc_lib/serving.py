@@ -559,7 +559,13 @@ MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim"
 #: DeepSeek-V3.2 is read as DeepSeek-V3 (``config_reader.MODEL_TYPE_ALIASES``)
 #: for its positions, but its 5.x class makes every layer an indexed one.
 INDEXER_DEFAULTS = {"deepseek_v32": 128, "glm_moe_dsa": 128, "axk2": 128,
-                    "hy_v4": 128}
+                    "hy_v4": 128, "qwen4_exp": None}
+#: Indexers whose width has another name: Qwen4-Exp's ``indexer_head_dim``
+#: (its one key head, ``indexer_kv_heads`` must be 1), without a class default
+#: (``Qwen4ExpTextConfig`` does not build without it where a layer is indexed;
+#: 5.24.0 ``models/qwen4_exp/configuration_qwen4_exp.py``, its cache
+#: ``DynamicIndexedLayer.update_indexer``).
+INDEXER_FIELD = {"qwen4_exp": "indexer_head_dim"}
 #: ``MiMoV2FlashConfig``'s default ``v_head_dim`` (5.24.0): its values are
 #: narrower than its keys (``head_dim`` 192) without MLA.
 V_HEAD_DIM_DEFAULTS = {"mimo_v2_flash": 128}
@@ -571,7 +577,8 @@ KV_HEADS_MULTIPLE = {"mimo_v2_flash": {"sliding_attention": 2}}
 #: convolution state in the model's dtype and a recurrent state that
 #: transformers' torch implementation keeps in float32 (seen in bfloat16 runs
 #: of 5.24.0's tiny models of each).
-GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_mini")
+GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_mini",
+                  "qwen4_exp")
 #: The models whose vLLM state :func:`fixed_state_bytes` transcribes; for the
 #: others it returns ``None`` under ``engine="vllm"`` (not sized).
 VLLM_STATE_TYPES = ("lfm2", "qwen3_next", "granitemoehybrid")
@@ -591,6 +598,10 @@ STATE_DEFAULTS = {
     # 5.24.0's gated-DeltaNet hybrids, Qwen3-Next's state (their classes'
     # defaults, results/class-defaults-5.json)
     "qwen3_5": _QWEN3_NEXT_STATE, "qwen3_5_moe": _QWEN3_NEXT_STATE,
+    # Qwen4ExpTextConfig: Qwen3-Next's sizes, and the short convolution of its
+    # per-layer embeddings (PLE) on the layers ple_layer_ids names
+    "qwen4_exp": {**_QWEN3_NEXT_STATE, "hc_count": 4, "ple_conv_kernel_size": 4,
+                  "ngram_size": 3},
     "olmo_hybrid": {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 96,
                     "linear_value_head_dim": 192, "linear_num_key_heads": 30,
                     "linear_num_value_heads": 30},
@@ -741,12 +752,20 @@ def _indexer(config: Mapping, kinds: list) -> dict | None:
     name = raw if raw in INDEXER_DEFAULTS else (model_type or "").removesuffix("_text")
     if name not in INDEXER_DEFAULTS:
         return None
-    dim = text.get("index_head_dim")
-    dim = _validate.positive_int("index_head_dim",
-                                 INDEXER_DEFAULTS[name] if dim is None else dim)
+    field = INDEXER_FIELD.get(name, "index_head_dim")
+    # Qwen4-Exp's class renames a full_attention layer indexed_attention
     indexed = [i for i, (kind, _) in enumerate(kinds)
                if kind == "indexed_attention" or (name == "deepseek_v32"
-                                                  and kind not in NO_KV)]
+                                                  and kind not in NO_KV)
+               or (name == "qwen4_exp" and kind == "full_attention")]
+    dim = text.get(field)
+    dim = INDEXER_DEFAULTS[name] if dim is None else dim
+    if dim is None:
+        if not indexed:
+            return None
+        raise ValueError(f"{name}: {field} is missing; its config class needs it for "
+                         f"the {len(indexed)} indexed layers (the indexer's key width)")
+    dim = _validate.positive_int(field, dim)
     own = text.get("indexer_types")
     if name == "hy_v4":  # HYV4Attention: a "shared" layer reuses an earlier indexer
         if own is None:  # HYV4Config's default
@@ -759,9 +778,113 @@ def _indexer(config: Mapping, kinds: list) -> dict | None:
     return {"layers": len(indexed), "index_head_dim": dim}
 
 
+def _qwen4_ple(text: Mapping, get, hidden: int, layers: int) -> tuple[int, str]:
+    """Qwen4-Exp's per-layer-embedding state (5.24.0
+    ``models/qwen4_exp/modeling_qwen4_exp.py``): on each layer of
+    ``ple_layer_ids`` (1-based, linear-attention layers) a short convolution
+    of ``hc_count x hidden_size`` channels over ``(ple_conv_kernel_size - 1) x
+    ngram_size`` steps (dilation ``ngram_size``), in the model's dtype; its
+    int64 n-gram context is not sized. ``(values, words)``."""
+    ids = text.get("ple_layer_ids") or []
+    if not isinstance(ids, (list, tuple)):
+        raise ValueError(f"ple_layer_ids must be a list of 1-based layer numbers, "
+                         f"got {ids!r}")
+    count = len({_validate.positive_int("ple_layer_ids[]", i) for i in ids})
+    if not count:
+        return 0, ""
+    channels = _validate.positive_int("hc_count", get("hc_count")) * hidden
+    steps = (_validate.positive_int("ple_conv_kernel_size", get("ple_conv_kernel_size"))
+             - 1) * _validate.positive_int("ngram_size", get("ngram_size"))
+    return count * channels * steps, (f"; on each of the {count} PLE layers a "
+                                       f"convolution state of {channels} x {steps} "
+                                       f"values")
+
+
+#: ``DeepseekV4Config``'s compression rates per layer type (5.24.0).
+DEEPSEEK_V4_RATES = {"compressed_sparse_attention": 4,
+                     "heavily_compressed_attention": 128}
+
+
+def _deepseek_v4_cache(text: Mapping, kinds: list, b: int) -> dict:
+    """DeepSeek-V4's cache in transformers 5.24.0, one sequence
+    (``models/deepseek_v4/modeling_deepseek_v4.py``: ``DeepseekV4HCACache``,
+    ``DeepseekV4CSACache``; the sliding layers' ``DynamicSlidingWindowLayer``
+    in ``cache_utils.py``). ``head_dim`` D, ``index_head_dim`` I, window W
+    (``sliding_window``; a layer keeps ``min(n, W - 1)`` of its last tokens,
+    every one where W is 1), one key head whatever ``num_key_value_heads``
+    says, the keys serving as values:
+
+    * sliding layer: keys and values stored apart, ``2 x kept x D``;
+    * heavily compressed layer, rate r: ``kept x D``, one compressed entry of
+      D per r tokens, and the ``n mod r`` tokens of the open block twice
+      (values and gates);
+    * compressed sparse layer, rate m: ``kept x D``, one entry of ``D + I``
+      (attention and indexer) per m tokens, the open block's ``4 x (n mod
+      m)`` values of ``D + I``, and once ``n >= m`` the last block's overlap,
+      ``m x (D + I)`` values and as many gates, kept in float32.
+
+    Measured with the helper's tiny models on 24 generated configs at 1 to 300
+    tokens (2,582 layers, 0 differences) and judged here by the stored
+    config-forms sweep. Returns ``({kind: info}, bytes_at)``, ``bytes_at(kind,
+    n)`` the bytes of all layers of that kind at n tokens."""
+    def size(key, default):
+        value = text.get(key)
+        return _validate.positive_int(key, default if value is None else value)
+
+    d, i, w = size("head_dim", 512), size("index_head_dim", 128), size("sliding_window", 128)
+    rates = text.get("compress_rates")
+    rates = dict(DEEPSEEK_V4_RATES) if rates is None else dict(rates)
+    for kind, key in (("compressed_sparse_attention", "compress_rate_csa"),
+                      ("heavily_compressed_attention", "compress_rate_hca")):
+        if text.get(key) is not None:
+            rates[kind] = text[key]
+    out: dict = {}
+    for kind, _ in kinds:
+        info = out.setdefault(kind, {"layers": 0, "window": w, "cap": None, "kv": True})
+        info["layers"] += 1
+    for kind, info in out.items():
+        if kind == "sliding_attention":
+            info.update(bytes_per_token=0, rate=None)
+            continue
+        if kind not in rates:
+            raise ValueError(f"compress_rates has no rate for {kind} (DeepseekV4Config "
+                             f"does not merge a given dict with its defaults)")
+        r = _validate.positive_int(f"compress_rates[{kind!r}]", rates[kind])
+        width = d + i if kind == "compressed_sparse_attention" else d
+        info.update(rate=r, bytes_per_token=width * b / r)
+
+    def bytes_at(kind, n):
+        kept = n if w == 1 else min(n, w - 1)
+        if kind == "sliding_attention":
+            return 2 * kept * d * b
+        r = out[kind]["rate"]
+        if kind == "heavily_compressed_attention":
+            return kept * d * b + (n // r) * d * b + 2 * (n % r) * d * b
+        return (kept * d * b + (n // r) * (d + i) * b + 4 * (n % r) * (d + i) * b
+                + (r * (d + i) * (b + 4) if n >= r else 0))
+
+    return out, lambda kind, n: out[kind]["layers"] * bytes_at(kind, n)
+
+
 def _state(text: Mapping, model_type: str, key: str):
     value = text.get(key)
     return STATE_DEFAULTS[model_type][key] if value is None else value
+
+
+def _release(config: Mapping, version: str | None) -> str | None:
+    """``version``; where it is ``None`` (the installed transformers) and only
+    transformers 5.x registers the config's model type, 5.x: 4.57.6 cannot
+    build such a model, so its cache is the one 5.x fills (GLM-5's latent
+    and indexer keys, not 4.57.6's decompressed keys, 46 times larger)."""
+    if version is not None or not isinstance(config, Mapping) or \
+            config.get("model_type") in config_reader.MODEL_TYPE_ALIASES:
+        return version  # DeepSeek-V3.2, Kimi K2: 4.57.6 runs them as DeepSeek-V3
+    types = {config.get("model_type")}
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        types.add(text.get("model_type"))
+    only = {config_reader._only_release(t) for t in types if isinstance(t, str)}
+    return MIMICKED_VERSIONS[5] if 5 in only and 4 not in only else None
 
 
 def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
@@ -827,6 +950,7 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         dict with ``bytes`` (per sequence), ``layers`` (how many hold it) and
         ``what`` (the parts, in words).
     """
+    transformers_version = _release(config, transformers_version)
     with config_reader.reading_release(transformers_version):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -901,6 +1025,10 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
             per = conv * b + vh * kd * vd * 4
             what = (f"per linear-attention layer a convolution state of {conv:,} values "
                     f"and a recurrent state of {vh} x {kd} x {vd} float32 values")
+            if model_type == "qwen4_exp":
+                ple, more = _qwen4_ple(text, get, hidden, layers)
+                return {"bytes": layers * per + ple * b, "layers": layers,
+                        "what": what + more}
             return {"bytes": layers * per, "layers": layers, "what": what}
         if model_type == "bailing_hybrid":
             layers = kinds.count("linear_attention")
@@ -1176,6 +1304,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         ValueError: for an unknown ``engine`` (naming the known ones) or a bad
             size.
     """
+    transformers_version = _release(config, transformers_version)
     with config_reader.reading_release(transformers_version):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -1256,9 +1385,19 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                     info["cap"] = window if preallocated else window - 1
                 if preallocated:
                     info["preallocated"] = True
+        v4 = engine == "transformers" and (config_reader._raw_text_config(config)[1]
+                                           == "deepseek_v4")
+        if v4:  # compressed layers: not a size per token (_deepseek_v4_cache)
+            kinds = [(x.attention, None) for x in _layout(config)]
+            by_type, v4_bytes = _deepseek_v4_cache(text, kinds, bytes_per_value)
+            kv_heads, modelled = 1, mimicked_transformers_version("5")
+            formula = ("per layer, a window of keys (sliding layers: keys and values) "
+                       "plus one compressed entry per rate tokens and the open block "
+                       "(DeepSeek-V4, transformers 5.x; bytes_per_token is the growth "
+                       "averaged over a block)")
         kv_layers = sum(info["layers"] for info in by_type.values() if info["kv"])
         indexer = (_indexer(config, [(x.attention, None) for x in _layout(config)])
-                   if engine == "transformers"
+                   if engine == "transformers" and not v4
                    and modelled.startswith("5.") else None)
         indexer_per_token = 0
         if indexer is not None:
@@ -1290,6 +1429,11 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
             for kind, info in by_type.items():
                 if not info["kv"]:
                     info["tokens_at_length"] = 0
+                    continue
+                if v4:  # DeepSeek-V4: its own function of the length
+                    total += v4_bytes(kind, length)
+                    info["tokens_at_length"] = min(length, info["window"] - 1) \
+                        if info["window"] > 1 else length
                     continue
                 if engine == "vllm":
                     tokens = _vllm_tokens(kind, info["window"], length, block_size,

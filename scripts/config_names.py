@@ -139,6 +139,31 @@ def probe_field(cls, base, field: str) -> dict:
     return out
 
 
+def derived_forms(cls, base, field: str, record: dict) -> list[dict]:
+    """Forms for the names that set ``field`` to something other than their
+    value (HRM's ``num_hidden_layers``, MiMo's ``sliding_window_size``): each
+    alone at both probe values, and with each other integer field of the class
+    moved by one or list of integers made one longer (a rule may use them:
+    HRM's cycles, Swin's ``depths``), with the value the built class holds
+    (``None`` where it refuses)."""
+    try:
+        defaults = base.to_dict()
+    except Exception:  # noqa: BLE001 -- a class that cannot dump itself
+        defaults = {}
+    moved = {k: v + 1 if _int(v) else [*v, v[-1]] for k, v in sorted(defaults.items())
+             if k not in record["derived"] and ((_int(v) and v >= 0) or (
+                 isinstance(v, list) and v and all(_int(x) for x in v)))}
+    out = []
+    for name in record["derived"]:
+        givens = [{name: v} for v in record["values"]]
+        givens += [{name: record["values"][0], k: v} for k, v in list(moved.items())[:40]]
+        for given in givens:
+            config, error = _build(cls, given)
+            out.append({"given": given, "reads": None if error else _get(config, field),
+                        **({"error": error} if error else {})})
+    return out
+
+
 def forms(cls, model_type: str, field: str, record: dict) -> list[dict]:
     """Generated forms for one field: two to four of its names at once (those
     the class sets it from or ignores), with distinct values where there are
@@ -191,6 +216,9 @@ def _probe_types(types: list[str]) -> dict:
             record[field] = probe_field(cls, base, field)
             if record[field].get("reads"):
                 record[field]["forms"] = forms(cls, model_type, field, record[field])
+            if record[field].get("derived"):
+                record[field]["derived_forms"] = derived_forms(cls, base, field,
+                                                               record[field])
         found[model_type] = record
     return found
 

@@ -84,12 +84,7 @@ def measure(model_type: str, fields: dict) -> dict:
             for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
                 torch.manual_seed(0)
                 model = AutoModelForCausalLM.from_config(built).eval().to(dtype)
-                rows = {}
-                for tokens in LENGTHS:
-                    cache = tiny_model.filled_cache(model, built, tokens)
-                    kv, state, how = tiny_model.cache_bytes(cache, model)
-                    rows[str(tokens)] = {"kv": kv, "state": state, "cache_class": how}
-                out["measured"][name] = rows
+                out["measured"][name] = tiny_model.cache_rows(model, built, LENGTHS)
     except Exception as error:  # noqa: BLE001 -- stored with the case
         out["error"] = f"{type(error).__name__}: {error}"[:300]
     return out

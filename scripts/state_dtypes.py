@@ -4,9 +4,12 @@
 The conformance sweep (``scripts/conformance.py``) runs its tiny models in
 float32, where a state kept in float32 and one kept in the model's dtype take
 the same bytes. Here each type the stored sweep built
-(``results/conformance-<major>.json``) is built again from the stored config,
-cast to bfloat16 and run on ``TOKENS`` and ``TOKENS + 1`` tokens; the bytes of
-keys and values per token and the fixed state are stored with the config. The
+(``results/conformance-<major>.json``) is built again from the stored config
+in bfloat16 (``from_config(dtype=...)``, as a checkpoint loads: modules the
+class keeps in float32 stay so; cast with ``.to()`` where that fails, noted
+as ``"built": "cast"``) and run on ``TOKENS`` and ``TOKENS + 1`` tokens; the
+bytes of keys and values per token and the fixed state are stored with the
+config. The
 test asks the library the same at 2 bytes a value
 (:func:`posenc_lib.tools.conformance.library_view`): a gated-DeltaNet or
 Bailing recurrent state kept in float32 is then 4 bytes a value beside a
@@ -45,8 +48,16 @@ def measure(model_type: str) -> dict:
 
     cls, kw = tiny_model.shrunk(model_type)
     try:
-        built, model = tiny_model.build(cls, kw)
-        model = model.to(torch.bfloat16)
+        # built in bfloat16 as a checkpoint loads in it (from_config's dtype:
+        # DeepSeek-V4's position_bias stays float32); a model whose weights
+        # cannot be initialised in bfloat16 (RWKV's orthogonal init, XLNet)
+        # built in float32 and cast, as before
+        how_built = "dtype"
+        try:
+            built, model = tiny_model.build(cls, kw, dtype=torch.bfloat16)
+        except Exception:  # noqa: BLE001 -- retried as a cast below
+            built, model = tiny_model.build(cls, kw)
+            model, how_built = model.to(torch.bfloat16), "cast"
         sizes = []
         for tokens in (tiny_model.TOKENS, tiny_model.TOKENS + 1):
             cache = tiny_model.filled_cache(model, built, tokens)
@@ -57,10 +68,10 @@ def measure(model_type: str) -> dict:
     (kv1, st1), (kv2, _) = sizes
     if kv1 is None:
         return {"config": tiny_model._jsonable(built.to_dict()), "cache_class": how,
-                "kv_per_token": None, "fixed_state": None}
+                "built": how_built, "kv_per_token": None, "fixed_state": None}
     per_token = kv2 - kv1
     return {"config": tiny_model._jsonable(built.to_dict()), "cache_class": how,
-            "kv_per_token": per_token,
+            "built": how_built, "kv_per_token": per_token,
             "fixed_state": kv1 - tiny_model.TOKENS * per_token + st1}
 
 

@@ -40,12 +40,17 @@ STORED_4 = json.loads((ROOT / "results" / "config-names-4.json").read_text())
 TABLE = json.loads((ROOT / "posenc_lib" / "data" / "config_names.json").read_text())
 
 
-def _library_reads(model_type: str, given: dict, field: str, major: int, monkeypatch):
-    """The field as the library reads ``given`` under release ``major``'s table."""
+def _library_reads(model_type: str, given: dict, field: str, major: int, monkeypatch,
+                   counted: bool = False):
+    """The field as the library reads ``given`` under release ``major``'s table
+    (``counted``: the layer count as :func:`config_reader.num_layers` counts it,
+    LongCat-Flash's attention layers where its class holds the decoder layers)."""
     monkeypatch.setattr(config_reader, "_reading_major", lambda version: major)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         text, _ = config_reader._raw_text_config({"model_type": model_type, **given})
+        if counted and field == "num_hidden_layers":
+            return config_reader.num_layers(text)
     return text.get(field)
 
 
@@ -56,12 +61,14 @@ def _unordered(model_type: str, field: str, major: int) -> bool:
                for g in TABLE["releases"][release])
 
 
-def _judge(model_type, field, record, form, major, monkeypatch) -> str | None:
+def _judge(model_type, field, record, form, major, monkeypatch,
+           counted: bool = False) -> str | None:
     """Why the library's reading of ``form`` is not the class's, or ``None``."""
     if form.get("error"):  # the class refuses this form: nothing to compare
         return None
     try:
-        got = _library_reads(model_type, form["given"], field, major, monkeypatch)
+        got = _library_reads(model_type, form["given"], field, major, monkeypatch,
+                             counted)
     except ValueError as error:  # refused: only where the table says no order fits
         return None if "which one wins depends" in str(error) and _unordered(
             model_type, field, major) else f"{model_type} {field}: refused: {error}"
@@ -94,15 +101,17 @@ def test_the_stored_4x_probe_is_the_installed_release(live):
     assert now == stored
 
 
-def _every_form(probe: dict, major: int, monkeypatch) -> tuple[int, list[str]]:
-    """How many forms ``probe`` holds, and why the library misreads each it
-    misreads."""
+def _every_form(probe: dict, major: int, monkeypatch,
+                kind: str = "forms") -> tuple[int, list[str]]:
+    """How many forms of ``kind`` ``probe`` holds, and why the library misreads
+    each it misreads."""
     wrong, n = [], 0
     for model_type, record in probe["types"].items():
         for field, found in record.items() if "error" not in record else ():
-            for form in found.get("forms", []):
+            for form in found.get(kind, []):
                 n += 1
-                why = _judge(model_type, field, found, form, major, monkeypatch)
+                why = _judge(model_type, field, found, form, major, monkeypatch,
+                             kind == "derived_forms")
                 if why:
                     wrong.append(why)
     return n, wrong
@@ -119,6 +128,22 @@ def test_every_4x_form_reads_as_the_class_reads_it(live, monkeypatch):
 def test_every_stored_5x_form_reads_as_the_class_read_it(monkeypatch):
     n, wrong = _every_form(STORED_5, 5, monkeypatch)
     assert n > 3000, n
+    assert not wrong, f"{len(wrong)} of {n}:\n" + "\n".join(wrong[:20])
+
+
+@pytest.mark.parametrize("major", [4, 5])
+def test_every_computed_field_reads_as_the_class_computes_it(live, major, monkeypatch):
+    """Fields a class computes from another name (``derived`` in the probe):
+    HRM's ``num_hidden_layers`` (blocks x H_cycles x (L_cycles + 1) on first
+    construction), MiMo-V2-Flash's ``sliding_window`` (``sliding_window_size``
+    + 1), LongCat-Flash's (2 x ``num_layers``), Swin's width, XLM-ProphetNet's
+    layers; each name alone and beside every other integer field of the class
+    moved by one (4.57.6 built now, 5.24.0 stored)."""
+    probe = live if major == 4 else STORED_5
+    n, wrong = _every_form(probe, major, monkeypatch, "derived_forms")
+    computed = {t for t, r in probe["types"].items() if "error" not in r
+                and any(f.get("derived") for f in r.values())}
+    assert n > 10 * len(computed) > 0, (n, computed)
     assert not wrong, f"{len(wrong)} of {n}:\n" + "\n".join(wrong[:20])
 
 

@@ -245,7 +245,10 @@ def test_state_defaults_are_the_classes():
             assert params[key].default == value, (model_type, key)
     # the 5.x-only sizes of the indexer and of MiMo's values, likewise
     for model_type, dim in serving.INDEXER_DEFAULTS.items():
-        assert stored5[model_type]["config"]["index_head_dim"] == dim, model_type
+        field = serving.INDEXER_FIELD.get(model_type, "index_head_dim")
+        config = stored5[model_type]["config"]
+        config = config if field in config else config["text_config"]
+        assert config[field] == dim, (model_type, field, config[field])
     for model_type, dim in serving.V_HEAD_DIM_DEFAULTS.items():
         assert stored5[model_type]["config"]["v_head_dim"] == dim, model_type
     params = std_inspect.signature(CONFIG_MAPPING["deepseek_v3"].__init__).parameters
@@ -565,3 +568,32 @@ def transformers_major() -> int:
     import transformers
 
     return int(transformers.__version__.split(".")[0])
+
+
+def test_a_type_only_5x_registers_is_sized_as_5x_fills_it():
+    """With no release named and 4.57.6 installed, a type that only 5.x
+    registers (4.57.6 cannot build it) is sized as 5.24.0 fills its cache: GLM-5
+    (``glm_moe_dsa``) caches its MLA latent and indexer keys (5.24.0's tiny
+    model agrees: results/conformance-5.json), about 450 MB at 4,096 tokens for
+    its class defaults, not the 21 GB of decompressed keys a 4.57.6 reading
+    gave. Every such type of the stored 5.x class defaults."""
+    stored = json.loads((Path(__file__).resolve().parents[1] / "results"
+                         / "class-defaults-5.json").read_text())["types"]
+    sized = 0
+    for model_type, entry in sorted(stored.items()):
+        if config_reader._only_release(model_type) != 5 or \
+                model_type in config_reader.MODEL_TYPE_ALIASES:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                five = serving.kv_cache_bytes(entry["config"], length=4096,
+                                              transformers_version="5.24.0")
+            except ValueError:
+                continue  # refused under either reading
+            plain = serving.kv_cache_bytes(entry["config"], length=4096)
+        assert plain == five, model_type
+        sized += plain is not None
+    assert sized >= 40, sized
+    glm = serving.kv_cache_bytes(stored["glm_moe_dsa"]["config"], length=4096)
+    assert glm["transformers_version"] == "5.24.0"

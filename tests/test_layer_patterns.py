@@ -55,9 +55,6 @@ KNOWN = {
     # "indexed_attention" layers rotate and cache like full ones; the indexer's
     # own cache is added by serving.kv_cache_bytes (INDEXER_DEFAULTS)
     "deepseek_v32": "indexed_attention read as full_attention (an alias of V3)",
-    # compress ratios per layer and rope_parameters keyed by "compress"/"main":
-    # the library refuses DeepSeek-V4 (posenc_lib/data/known_disagreements.json)
-    "deepseek_v4": "compressed attention layers not modelled",
 }
 
 

@@ -208,7 +208,10 @@ def compare(observed: Mapping, config: Mapping, *,
                         f"{observed['position']} (tolerance {found[2]:.3g}, {found[0]} "
                         f"layout)")
         pairs = observed.get("pair_layout")  # absent from sweeps made before it
-        if pairs is not None and lib["rope"] is not None:
+        # one pair a head (a rotary dim of 2): halves and neighbours are one layout
+        single = lib["rope"] is not None and all(
+            r is None or r[0].numel() == 1 for r in lib["rope"].values())
+        if pairs is not None and lib["rope"] is not None and not single:
             try:
                 ours = config_reader._pair_layout(config)
             except ValueError as error:

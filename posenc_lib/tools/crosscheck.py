@@ -115,8 +115,14 @@ def shrink(config: Mapping) -> dict:
     for alias in (*config_reader._HEADS_ALIASES, *config_reader._HIDDEN_ALIASES, "num_kv_heads"):
         text.pop(alias, None)  # replaced by the canonical names below
     heads = HEADS.get(class_type, 2)
+    # a layer type that keeps a multiple of num_key_value_heads (MiMo-V2-Flash's
+    # sliding layers: twice as many) must still have no more than the query
+    # heads: with as many as the query heads, num_key_value_groups = 2 // 4 = 0
+    # and the eager attention's matmul fails (a tensor of 0 heads)
+    multiple = max((serving.KV_HEADS_MULTIPLE.get(class_type) or {}).values(),
+                   default=1)
     out = {**text, "model_type": class_type, **small, "num_attention_heads": heads,
-           "num_key_value_heads": heads}
+           "num_key_value_heads": max(1, heads // multiple)}
     out.pop("qk_head_dim", None)  # DeepseekV3Config's sum of the two (shrunk) parts
     if head_dim is not None:
         out["hidden_size"] = heads * head_dim
@@ -233,6 +239,10 @@ def _readable(module, built, index: int, seq_len: int):
     types = getattr(built, "layer_types", None)
     if types and hasattr(module, f"{types[index]}_inv_freq"):
         return _LayerTypeRotary(module, types[index])
+    # DeepSeek-V4: one buffer per entry of rope_parameters, named by label
+    label = config_reader.DEEPSEEK_V4_LABELS.get(types[index]) if types else None
+    if label and hasattr(module, f"{label}_inv_freq"):
+        return _LayerTypeRotary(module, label)
     return module
 
 

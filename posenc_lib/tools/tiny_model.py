@@ -286,9 +286,11 @@ def run_model(model_type: str) -> dict:
     return observe(model, built, model_type)
 
 
-def build(cls, kw: dict):
+def build(cls, kw: dict, dtype=None):
     """``(config object, model)``: a causal LM of the config class ``cls``
-    built from ``kw`` with random weights (eager attention)."""
+    built from ``kw`` with random weights (eager attention), in ``dtype`` if
+    given (as a checkpoint loads in it: modules the class keeps in float32
+    stay so)."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
@@ -303,11 +305,12 @@ def build(cls, kw: dict):
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        extra = {} if dtype is None else {"dtype": dtype}
         if model_cls_name is not None:
-            model = AutoModelForCausalLM.from_config(built)
+            model = AutoModelForCausalLM.from_config(built, **extra)
         else:
             from transformers import AutoModel
-            model = AutoModel.from_config(built)
+            model = AutoModel.from_config(built, **extra)
     return built, model.eval()
 
 
@@ -424,7 +427,8 @@ def observe(model, built, model_type: str | None = None) -> dict:
         current["layer"] = module.layer_idx
 
     hooks = []
-    blocks = _decoder_layers(model)
+    stacks = _decoder_stacks(model)
+    blocks = [b for stack in stacks for b in stack]
     # a block of several attention sublayers, each with its own cache index
     # (LongCat-Flash: self_attn[0] and [1] are layers 2i and 2i + 1): the
     # attention modules' layer_idx, as the library counts its layers
@@ -436,7 +440,8 @@ def observe(model, built, model_type: str | None = None) -> dict:
             hooks.append(m.register_forward_pre_hook(pre_hook))
     for index, m in enumerate(blocks):
         hooks.append(m.register_forward_pre_hook(
-            functools.partial(_set_layer, current, index)))
+            functools.partial(_set_layer, current, index % len(stacks[0])),
+            with_kwargs=True))
     if not blocks and not hooks:
         for m in model.modules():
             if isinstance(getattr(m, "layer_idx", None), int):
@@ -562,18 +567,37 @@ PRESCALED = {"OPTAttention", "WhisperAttention"}
 
 
 def _set_layer(current, index, module, args, kwargs=None):
-    current["layer"] = index
+    # HRM-Text runs each stack of blocks several times a forward, and a call
+    # caches as layer index + cycle_offset (HrmTextAttention, 5.24.0
+    # models/hrm_text/modeling_hrm_text.py): the layer is that cache layer
+    current["layer"] = index + int((kwargs or {}).get("cycle_offset") or 0)
+
+
+def _decoder_stacks(model) -> list[list]:
+    """The model's stack of decoder layers (the longest ModuleList of blocks),
+    as a list of one stack; where its blocks pass a ``cycle_offset`` on to their
+    attention (HRM-Text's two stacks, each run several times a forward), every
+    stack of that length."""
+    stacks = []
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.ModuleList) and name.split(".")[-1] in (
+                "layers", "h", "blocks", "layer", "decoder_layers") and \
+                "vision" not in name and "audio" not in name and len(m):
+            stacks.append(list(m))
+    if not stacks:
+        return []
+    longest = max(len(s) for s in stacks)
+    best = next(s for s in stacks if len(s) == longest)
+    if any("cycle_offset" in std_inspect.signature(m.forward).parameters
+           for m in best[0].modules()):  # its attention's, passed on by the block
+        return [s for s in stacks if len(s) == longest]
+    return [best]
 
 
 def _decoder_layers(model):
     """The model's stack of decoder layers (the longest ModuleList of blocks)."""
-    best = []
-    for name, m in model.named_modules():
-        if isinstance(m, torch.nn.ModuleList) and name.split(".")[-1] in (
-                "layers", "h", "blocks", "layer", "decoder_layers") and \
-                len(m) > len(best) and "vision" not in name and "audio" not in name:
-            best = list(m)
-    return best
+    stacks = _decoder_stacks(model)
+    return stacks[0] if stacks else []
 
 
 def _layer_count(built) -> int | None:
@@ -582,6 +606,16 @@ def _layer_count(built) -> int | None:
         if isinstance(v, int):
             return v
     return None
+
+
+def cache_rows(model, built, lengths) -> dict:
+    """``{str(tokens): {"kv", "state", "cache_class"}}``: what ``model``'s own
+    cache holds after a forward over each of ``lengths`` tokens."""
+    rows = {}
+    for tokens in lengths:
+        kv, state, how = cache_bytes(filled_cache(model, built, tokens), model)
+        rows[str(tokens)] = {"kv": kv, "state": state, "cache_class": how}
+    return rows
 
 
 def cache_bytes(cache, model) -> tuple[int | None, int, str]:

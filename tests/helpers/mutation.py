@@ -1006,8 +1006,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '"kimi_linearx": "no positional encoding (NoPE)",',
        [], "Kimi Linear's MLA layers taken to rotate (its k_rot is never rotated)"),
     _m("qwen3-5-state-unsized", "serving.py",
-       'GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_mini")',
-       'GATED_DELTANET = ("qwen3_next", "qwen3_5_moe", "olmo_hybrid", "lara_mini")',
+       'GATED_DELTANET = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "olmo_hybrid", "lara_mini",',
+       'GATED_DELTANET = ("qwen3_next", "qwen3_5_moe", "olmo_hybrid", "lara_mini",',
        [], "Qwen3.5's gated-DeltaNet state sized as a Mamba state"),
     _m("minimax-m3-rotary-dim-read", "config_reader.py",
        '"rotary_dim": ("gptj", "codegen", "minimax_m2")}',
@@ -1146,8 +1146,9 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "a one-block rope_parameters of Gemma 3 / OLMo 3 (5.x) read, though the "
        "class adds its per-type entries and the model reads only those"),
     _m("layer-entry-unmarked", "per_layer.py",
-       '        out[config_reader.LAYER_TYPE_KEY] = entry.attention\n',
-       '',
+       '            out["rope_parameters"] = dict(nested[entry.attention])\n'
+       '            out[config_reader.LAYER_TYPE_KEY] = entry.attention\n',
+       '            out["rope_parameters"] = dict(nested[entry.attention])\n',
        [], "a layer's own rope_parameters entry taken for a file's one-block "
        "rope_parameters (and replaced by the class defaults)"),
     _m("defaults-5-changed-ignored", "config_reader.py",
@@ -1235,6 +1236,53 @@ MUTANTS: tuple[Mutant, ...] = (
        "    if here is None:\n        return text\n",
        [], "a type only the other transformers release registers read with every "
        "name (Step-3.5's num_attention_groups under 4.57.6)"),
+    _m("hrm-blocks-as-layers", "config_reader.py",
+       '            "num_hidden_layers": blocks * high * (low + 1)}',
+       '            "num_hidden_layers": blocks}',
+       [], "HRM-Text's blocks per stack read as its layers, not one cache layer per "
+       "attention call of the recurrent forward"),
+    _m("mimo-window-is-size", "config_reader.py",
+       '    window = _validate.positive_int("sliding_window_size", size) + 1\n',
+       '    window = _validate.positive_int("sliding_window_size", size)\n',
+       [], "MiMo-V2-Flash's sliding_window_size read as the window (the class adds "
+       "the query: size + 1)"),
+    _m("swin-width-given-wins-4x", "config_reader.py",
+       "    if major >= 5 and text.get(\"hidden_size\") is not None:\n",
+       "    if text.get(\"hidden_size\") is not None:\n",
+       [], "a Swin hidden_size read from the file under 4.57.6, whose class computes "
+       "it from embed_dim and depths"),
+    _m("nested-strays-kept", "config_reader.py",
+       "    if not strays:\n        return text\n",
+       "    if strays or not strays:\n        return text\n",
+       [], "a partial_rotary_factor beside the per-layer-type RoPE blocks read as a "
+       "block (the library refused Gemma 4, Beam, ZAYA files transformers accepts)"),
+    _m("v4-compress-theta-fills-nested", "config_reader.py",
+       '            entry.setdefault("rope_theta", theta)\n',
+       '            entry.setdefault("rope_theta", theta if label == "main" else '
+       'text.get("compress_rope_theta") or 160000.0)\n',
+       [], "DeepSeek-V4's compressed entry without a base given compress_rope_theta; "
+       "the class fills both entries from rope_theta"),
+    _m("v4-buffer-once", "serving.py",
+       "+ 4 * (n % r) * (d + i) * b", "+ 2 * (n % r) * (d + i) * b",
+       [], "DeepSeek-V4's compressed-sparse open block counted once (it holds "
+       "values and gates of two widths)"),
+    _m("v4-overlap-model-dtype", "serving.py",
+       "(r * (d + i) * (b + 4) if n >= r else 0)", "(r * (d + i) * 2 * b if n >= r else 0)",
+       [], "DeepSeek-V4's overlap gates sized in the model's dtype (they are float32 "
+       "beside position_bias)"),
+    _m("qwen4-no-indexer", "serving.py",
+       '               or (name == "qwen4_exp" and kind == "full_attention")]',
+       '               and name != "qwen4_exp"]',
+       [], "Qwen4-Exp's indexer keys left out of its cache"),
+    _m("only-5x-read-as-installed", "serving.py",
+       "    return MIMICKED_VERSIONS[5] if 5 in only and 4 not in only else None\n",
+       "    return None\n",
+       [], "a type only transformers 5.x registers sized as the installed 4.57.6 "
+       "would (GLM-5's decompressed keys, 46 times its latent and indexer keys)"),
+    _m("qwen4-ple-unsized", "serving.py",
+       "                return {\"bytes\": layers * per + ple * b, \"layers\": layers,",
+       "                return {\"bytes\": layers * per, \"layers\": layers,",
+       [], "Qwen4-Exp's per-layer-embedding convolution state left out"),
 )
 
 

@@ -1,0 +1,240 @@
+"""The caches of transformers 5.x's newest architectures over generated
+configs, for ``tests/test_generated_caches.py``.
+
+Four classes whose caches do not follow the usual "heads x head size per
+token" rule, or whose config class rewrites the fields that size them:
+
+- DeepSeek-V4: a window of keys on every layer, plus one compressed entry per
+  ``compress_rates`` tokens on its compressed layers and the open block's
+  buffers (a size that is not linear in the length);
+- Qwen4-Exp: gated-DeltaNet state on its linear layers, keys, values and the
+  indexer's keys on its indexed ones, a convolution state on its PLE layers;
+- HRM-Text: one cache layer per attention call of its recurrent forward
+  (``num_hidden_layers`` rewritten on first construction);
+- MiMo-V2-Flash: a window of ``sliding_window_size + 1`` and twice the key
+  heads on its sliding layers, values narrower than keys.
+
+For each, seeded random configs (the fields that size the cache, layer
+patterns, legacy field names) are built by the installed transformers, in
+float32 and in bfloat16 (``dtype=`` at build, as a checkpoint loads), and each
+tiny model's own cache is measured after a forward over several lengths
+(:func:`posenc_lib.tools.tiny_model.filled_cache`, counted by
+:mod:`posenc_lib.tools.cache_walk`), and the float32 model observed as the
+conformance sweep observes one (:func:`posenc_lib.tools.tiny_model.observe`:
+each layer's ``apply_rotary*`` cos/sin and pairs, softmax scales, the cache's
+growth). A config the class or its model refuses
+is stored with the error. Run with transformers 5.x::
+
+    python scripts/generated_caches.py --out results/generated-caches-5.json
+
+(``make generated-caches``; about two minutes.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: Configs generated per model type.
+PER_TYPE = 32
+CSA, HCA, SWA = ("compressed_sparse_attention", "heavily_compressed_attention",
+                 "sliding_attention")
+
+
+def _deepseek_v4(rng: random.Random, i: int) -> dict:
+    head = rng.choice([16, 32, 64])
+    index = rng.choice([8, 16, 32])
+    layers = rng.randint(2, 4)
+    rot = rng.choice([r for r in (4, 8, 16) if r <= min(head, index)])
+    cfg = {"vocab_size": 128, "hidden_size": rng.choice([64, 128]),
+           "num_attention_heads": rng.choice([2, 4]),
+           "num_key_value_heads": rng.choice([1, 2]), "head_dim": head,
+           "q_lora_rank": 16, "o_groups": 2, "o_lora_rank": 16, "n_routed_experts": 2,
+           "num_experts_per_tok": 1, "n_shared_experts": 1, "moe_intermediate_size": 32,
+           "index_n_heads": rng.choice([1, 2]), "index_head_dim": index,
+           "index_topk": rng.choice([2, 64]), "hc_mult": 2, "hc_sinkhorn_iters": 2,
+           "num_hidden_layers": layers,
+           "sliding_window": rng.choice([1, 2, 3, 5, 8, 16] if i % 5 == 0 else
+                                        [2, 3, 5, 8, 16])}
+    form = i % 4
+    if form == 0:  # top-level fields
+        cfg.update(partial_rotary_factor=rot / head, rope_theta=rng.choice([500.0, 1e4]),
+                   compress_rope_theta=rng.choice([4e4, 16e4]))
+    elif form == 1:  # the legacy qk_rope_head_dim
+        cfg.update(qk_rope_head_dim=rot)
+    elif form == 2:  # both entries given, a top level that does not win
+        cfg.update(rope_theta=123.0, partial_rotary_factor=0.5, rope_parameters={
+            "main": {"rope_type": "default", "rope_theta": 3000.0,
+                     "partial_rotary_factor": rot / head},
+            "compress": {"rope_type": "default", "partial_rotary_factor": rot / head}})
+    else:  # a flat YaRN block: the compressed layers'
+        cfg.update(partial_rotary_factor=rot / head, rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256})
+    csa, hca = rng.choice([2, 3, 4, 5, 8]), rng.choice([4, 6, 16])
+    pattern = rng.random()
+    if pattern < 0.6:
+        cfg.update(layer_types=[rng.choice([CSA, HCA, SWA]) for _ in range(layers)],
+                   compress_rates={CSA: csa, HCA: hca})
+    elif pattern < 0.8:  # the class's pattern, the legacy scalar rates
+        cfg.update(compress_rate_csa=csa, compress_rate_hca=hca)
+    else:  # the legacy per-layer ratios
+        cfg.update(compress_ratios=[rng.choice([0, 4, 128]) for _ in range(layers)])
+    return cfg
+
+
+def _qwen4_exp(rng: random.Random, i: int) -> dict:
+    layers = rng.randint(2, 6)
+    kinds = [rng.choice(["linear_attention", "indexed_attention"])
+             for _ in range(layers - 1)] + ["indexed_attention"]
+    rng.shuffle(kinds)
+    heads = rng.choice([1, 2, 4])
+    head = rng.choice([8, 16, 32])
+    share = rng.choice([1.0, 0.5, 0.25])
+    keys = rng.choice([1, 2])
+    ratio = rng.choice([1, 2, 4])
+    cfg = {"vocab_size": 64, "hidden_size": rng.choice([16, 32, 48]),
+           "num_hidden_layers": layers, "num_attention_heads": heads,
+           "num_key_value_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+           "partial_rotary_factor": share, "rope_theta": rng.choice([1e4, 1e6]),
+           "linear_conv_kernel_dim": rng.randint(2, 6),
+           "linear_key_head_dim": rng.choice([4, 8]),
+           "linear_value_head_dim": rng.choice([4, 8, 16]),
+           "linear_num_key_heads": keys, "linear_num_value_heads": keys * rng.choice([1, 2]),
+           "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8,
+           "num_experts": 2, "num_experts_per_tok": 1, "hc_count": rng.choice([2, 3]),
+           "hc_lowrank": 4, "ngram_vocab_size_base": 40, "indexer_n_heads": 2,
+           "indexer_kv_heads": 1, "indexer_budget": ratio * 2,
+           "indexer_compress_ratio": ratio, "pad_token_id": 0, "bos_token_id": 1,
+           "eos_token_id": 2}
+    if i % 4 == 1:  # head_dim left out: the class's 256, not hidden / heads
+        head = 256
+    else:
+        cfg["head_dim"] = head
+    # the indexer's keys are at least the rotary part wide (the class checks)
+    cfg["indexer_head_dim"] = max(int(head * share), 16) + 8 * rng.randint(0, 2)
+    if i % 4 == 2:  # the checkpoint's name for an indexed layer
+        kinds = ["full_attention" if k == "indexed_attention" else k for k in kinds]
+    cfg["layer_types"] = kinds
+    linear = [j + 1 for j, k in enumerate(kinds) if k == "linear_attention"]
+    if linear and i % 3 == 0:  # per-layer embeddings on some linear layers
+        ngram, per = rng.randint(2, 3), rng.randint(1, 2)
+        cfg.update(ple_layer_ids=rng.sample(linear, rng.randint(1, len(linear))),
+                   ngram_size=ngram, heads_per_ngram=per,
+                   ple_embed_dim=(ngram - 1) * per * 2,
+                   ple_conv_kernel_size=rng.randint(2, 4))
+    return cfg
+
+
+def _hrm_text(rng: random.Random, i: int) -> dict:
+    heads = rng.choice([2, 4])
+    cfg = {"vocab_size": 64, "hidden_size": 16 * heads, "num_attention_heads": heads,
+           "head_dim": rng.choice([8, 16]), "intermediate_size": 32,
+           "num_hidden_layers": rng.randint(1, 3), "H_cycles": rng.randint(1, 3),
+           "L_cycles": rng.randint(1, 3), "prefix_lm": False}
+    if i % 4 == 3:  # a saved config: the blocks per stack given beside the total
+        stack = cfg["num_hidden_layers"]
+        cfg.update(num_layers_per_stack=stack, num_hidden_layers=stack * cfg[
+            "H_cycles"] * (cfg["L_cycles"] + 1))
+    return cfg
+
+
+def _mimo_v2_flash(rng: random.Random, i: int) -> dict:
+    layers = rng.randint(2, 5)
+    head = rng.choice([16, 32])
+    cfg = {"vocab_size": 64, "hidden_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": rng.choice([1, 2]), "head_dim": head,
+           "v_head_dim": rng.choice([8, head]), "intermediate_size": 32,
+           "moe_intermediate_size": 16, "n_routed_experts": 2, "num_experts_per_tok": 1,
+           "num_hidden_layers": layers}
+    if i % 4:  # else: the class's pattern
+        cfg["layer_types"] = [rng.choice(["full_attention", "sliding_attention"])
+                              for _ in range(layers)]
+    if i % 3 == 0:
+        cfg["sliding_window_size"] = rng.choice([3, 6, 9])
+    elif i % 3 == 1:
+        cfg["sliding_window"] = rng.choice([4, 7])
+    else:  # both: the class takes sliding_window_size + 1
+        cfg.update(sliding_window=rng.choice([4, 7]), sliding_window_size=5)
+    return cfg
+
+
+GENERATORS = {"deepseek_v4": _deepseek_v4, "qwen4_exp_text": _qwen4_exp,
+              "hrm_text": _hrm_text, "mimo_v2_flash": _mimo_v2_flash}
+
+
+def cases(per_type: int = PER_TYPE) -> list[tuple[str, dict, list[int]]]:
+    """``(model_type, config fields, lengths)``: the same under any interpreter
+    (one seeded ``random.Random`` per type and index)."""
+    out = []
+    for model_type, generate in GENERATORS.items():
+        for i in range(per_type):
+            rng = random.Random(f"{model_type}/{i}")
+            fields = generate(rng, i)
+            lengths = sorted(rng.sample(range(1, 41), 4))
+            out.append((model_type, fields, lengths))
+    return out
+
+
+def measure(model_type: str, fields: dict, lengths: list[int]) -> dict:
+    """What one case's tiny model caches: per dtype and length, the bytes of
+    keys and values and of the other state (or the error that stopped it)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from posenc_lib.tools import tiny_model
+
+    out: dict = {"model_type": model_type, "config": fields, "measured": {}}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+                built = AutoConfig.for_model(model_type, **json.loads(json.dumps(fields)))
+                torch.manual_seed(0)
+                model = AutoModelForCausalLM.from_config(built, dtype=dtype).eval()
+                out["measured"][name] = tiny_model.cache_rows(model, built, lengths)
+                if dtype == torch.float32:  # the rotary calls, scales and cache
+                    built._attn_implementation = "eager"
+                    out["observed"] = tiny_model._jsonable(
+                        tiny_model.observe(model, built, model_type)["observed"])
+    except Exception as error:  # noqa: BLE001 -- the class or its model refuses it
+        out["error"] = f"{type(error).__name__}: {str(error)[:280]}"
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--per-type", type=int, default=PER_TYPE)
+    args = parser.parse_args(argv)
+    import torch
+    import transformers
+    from tqdm.auto import tqdm
+
+    transformers.logging.set_verbosity_error()
+    start = time.time()
+    found = [measure(*case) for case in tqdm(cases(args.per_type),
+                                             desc="generated caches")]
+    result = {"command": f"python scripts/generated_caches.py --per-type "
+                         f"{args.per_type} (transformers {transformers.__version__})",
+              "transformers": transformers.__version__, "torch": torch.__version__,
+              "per_type": args.per_type, "seconds": round(time.time() - start, 1),
+              "cases": found}
+    failed = [(c["model_type"], c["error"][:80]) for c in found if "error" in c]
+    print(f"{len(found) - len(failed)} of {len(found)} cases measured"
+          + "".join(f"\n  refused: {t}: {e}" for t, e in failed))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"-> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
