@@ -351,6 +351,10 @@ state-dtypes: $(INSTALLED) $(PY5) ## every tiny model's cache in bfloat16, in 4.
 hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, with transformers 5.x (results/hybrid-caches-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/hybrid_caches.py --out results/hybrid-caches-5.json
 
+.PHONY: generated-caches
+generated-caches: $(INSTALLED) $(PY5) ## DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash caches over generated configs, transformers 5.x (results/generated-caches-5.json)
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/generated_caches.py --out results/generated-caches-5.json
+
 # Not part of make test (about 10 s and 30 s): which names every registered
 # config class reads for six positional fields, with generated forms, in 4.x
 # and 5.x (results/config-names-*.json), condensed into the package's table
