@@ -842,16 +842,19 @@ def _deepseek_v4_cache(text: Mapping, kinds: list, b: int) -> dict:
     for kind, _ in kinds:
         info = out.setdefault(kind, {"layers": 0, "window": w, "cap": None, "kv": True})
         info["layers"] += 1
+    # a window of 1 keeps every token (the cache's [-0:] slice): it grows too
+    grows = 1 if w == 1 else 0
     for kind, info in out.items():
         if kind == "sliding_attention":
-            info.update(bytes_per_token=0, rate=None)
+            info.update(bytes_per_token=grows * info["layers"] * 2 * d * b, rate=None)
             continue
         if kind not in rates:
             raise ValueError(f"compress_rates has no rate for {kind} (DeepseekV4Config "
                              f"does not merge a given dict with its defaults)")
         r = _validate.positive_int(f"compress_rates[{kind!r}]", rates[kind])
         width = d + i if kind == "compressed_sparse_attention" else d
-        info.update(rate=r, bytes_per_token=width * b / r)
+        info.update(rate=r, bytes_per_token=info["layers"] * (width * b / r
+                                                               + grows * d * b))
 
     def bytes_at(kind, n):
         kept = n if w == 1 else min(n, w - 1)

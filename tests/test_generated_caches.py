@@ -105,3 +105,35 @@ def test_every_generated_model_s_rotary_calls_are_the_library_s(model_type):
             wrong.append(f"{case['config']}: {diffs}")
     assert not wrong, f"{len(wrong)} of {n}:\n" + "\n".join(wrong[:3])
     assert odd < n / 2, f"{odd} of {n} refused for an odd rotary dim"
+
+
+def test_deepseek_v4_s_growth_per_token_is_its_cache_s_over_whole_blocks():
+    """DeepSeek-V4's ``bytes_per_token`` (the growth averaged over a block)
+    against the library's own size at two lengths a whole number of blocks
+    apart, once every window is full: ``(bytes(n + R) - bytes(n)) / R`` with
+    R the least common multiple of the rates (the stored sizes are checked
+    against transformers above)."""
+    import math
+    from fractions import Fraction
+
+    for case in STORED["cases"]:
+        if case["model_type"] != "deepseek_v4":
+            continue
+        config = {"model_type": "deepseek_v4", **case["config"]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plain = serving.kv_cache_bytes(config, transformers_version="5.24.0")
+            rates = [info["rate"] for info in plain["by_layer_type"].values()
+                     if info.get("rate")]
+            whole = math.lcm(*rates) if rates else 1
+            n = 64 + case["config"]["sliding_window"]
+
+            def size(tokens):
+                return serving.kv_cache_bytes(config, length=tokens,
+                                              transformers_version="5.24.0"
+                                              )["bytes_at_length"]
+
+            growth = Fraction(size(n + 3 * whole) - size(n), 3 * whole)
+        # the library adds a float per layer type: a few roundings of 2^-53
+        assert abs(plain["bytes_per_token"] - growth) <= 1e-14 * growth, (
+            config, float(growth), plain["bytes_per_token"])

@@ -1270,6 +1270,14 @@ MUTANTS: tuple[Mutant, ...] = (
        "(r * (d + i) * (b + 4) if n >= r else 0)", "(r * (d + i) * 2 * b if n >= r else 0)",
        [], "DeepSeek-V4's overlap gates sized in the model's dtype (they are float32 "
        "beside position_bias)"),
+    _m("v4-growth-one-layer", "serving.py",
+       'info.update(rate=r, bytes_per_token=info["layers"] * (width * b / r',
+       'info.update(rate=r, bytes_per_token=(width * b / r',
+       [], "DeepSeek-V4's growth per token given for one layer of a kind, not all "
+       "of them (the inspector printed 0.32 KiB a token for 6.4 KiB)"),
+    _m("v4-window-one-bounded", "serving.py",
+       "    grows = 1 if w == 1 else 0\n", "    grows = 0\n",
+       [], "DeepSeek-V4's window of 1 taken as bounded (its cache keeps every token)"),
     _m("qwen4-no-indexer", "serving.py",
        '               or (name == "qwen4_exp" and kind == "full_attention")]',
        '               and name != "qwen4_exp"]',
