@@ -141,6 +141,11 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     # config carries the type without its _text)
     "hrm_text": {"rope_theta": 10000.0, "head_dim": 128},
     "hrm": {"rope_theta": 10000.0, "head_dim": 128},
+    # Zamba2Config: rope_theta 10,000 (4.57.6's keyword; 5.x's default base),
+    # used only with use_mem_rope
+    "zamba2": {"rope_theta": 10000.0},
+    # Phi4MultimodalConfig (4.57.6 and 5.24.0): Phi-3's text model
+    "phi4_multimodal": {"rope_theta": 10000.0, "partial_rotary_factor": 1.0},
     "sarvam_mla": {"rope_theta": 10000.0, "head_dim": 64},
     "sarvam_moe": {"rope_theta": 8000000.0, "head_dim": 64},
     "solar_open": {"rope_theta": 1000000.0, "head_dim": 128},

@@ -788,12 +788,26 @@ def _deepseek_v4_fields(text: dict, major: int) -> dict:
     return out
 
 
+def _zamba2_head(text: dict, major: int) -> dict:
+    """Zamba2Config (4.57.6 ``__init__``, 5.24.0 ``__post_init__``): its
+    attention attends over [hidden states, original embeddings], so its head
+    is ``attention_head_dim = 2 x hidden_size // num_attention_heads`` (2560
+    and 32 by default), whatever the file gives (5.x maps ``head_dim`` onto
+    it)."""
+    hidden = text.get("hidden_size") if text.get("hidden_size") is not None else 2560
+    heads = text.get("num_attention_heads")
+    heads = 32 if heads is None else heads
+    head = 2 * _validate.positive_int("hidden_size", hidden) // \
+        _validate.positive_int("num_attention_heads", heads)
+    return {**text, "head_dim": head, "attention_head_dim": head}
+
+
 #: Fields a config class computes from others (``"derived"`` in
 #: ``results/config-names-*.json``): every such field of either release has a
 #: rule here, judged on the probe's forms by ``tests/test_config_names.py``.
 DERIVED_FIELDS = {
     "hrm_text": _hrm_layers, "mimo_v2_flash": _mimo_window,
-    "deepseek_v4": _deepseek_v4_fields,
+    "deepseek_v4": _deepseek_v4_fields, "zamba2": _zamba2_head,
     "xlm-prophetnet": _prophetnet_layers,
     **dict.fromkeys(("swin", "swinv2", "donut-swin", "maskformer-swin"), _swin_width),
     **dict.fromkeys(("dinat", "nat"), lambda text, major: _swin_width(text, major, 64)),
@@ -1700,6 +1714,8 @@ def positional_scheme(config: Mapping) -> str:
         return NOT_ROTARY[model_type]
     if _granite_nope(text, model_type):
         return "no positional encoding (NoPE)"
+    if model_type == "zamba2" and not text.get("use_mem_rope", False):
+        return "no positional encoding (NoPE)"  # Zamba2Attention: use_mem_rope
     if text.get("alibi") or (isinstance(text.get("attn_config"), Mapping)
                              and text["attn_config"].get("alibi")):
         return "ALiBi"

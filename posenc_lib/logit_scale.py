@@ -72,10 +72,14 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     elif text.get("attention_multiplier") is not None:
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
-    elif model_type == "zamba":  # half its (doubled) head: the hidden size's share
+    elif model_type in ("zamba", "zamba2"):  # half its (doubled) head
+        # ZambaAttention.scaling, Zamba2Attention.scaling: (attention_head_dim / 2)^-1/2,
+        # the attention's head whether or not Zamba2 rotates it (use_mem_rope)
+        head_dim = serving.cache_head(config)["key_dim"]
         out.append({"name": "softmax scale", "value": (head_dim / 2) ** -0.5,
                     "formula": f"(attention_head_dim / 2)^-1/2 = {head_dim / 2:g}^-1/2",
-                    "source": "ZambaAttention.scaling"})
+                    "source": "ZambaAttention.scaling" if model_type == "zamba"
+                    else "Zamba2Attention.scaling"})
     else:
         out.append({"name": "softmax scale", "value": head_dim ** -0.5,
                     "formula": f"head_dim^-1/2 = {head_dim}^-1/2",

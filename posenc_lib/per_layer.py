@@ -136,6 +136,12 @@ def _kimi_linear_kinds(text: Mapping, n: int, get) -> list[str]:
     return kinds
 
 
+#: Zamba2Config's layers_block_type when none is given (4.57.6 __init__,
+#: 5.24.0 __post_init__; 5.x writes "linear_attention" for "mamba").
+_ZAMBA2_DEFAULT = (["mamba"] + (["mamba"] * 5 + ["hybrid"]) * 7 + ["mamba"] * 4
+                   + ["hybrid"] + ["mamba"] * 3 + ["hybrid"] + ["mamba"] * 2)
+
+
 def _zamba_kinds(text: Mapping, n: int, get) -> list[str]:
     # ZambaConfig (models/zamba/configuration_zamba.py: 4.57.6 _layers_block_type,
     # 5.24.0 __post_init__, which names the Mamba layers linear_attention)
@@ -372,6 +378,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if n is None:
         n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
+    if model_type == "zamba2" and given is None:
+        # Zamba2Config: layers_block_type ("mamba" in 4.57.6, "linear_attention"
+        # in 5.24.0, or "hybrid"); 5.x's attribute_map names it layer_types and
+        # to_dict() writes layers_block_type. Without one: the class's 54 layers
+        given = text.get("layers_block_type") or _ZAMBA2_DEFAULT
     if n is None and given is not None:
         n = len(given)
     if n is None:
@@ -466,6 +477,12 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         temperature = None
         if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
                 config_reader._granite_nope(text, model_type):
+            rope = None
+        elif model_type == "zamba2" and (kind != "hybrid"
+                                         or not text.get("use_mem_rope", False)):
+            # Zamba2Attention (the shared transformer of the "hybrid" layers, which
+            # caches as that layer) rotates only if config.use_mem_rope (default
+            # False); the Mamba-2 layers have no positions
             rope = None
         elif kind == "recurrent" or model_type in config_reader.NOT_ROTARY:
             rope = None  # attention-free, or positions that are not rotary

@@ -624,6 +624,9 @@ STATE_DEFAULTS = {
                    "ssm_state_size": 128, "conv_kernel": 4},
     # RecurrentGemmaConfig (4.57.6, 5.24.0); lru_width None: hidden_size
     "recurrent_gemma": {"conv1d_width": 4, "lru_width": None},
+    # Zamba2Config (4.57.6 and 5.24.0): a Mamba-2 mixer on every layer
+    "zamba2": {"mamba_expand": 2, "mamba_ngroups": 1, "mamba_d_state": 64,
+               "mamba_d_conv": 4, "n_mamba_heads": 8},
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
@@ -706,7 +709,7 @@ def cache_head(config: Mapping) -> dict:
     if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
         head_dim = _validate.positive_int("hidden_size", hidden) // heads
-    elif model_type == "zamba":
+    elif model_type in ("zamba", "zamba2"):
         # ZambaAttention attends over [hidden, original embeddings]: its head is
         # attention_head_dim, by default 2 x hidden_size // heads (ZambaConfig)
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
@@ -1093,6 +1096,25 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
             ssm_bytes = b if _major(transformers_version) < 5 else 4
             what = (f"per layer (beside its keys and values) a Mamba convolution state "
                     f"of {conv:,} values and an SSM state of {ssm:,} values"
+                    + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
+            return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
+                    "what": what}
+        if model_type == "zamba2":
+            # Zamba2MambaMixer on every layer, the hybrid ones too (each
+            # Zamba2HybridLayer holds a Zamba2MambaDecoderLayer): a convolution
+            # state of (mamba_expand x hidden + 2 x mamba_ngroups x mamba_d_state)
+            # x mamba_d_conv and an SSM state of mamba_expand x hidden x mamba_d_state
+            # (n_mamba_heads x mamba_headdim x mamba_d_state) values
+            layers = len(kinds)
+            inner = get("mamba_expand") * hidden
+            conv = (inner + 2 * get("mamba_ngroups") * get("mamba_d_state")) \
+                * get("mamba_d_conv")
+            ssm = inner * get("mamba_d_state")
+            # the SSM state in the model's dtype in 4.57.6, in float32 in 5.24.0
+            # (results/state-dtypes-4.json; results/generated-caches-5.json)
+            ssm_bytes = 4 if _major(transformers_version) == 5 else b
+            what = (f"per layer a Mamba-2 convolution state of {conv:,} values and an "
+                    f"SSM state of {ssm:,} values"
                     + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
             return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
                     "what": what}

@@ -1,7 +1,7 @@
 """The caches of transformers 5.x's newest architectures over generated
 configs, for ``tests/test_generated_caches.py``.
 
-Four classes whose caches do not follow the usual "heads x head size per
+Five classes whose caches do not follow the usual "heads x head size per
 token" rule, or whose config class rewrites the fields that size them:
 
 - DeepSeek-V4: a window of keys on every layer, plus one compressed entry per
@@ -12,7 +12,10 @@ token" rule, or whose config class rewrites the fields that size them:
 - HRM-Text: one cache layer per attention call of its recurrent forward
   (``num_hidden_layers`` rewritten on first construction);
 - MiMo-V2-Flash: a window of ``sliding_window_size + 1`` and twice the key
-  heads on its sliding layers, values narrower than keys.
+  heads on its sliding layers, values narrower than keys;
+- Zamba2: a Mamba-2 state on every layer, keys and values on the "hybrid"
+  layers that run its shared transformer block, rotated only with
+  ``use_mem_rope``.
 
 For each, seeded random configs (the fields that size the cache, layer
 patterns, legacy field names) are built by the installed transformers, in
@@ -166,8 +169,28 @@ def _mimo_v2_flash(rng: random.Random, i: int) -> dict:
     return cfg
 
 
+def _zamba2(rng: random.Random, i: int) -> dict:
+    layers = rng.randint(2, 6)
+    kinds = [rng.choice(["linear_attention", "hybrid"]) for _ in range(layers)]
+    kinds[rng.randrange(layers)] = "hybrid"  # the shared block runs somewhere
+    hidden, heads = rng.choice([32, 64]), rng.choice([2, 4])
+    cfg = {"vocab_size": 64, "hidden_size": hidden, "num_attention_heads": heads,
+           "num_hidden_layers": layers, "layers_block_type": kinds,
+           "mamba_d_state": rng.choice([8, 16]), "mamba_d_conv": rng.randint(2, 4),
+           "mamba_expand": rng.choice([1, 2]), "mamba_ngroups": rng.choice([1, 2]),
+           "n_mamba_heads": rng.choice([2, 4]), "use_mamba_kernels": False,
+           "chunk_size": 8, "use_mem_rope": i % 2 == 0, "intermediate_size": 32}
+    if i % 3 == 0:
+        cfg["num_key_value_heads"] = rng.choice([h for h in (1, 2, 4) if heads % h == 0])
+    if i % 4 == 1:  # 4.57.6's name for a Mamba-2 layer
+        cfg["layers_block_type"] = ["mamba" if k == "linear_attention" else k
+                                    for k in kinds]
+    return cfg
+
+
 GENERATORS = {"deepseek_v4": _deepseek_v4, "qwen4_exp_text": _qwen4_exp,
-              "hrm_text": _hrm_text, "mimo_v2_flash": _mimo_v2_flash}
+              "hrm_text": _hrm_text, "mimo_v2_flash": _mimo_v2_flash,
+              "zamba2": _zamba2}
 
 
 def cases(per_type: int = PER_TYPE) -> list[tuple[str, dict, list[int]]]:

@@ -57,7 +57,6 @@ KNOWN_5 = {
     "mimo_v2_flash": {"head_dim": "the class's own defaults give an odd rotary dim "
                       "(int(64 * 0.334) = 21): refused"},
     "modernbert-decoder": {"rope_parameters": _PER_TYPE},
-    "phi4_multimodal": {"rope_parameters": _UNCLAIMED},
 }
 
 

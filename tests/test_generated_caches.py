@@ -1,4 +1,4 @@
-"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text and MiMo-V2-Flash, each built
+"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash and Zamba2, built
 by transformers 5.24.0 from generated configs, against the library's sizes.
 
 ``scripts/generated_caches.py`` draws 32 configs per type (layer patterns,
@@ -6,10 +6,12 @@ legacy field names, the fields that size each cache), builds each tiny model in
 float32 and in bfloat16 and measures its own cache after four lengths between
 1 and 40 tokens; ``results/generated-caches-5.json`` holds the run
 (``make generated-caches``; CI has transformers 4.57.6, which registers none
-of the four). Before these were modelled the library refused every
-DeepSeek-V4 config, sized Qwen4-Exp without its indexer keys and its
-gated-DeltaNet state, counted HRM-Text's blocks per stack instead of its cache
-layers, and ignored MiMo-V2-Flash's ``sliding_window_size``.
+of the four new ones; Zamba2's 4.57.6 model is in the stored conformance
+sweep). Before these were modelled the library refused every DeepSeek-V4
+config, sized Qwen4-Exp without its indexer keys and its gated-DeltaNet state,
+counted HRM-Text's blocks per stack instead of its cache layers, ignored
+MiMo-V2-Flash's ``sliding_window_size``, and read every Zamba2 layer as
+rotating full attention with no Mamba state.
 """
 
 from __future__ import annotations

@@ -135,6 +135,8 @@ def test_model_defaults_are_each_config_class_default():
         # A config that omits them gets transformers' numbers from rope_from_config.
         config = {"model_type": model_type, "hidden_size": 512, "num_attention_heads": 4,
                   "max_position_embeddings": 256}
+        if model_type == "zamba2":  # its attention rotates only with use_mem_rope
+            config["use_mem_rope"] = True
         assert_same(scaling.rope_from_config(config, dtype=torch.float64),
                     hf_rope(config), model_type)
 

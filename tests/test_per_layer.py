@@ -481,3 +481,24 @@ def test_bamba_takes_its_attention_layers_from_attn_layer_indices():
     with pytest.warns(config_reader.IgnoredKeyWarning, match="attn_layer_indices"):
         assert per_layer.layer_types(config) == expected == [
             "mamba", "full_attention", "mamba", "mamba"]
+
+
+def test_zamba2_layers_are_its_class_s():
+    """Zamba2Config's block types (4.57.6, live): Mamba-2 layers, and "hybrid"
+    layers that also run the shared transformer block, which rotates only
+    with ``use_mem_rope`` (``Zamba2Attention``, ``modeling_zamba2.py``). The
+    library's default pattern and its rotating layers against the class's."""
+    from transformers import Zamba2Config
+
+    for given in ({}, {"use_mem_rope": True},
+                  {"use_mem_rope": True, "num_hidden_layers": 6,
+                   "layers_block_type": ["mamba", "hybrid"] * 3}):
+        built = Zamba2Config(**given)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            layout = per_layer.layer_layout({"model_type": "zamba2", **given})
+        kinds = list(built.layers_block_type)
+        assert [x.attention for x in layout] == kinds, given
+        rotating = [i for i, x in enumerate(layout) if x.rope is not None]
+        assert rotating == ([i for i, k in enumerate(kinds) if k == "hybrid"]
+                            if built.use_mem_rope else []), (given, rotating)

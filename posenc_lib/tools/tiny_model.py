@@ -73,7 +73,14 @@ SPECIAL = {
                         "lru_width": None},
     "zamba": {"attn_layer_period": 3, "attn_layer_offset": 2,
               "use_mamba_kernels": False},
-    "zamba2": {"hybrid_layer_ids": [2, 5]},
+    # 4.57.6's Zamba2Config keeps its 54-entry default layers_block_type
+    # (Zamba2Model.get_layers then runs out of Mamba layers: StopIteration)
+    "zamba2": {"hybrid_layer_ids": [2, 5],
+               "layers_block_type": ["mamba", "mamba", "hybrid", "mamba", "mamba",
+                                     "hybrid"]},
+    # 4.57.6's Phi4MultimodalConfig drops its default vision_config
+    # (configuration_phi4_multimodal.py:417-418 builds one without keeping it)
+    "phi4_multimodal": {"vision_config": {}, "audio_config": {}},
     "deepseek_v2": {"n_routed_experts": 2, "num_experts_per_tok": 1,
                     "topk_method": "greedy"},
     "dots1": {"n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1},
@@ -432,8 +439,11 @@ def observe(model, built, model_type: str | None = None) -> dict:
     # a block of several attention sublayers, each with its own cache index
     # (LongCat-Flash: self_attn[0] and [1] are layers 2i and 2i + 1): the
     # attention modules' layer_idx, as the library counts its layers
+    # (a negative layer_idx is a placeholder, not a cache index: Zamba2's
+    # shared transformer block, Zamba2Attention(layer_idx=-1), is told its
+    # layer at each call, and its hybrid layer's block hook attributes it)
     inner = [m for b in blocks for m in b.modules() if m is not b
-             and isinstance(getattr(m, "layer_idx", None), int)]
+             and isinstance(getattr(m, "layer_idx", None), int) and m.layer_idx >= 0]
     if len({m.layer_idx for m in inner}) > len(blocks):
         blocks = []
         for m in inner:
@@ -579,10 +589,17 @@ def _decoder_stacks(model) -> list[list]:
     attention (HRM-Text's two stacks, each run several times a forward), every
     stack of that length."""
     stacks = []
+    # sub-models of another config (Phi-4-multimodal's vision encoder,
+    # model.embed_tokens_extend.image_embed.img_processor.encoder.layers, 27
+    # layers of its vision_config): a text-only forward never runs them
+    own = getattr(getattr(model, "config", None), "model_type", None)
+    foreign = [name + "." for name, m in model.named_modules() if name and
+               getattr(getattr(m, "config", None), "model_type", own) != own]
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.ModuleList) and name.split(".")[-1] in (
                 "layers", "h", "blocks", "layer", "decoder_layers") and \
-                "vision" not in name and "audio" not in name and len(m):
+                "vision" not in name and "audio" not in name and len(m) and \
+                not any(name.startswith(f) for f in foreign):
             stacks.append(list(m))
     if not stacks:
         return []

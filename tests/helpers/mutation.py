@@ -1085,8 +1085,10 @@ MUTANTS: tuple[Mutant, ...] = (
        '        return {"bytes": layers * (conv * b + heads * d * d * b), "layers": layers,\n',
        [], "Bailing-hybrid's recurrent state sized in the model's dtype"),
     _m("granite-5x-ssm-state-model-dtype", "serving.py",
-       '    ssm_bytes = 4 if _major(transformers_version) == 5 else b\n',
-       '    ssm_bytes = b\n',
+       "        # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype\n"
+       '        ssm_bytes = 4 if _major(transformers_version) == 5 else b\n',
+       "        # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype\n"
+       '        ssm_bytes = b\n',
        [], "Granite 4.0's SSM state sized in the model's dtype under transformers "
        "5.x (its DynamicCache keeps the float32 state the layer computes)"),
     _m("crosscheck-composite-tower-full", "tools/crosscheck.py",
@@ -1278,6 +1280,22 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("v4-window-one-bounded", "serving.py",
        "    grows = 1 if w == 1 else 0\n", "    grows = 0\n",
        [], "DeepSeek-V4's window of 1 taken as bounded (its cache keeps every token)"),
+    _m("zamba2-ssm-model-dtype-5x", "serving.py",
+       "            # (results/state-dtypes-4.json; results/generated-caches-5.json)\n"
+       "            ssm_bytes = 4 if _major(transformers_version) == 5 else b\n",
+       "            # (results/state-dtypes-4.json; results/generated-caches-5.json)\n"
+       "            ssm_bytes = b\n",
+       [], "Zamba2's SSM state sized in the model's dtype under 5.x (5.24.0 keeps "
+       "it in float32)"),
+    _m("zamba2-head-hidden-over-heads", "config_reader.py",
+       "    head = 2 * _validate.positive_int(\"hidden_size\", hidden) // \\\n",
+       "    head = _validate.positive_int(\"hidden_size\", hidden) // \\\n",
+       [], "Zamba2's head read as hidden_size / heads (its attention's head is twice "
+       "that: it attends over the hidden states and the original embeddings)"),
+    _m("zamba2-rope-without-switch", "per_layer.py",
+       "                                         or not text.get(\"use_mem_rope\", False)):\n",
+       "                                         ):\n",
+       [], "Zamba2's shared attention read as rotating without use_mem_rope"),
     _m("qwen4-no-indexer", "serving.py",
        '               or (name == "qwen4_exp" and kind == "full_attention")]',
        '               and name != "qwen4_exp"]',
