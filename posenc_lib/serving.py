@@ -1105,19 +1105,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
             # state of (mamba_expand x hidden + 2 x mamba_ngroups x mamba_d_state)
             # x mamba_d_conv and an SSM state of mamba_expand x hidden x mamba_d_state
             # (n_mamba_heads x mamba_headdim x mamba_d_state) values
-            layers = len(kinds)
-            inner = get("mamba_expand") * hidden
-            conv = (inner + 2 * get("mamba_ngroups") * get("mamba_d_state")) \
-                * get("mamba_d_conv")
-            ssm = inner * get("mamba_d_state")
             # the SSM state in the model's dtype in 4.57.6, in float32 in 5.24.0
             # (results/state-dtypes-4.json; results/generated-caches-5.json)
-            ssm_bytes = 4 if _major(transformers_version) == 5 else b
-            what = (f"per layer a Mamba-2 convolution state of {conv:,} values and an "
-                    f"SSM state of {ssm:,} values"
-                    + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
-            return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
-                    "what": what}
+            inner = get("mamba_expand") * hidden
+            return _mamba2_state(
+                len(kinds), (inner + 2 * get("mamba_ngroups") * get("mamba_d_state"))
+                * get("mamba_d_conv"), inner * get("mamba_d_state"), b,
+                transformers_version, "per layer a Mamba-2")
         # transformers 5.x's GraniteMoeHybridConfig names its Mamba layers
         # "linear_attention" in layer_types (4.57: "mamba")
         layers = kinds.count("mamba") + kinds.count("linear_attention")
@@ -1129,12 +1123,20 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         # 5.x's DynamicCache keeps the SSM state as the layer computes it: in
         # float32 (A is float32 in GraniteMoeHybridMambaLayer's torch path);
         # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype
-        ssm_bytes = 4 if _major(transformers_version) == 5 else b
-        what = (f"per Mamba layer a convolution state of {conv:,} values and an SSM "
-                f"state of {ssm:,} values"
-                + (" in float32" if ssm_bytes == 4 and b != 4 else ""))
-        return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
-                "what": what}
+        return _mamba2_state(layers, conv, ssm, b, transformers_version,
+                             "per Mamba layer a")
+
+
+def _mamba2_state(layers: int, conv: int, ssm: int, b: int, version, what: str
+                  ) -> dict:
+    """A Mamba-2 state per layer (Granite 4.0, Zamba2): ``conv`` values of
+    convolution state in the model's dtype (``b`` bytes) and ``ssm`` values of
+    SSM state, in the model's dtype in transformers 4.57.6, in float32 in 5.x."""
+    ssm_bytes = 4 if _major(version) == 5 else b
+    return {"bytes": layers * (conv * b + ssm * ssm_bytes), "layers": layers,
+            "what": f"{what} convolution state of {conv:,} values and an SSM state of "
+                    f"{ssm:,} values" + (" in float32" if ssm_bytes == 4 and b != 4
+                                         else "")}
 
 
 def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:

@@ -1085,10 +1085,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '        return {"bytes": layers * (conv * b + heads * d * d * b), "layers": layers,\n',
        [], "Bailing-hybrid's recurrent state sized in the model's dtype"),
     _m("granite-5x-ssm-state-model-dtype", "serving.py",
-       "        # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype\n"
-       '        ssm_bytes = 4 if _major(transformers_version) == 5 else b\n',
-       "        # 4.57.6's HybridMambaAttentionDynamicCache allocates the model's dtype\n"
-       '        ssm_bytes = b\n',
+       '        return _mamba2_state(layers, conv, ssm, b, transformers_version,\n',
+       '        return _mamba2_state(layers, conv, ssm, b, None,\n',
        [], "Granite 4.0's SSM state sized in the model's dtype under transformers "
        "5.x (its DynamicCache keeps the float32 state the layer computes)"),
     _m("crosscheck-composite-tower-full", "tools/crosscheck.py",
@@ -1281,10 +1279,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "    grows = 1 if w == 1 else 0\n", "    grows = 0\n",
        [], "DeepSeek-V4's window of 1 taken as bounded (its cache keeps every token)"),
     _m("zamba2-ssm-model-dtype-5x", "serving.py",
-       "            # (results/state-dtypes-4.json; results/generated-caches-5.json)\n"
-       "            ssm_bytes = 4 if _major(transformers_version) == 5 else b\n",
-       "            # (results/state-dtypes-4.json; results/generated-caches-5.json)\n"
-       "            ssm_bytes = b\n",
+       "                transformers_version, \"per layer a Mamba-2\")",
+       "                None, \"per layer a Mamba-2\")",
        [], "Zamba2's SSM state sized in the model's dtype under 5.x (5.24.0 keeps "
        "it in float32)"),
     _m("zamba2-head-hidden-over-heads", "config_reader.py",
