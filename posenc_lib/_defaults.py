@@ -256,4 +256,9 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
     "dots1": {"num_hidden_layers": 62, "sliding_window": 4096, "max_window_layers": 62},
     "gemma4": {"num_hidden_layers": 30, "sliding_window": 512},
     "gemma4_unified": {"num_hidden_layers": 30, "sliding_window": 1024},
+    # Inkling's text classes (their window has its own name; sliding_window
+    # is an alias of it, and wins where both are given)
+    "inkling": {"num_hidden_layers": 66, "sliding_window_size": 512},
+    "inkling2": {"num_hidden_layers": 48, "sliding_window_size": 1024},
+    "inkling2_loop": {"num_hidden_layers": 24, "sliding_window_size": 1024},
 }

@@ -163,6 +163,16 @@ NOT_ROTARY["zamba"] = "no positional encoding (NoPE)"
 #: file defines apply_rotary_pos_emb and never calls it); the Mamba-2 layers
 #: carry the order.
 NOT_ROTARY["nemotron_h"] = "no positional encoding (NoPE)"
+#: Inkling's text models (5.24.0: ``models/inkling``, ``inkling2``,
+#: ``inkling2_loop``): no rotary embedding in the text stack (the only one,
+#: Inkling2's, is in its vision tower). Each attention adds logits from a
+#: learned bank over the distance ``q - k`` (``InklingRelativeLogits``,
+#: ``Inkling2RelativePositionBias``: zero beyond ``rel_extent``, or the window
+#: on sliding layers) and convolves keys and values with short causal filters.
+NOT_ROTARY.update(dict.fromkeys(
+    ("inkling", "inkling_text", "inkling2", "inkling2_text", "inkling2_loop",
+     "inkling2_loop_text"),
+    "relative-position logits and short causal convolutions (no RoPE)"))
 
 #: Names config classes give the layer count (their ``attribute_map`` maps them
 #: onto ``num_hidden_layers``: GPT-2 ``n_layer``, MPT/DBRX ``n_layers``, ...).

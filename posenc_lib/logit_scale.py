@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from . import config_reader, per_layer, serving
 
-__all__ = ["logit_factors", "softmax_scale"]
+__all__ = ["logit_factors", "softmax_scale", "layer_softmax_scales"]
 
 
 def _mscale(scale: float, weight: float) -> float:
@@ -72,6 +72,24 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
     elif text.get("attention_multiplier") is not None:
         out.append({"name": "softmax scale", "value": float(text["attention_multiplier"]),
                     "formula": "attention_multiplier", "source": "GraniteAttention"})
+    elif model_type in per_layer.INKLING:
+        # InklingAttention: 1/head_dim (q and k are RMS-normalised per head);
+        # Inkling2's attentions: head_dim^-1/2 (q and k L2-clipped); the sliding
+        # layers with swa_head_dim (layer_softmax_scales)
+        v1 = model_type == "inkling"
+        out.append({"name": "softmax scale", "value": head_dim ** (-1.0 if v1 else -0.5),
+                    "formula": (f"1/head_dim = 1/{head_dim}" if v1 else
+                                f"head_dim^-1/2 = {head_dim}^-1/2")
+                    + " on hybrid layers (swa_head_dim on hybrid_sliding ones)",
+                    "source": "InklingAttention.scaling" if v1 else
+                    "Inkling2SlidingAttention / Inkling2FullAttention .scaling"})
+        floor = text.get("log_scaling_n_floor", None if v1 else "class default")
+        if floor is not None:
+            out.append({"name": "query temperature, hybrid layers", "value": None,
+                        "formula": "1 + log_scaling_alpha·ln(max((p + 1)/"
+                                   "log_scaling_n_floor, 1))",
+                        "source": "InklingAttention (log_scaling_n_floor)" if v1
+                        else "Inkling2LogScale (log_scaling_n_floor)"})
     elif model_type in ("zamba", "zamba2"):  # half its (doubled) head
         # ZambaAttention.scaling, Zamba2Attention.scaling: (attention_head_dim / 2)^-1/2,
         # the attention's head whether or not Zamba2 rotates it (use_mem_rope)
@@ -114,6 +132,21 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
                     "source": "llama_4_scaling_beta (transformers 5.x; 4.57.6 does "
                               "not read it)"})
     return out
+
+
+def layer_softmax_scales(config: Mapping) -> dict[int, float] | None:
+    """``{layer: scale}`` for a model whose softmax scale differs between its
+    layers (Inkling's: each layer type has its own head size), else ``None``
+    (one scale, :func:`softmax_scale`)."""
+    text, model_type = config_reader._text_config(config)
+    model_type = (model_type or "").removesuffix("_text")
+    if model_type not in per_layer.INKLING:
+        return None
+    power = -1.0 if model_type == "inkling" else -0.5
+    full = serving.cache_head(config)["key_dim"] ** power
+    sliding = serving._inkling_sliding_head(text, model_type)["key_dim"] ** power
+    return {x.index: sliding if x.attention == "hybrid_sliding" else full
+            for x in per_layer.layer_layout(config)}
 
 
 def _global_config(config: Mapping) -> Mapping | None:

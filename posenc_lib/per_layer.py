@@ -243,6 +243,19 @@ _PATTERNS["gemma4"] = lambda t, n, get: config_reader.gemma4_layer_types(n)
 _PATTERNS["gemma4_unified"] = _PATTERNS["gemma4"]
 _PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
 _PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
+#: Inkling's text models (5.24.0): "hybrid" layers attend over every token,
+#: "hybrid_sliding" ones within ``sliding_window_size``; both convolve their
+#: keys and values. Without ``layer_types`` a layer is full where ``(i + 1) %
+#: 6 == 0`` (``Inkling2TextConfig``, ``Inkling2LoopTextConfig``), and
+#: ``InklingTextConfig`` first reads ``local_layer_ids``, the sliding layers
+#: (``models/inkling/configuration_inkling.py``, ``__post_init__``); the two
+#: later classes accept that key and ignore it.
+INKLING = ("inkling", "inkling2", "inkling2_loop")
+for _name in INKLING:
+    _PATTERNS[_name] = lambda t, n, get, _v1=_name == "inkling": [
+        "hybrid_sliding" if (i in set(t["local_layer_ids"])
+                             if _v1 and t.get("local_layer_ids") is not None
+                             else (i + 1) % 6) else "hybrid" for i in range(n)]
 
 
 def _deepseek_v4_ratios(ratios) -> list[str]:
@@ -392,6 +405,12 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     no_rope = (_no_rope_layers(text, model_type, n, used)
                if model_type in ("llama4", "smollm3") else [1] * n)
     window = _field(text, model_type, "sliding_window", used)
+    if model_type in INKLING:  # a null window fails in the model, whatever its layers
+        # (the sliding mask it always builds, the cache's buffers; 5.24.0)
+        if "sliding_window" not in text:  # (the alias wins where both are given)
+            window = _field(text, model_type, "sliding_window_size", used)
+        _validate.positive_int("sliding_window" if "sliding_window" in text
+                               else "sliding_window_size", window)
     if model_type == "bamba" and given is not None:
         # 4.57.6's BambaConfig keeps a layer_types key as an attribute its model
         # never reads (its layers come from attn_layer_indices); 5.24.0 maps the
@@ -516,6 +535,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                            "source": "BeamModel (compute_attention_scaling)"}
         span = None
         if kind == "sliding_attention":
+            span = window
+        elif kind == "hybrid_sliding" and model_type in INKLING:
             span = window
         elif kind == "chunked_attention":
             span = _field(text, model_type, "attention_chunk_size", used)

@@ -630,6 +630,16 @@ STATE_DEFAULTS = {
     "granitemoehybrid": {"mamba_n_heads": 128, "mamba_n_groups": 1,
                          "mamba_d_state": 256, "mamba_d_head": "auto",
                          "mamba_d_conv": 4, "mamba_expand": 2},
+    # InklingTextConfig, Inkling2TextConfig, Inkling2LoopTextConfig (5.24.0):
+    # the sizes of both kinds of layer and of the four convolution states
+    "inkling": {"hidden_size": 6144, "head_dim": 128, "swa_num_key_value_heads": 16,
+                "swa_head_dim": 128, "conv_kernel_size": 4},
+    "inkling2": {"hidden_size": 4608, "head_dim": 128, "swa_num_key_value_heads": 8,
+                 "swa_head_dim": 128, "conv_kernel_size": 4},
+    "inkling2_loop": {"hidden_size": 2304, "head_dim": 128, "swa_num_key_value_heads": 8,
+                      "swa_head_dim": 128, "conv_kernel_size": 4,
+                      "loop_layer_index_start": 6, "loop_layer_index_end": 18,
+                      "loop_num_passes": 3, "n_layers_per_attn_res_block": 6},
 }
 #: vLLM's default tokens per KV-cache block (``CacheConfig.DEFAULT_BLOCK_SIZE``,
 #: ``vllm/config/cache.py`` at
@@ -643,6 +653,70 @@ VLLM_SOURCE = (
     "max_memory_usage_bytes) and vllm/model_executor/layers/attention/"
     "mla_attention.py at 90b0a26e0e1a8ae3ba34e9e0ea514411f1a6a182 (MLAAttention: "
     "head_size = kv_lora_rank + qk_rope_head_dim, num_kv_heads = 1)")
+
+
+#: Inkling's text models (see ``per_layer.INKLING``): every layer keeps keys
+#: and values (a "hybrid_sliding" one the last ``sliding_window_size - 1``,
+#: with the ``swa_*`` heads) and four float32 convolution states
+#: (``LinearAttentionAndFullAttentionLayer`` and
+#: ``LinearAttentionAndSlidingWindowAttentionLayer`` of 5.24.0's
+#: ``cache_utils.py``).
+INKLING = per_layer.INKLING
+
+
+def _inkling_get(text: Mapping, model_type: str, key: str):
+    """An Inkling size, through the class's aliases (``sconv_kernel_size``
+    names ``conv_kernel_size`` and wins, as ``sliding_window`` does), else the
+    class default."""
+    alias = {"conv_kernel_size": "sconv_kernel_size"}.get(key)
+    if alias is not None and alias in text:
+        return _validate.positive_int(alias, text[alias])
+    return _validate.positive_int(key, _state(text, model_type, key))
+
+
+def _inkling_sliding_head(text: Mapping, model_type: str) -> dict:
+    """What a "hybrid_sliding" layer caches per KV head: ``swa_head_dim``
+    keys and values on ``swa_num_key_value_heads`` heads (``InklingAttention``
+    and ``Inkling2SlidingAttention`` take the ``swa_*`` fields there)."""
+    d = _inkling_get(text, model_type, "swa_head_dim")
+    return {"kv_heads": _inkling_get(text, model_type, "swa_num_key_value_heads"),
+            "key_dim": d, "value_dim": d}
+
+
+def _inkling_loop(text: Mapping, kinds: list) -> list:
+    """The cache layers Inkling 2 Loop appends at its first forward: the
+    layers ``loop_layer_index_start`` to ``loop_layer_index_end`` once more
+    for each further pass (``Inkling2LoopTextModel.forward``, the slice
+    ``cache.layers[start:end]`` copied ``loop_num_passes - 1`` times; a
+    ``loop_config``'s ``core_start``, ``core_end`` and ``num_passes`` override
+    the three). The checks ``Inkling2LoopTextConfig.validate_architecture``
+    makes are made here, with the same messages' fields."""
+    loop = text.get("loop_config") if isinstance(text.get("loop_config"), Mapping) \
+        else {}
+
+    def field(key, override=None):
+        value = loop.get(override, text.get(key)) if override else text.get(key)
+        return _state(text, "inkling2_loop", key) if value is None else value
+
+    start = _validate.nonnegative_int("loop_layer_index_start",
+                                      field("loop_layer_index_start", "core_start"))
+    end = _validate.nonnegative_int("loop_layer_index_end",
+                                    field("loop_layer_index_end", "core_end"))
+    passes = _validate.positive_int("loop_num_passes",
+                                    field("loop_num_passes", "num_passes"))
+    block = _validate.positive_int("n_layers_per_attn_res_block",
+                                   field("n_layers_per_attn_res_block"))
+    if start == 0 or start % block or end % block:
+        raise ValueError(f"loop_layer_index_start ({start}) must be above 0, and it and "
+                         f"loop_layer_index_end ({end}) multiples of "
+                         f"n_layers_per_attn_res_block ({block}): "
+                         f"Inkling2LoopTextConfig refuses the config")
+    if end > len(kinds) and passes > 2 and start < len(kinds):
+        raise ValueError(f"loop_layer_index_end ({end}) is past num_hidden_layers "
+                         f"({len(kinds)}) with loop_num_passes {passes}: transformers "
+                         f"5.24.0's model writes past its cache (an IndexError); give "
+                         f"loop_layer_index_end <= num_hidden_layers")
+    return list(kinds[start:end]) * (passes - 1)
 
 
 def _mla(text: Mapping, model_type) -> dict | None:
@@ -709,6 +783,8 @@ def cache_head(config: Mapping) -> dict:
     if model_type == "granitemoehybrid":  # GraniteMoeHybridAttention
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
         head_dim = _validate.positive_int("hidden_size", hidden) // heads
+    elif model_type in INKLING:  # the full layers' head; see _inkling_sliding_head
+        head_dim = _inkling_get(text, model_type, "head_dim")
     elif model_type in ("zamba", "zamba2"):
         # ZambaAttention attends over [hidden, original embeddings]: its head is
         # attention_head_dim, by default 2 x hidden_size // heads (ZambaConfig)
@@ -982,6 +1058,27 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
             what = (f"the keys and values of the {tokens} prompt tokens CPM-Ant puts "
                     f"before every input, on each of the {layers} layers")
             return {"bytes": layers * tokens * per, "layers": layers, "what": what}
+        if model_type in INKLING:
+            # every layer, full or sliding, holds number_of_conv_states = 4
+            # convolution states of conv_kernel_size steps in float32 (the
+            # model casts to float before update_conv_state, and a bfloat16
+            # checkpoint keeps its convolutions in float32): the keys' and the
+            # values' (that layer's KV heads x head size channels), and the ones
+            # after the attention and after the MLP (hidden_size channels)
+            kinds = [kind for kind, _ in _cache_kinds(config, engine)[0]]
+            steps = _inkling_get(text, model_type, "conv_kernel_size")
+            hidden = _validate.positive_int(
+                "hidden_size", hidden if hidden is not None else get("hidden_size"))
+            full, sliding = cache_head(config), _inkling_sliding_head(text, model_type)
+            per = {kind: 4 * steps * (2 * h["kv_heads"] * h["key_dim"] + 2 * hidden)
+                   for kind, h in (("hybrid", full), ("hybrid_sliding", sliding))}
+            what = (f"per layer four float32 convolution states of {steps} steps: keys "
+                    f"and values ({full['kv_heads'] * full['key_dim']} channels each on "
+                    f"hybrid layers, {sliding['kv_heads'] * sliding['key_dim']} on "
+                    f"hybrid_sliding ones) and the attention's and MLP's outputs "
+                    f"({hidden} channels each)")
+            return {"bytes": sum(per[k] for k in kinds), "layers": len(kinds),
+                    "what": what}
         if model_type == "zaya":
             # ZayaCCA, per layer beside its keys and values: the q/k convolution's
             # last (cca_time0 - 1) + (cca_time1 - 1) inputs and half a value head
@@ -1183,6 +1280,17 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
     layout = _layout(config)
+    if model_type in INKLING:
+        if engine == "vllm":
+            raise ValueError(f"vLLM's cache of {model_type}'s hybrid layers (keys, "
+                             f"values and convolution states) is not modelled; use "
+                             f"engine='transformers'")
+        kinds = [(x.attention, x.window) for x in layout]
+        if model_type == "inkling2_loop":
+            return (kinds + _inkling_loop(text, kinds),
+                    "layer_types, as the Inkling 2 Loop config class fills them in, "
+                    "and a copy of the looped layers for each further pass")
+        return kinds, "layer_types, as the Inkling config class fills them in"
     if engine == "vllm":
         return ([(x.attention, x.window) for x in layout],
                 "the model's layer layout (posenc_lib.per_layer)")
@@ -1383,6 +1491,17 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                 f"{h['value_dim']})" for i, h in sorted(own.items())[:3]) + (
                 f" and {len(own) - 3} more layers of their own (per_layer_config)"
                 if len(own) > 3 else " (per_layer_config)")
+        raw_type = (config_reader._raw_text_config(config)[1] or "").removesuffix("_text")
+        if raw_type in INKLING:  # the sliding layers' own heads
+            sliding = _inkling_sliding_head(text, raw_type)
+            own = {i: sliding for i, (kind, _) in enumerate(kinds)
+                   if kind == "hybrid_sliding"}
+            counts = [kind for kind, _ in kinds]
+            formula = (f"2 x {counts.count('hybrid')} hybrid layers x {kv_heads} KV "
+                       f"heads x head_dim {head['key_dim']} x {bytes_per_value} bytes "
+                       f"+ 2 x {counts.count('hybrid_sliding')} hybrid_sliding layers x "
+                       f"{sliding['kv_heads']} KV heads (swa_num_key_value_heads) x "
+                       f"swa_head_dim {sliding['key_dim']} x {bytes_per_value} bytes")
         multiple = KV_HEADS_MULTIPLE.get(
             (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
         if multiple:

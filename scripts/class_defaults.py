@@ -95,8 +95,11 @@ def main(argv=None) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        state = {t: class_default(t) for t in sorted(serving.STATE_DEFAULTS)
-                 if t not in entries and t in CONFIG_MAPPING}
+        # (a composite's text class where it has one: Inkling's sizes are there)
+        names = [next((n for n in (f"{t}_text", t) if n in CONFIG_MAPPING), None)
+                 for t in sorted(serving.STATE_DEFAULTS)]
+        state = {n: class_default(n) for n in names
+                 if n is not None and n not in entries}
     result = {"transformers": transformers.__version__,
               "command": f"python scripts/class_defaults.py (transformers "
                          f"{transformers.__version__})",

@@ -1,7 +1,7 @@
 """The caches of transformers 5.x's newest architectures over generated
 configs, for ``tests/test_generated_caches.py``.
 
-Five classes whose caches do not follow the usual "heads x head size per
+Eight classes whose caches do not follow the usual "heads x head size per
 token" rule, or whose config class rewrites the fields that size them:
 
 - DeepSeek-V4: a window of keys on every layer, plus one compressed entry per
@@ -16,6 +16,10 @@ token" rule, or whose config class rewrites the fields that size them:
 - Zamba2: a Mamba-2 state on every layer, keys and values on the "hybrid"
   layers that run its shared transformer block, rotated only with
   ``use_mem_rope``.
+- Inkling, Inkling 2 and Inkling 2 Loop (no RoPE): keys and values on every
+  layer, the sliding ones' on their own ``swa_*`` heads, and four float32
+  convolution states per layer; the loop model caches its looped layers once
+  per pass.
 
 For each, seeded random configs (the fields that size the cache, layer
 patterns, legacy field names) are built by the installed transformers, in
@@ -30,7 +34,7 @@ is stored with the error. Run with transformers 5.x::
 
     python scripts/generated_caches.py --out results/generated-caches-5.json
 
-(``make generated-caches``; about two minutes.)
+(``make generated-caches``; about two and a half minutes.)
 """
 
 from __future__ import annotations
@@ -188,9 +192,77 @@ def _zamba2(rng: random.Random, i: int) -> dict:
     return cfg
 
 
+def _inkling(version: str):
+    """Inkling's text models: both layer kinds' heads and head sizes, windows
+    from 1 (the cache then keeps every token) to past the lengths measured,
+    kernels from 1, layer types given, left to the class's rule, or (v1) given
+    as ``local_layer_ids``; the class's aliases ``sliding_window`` and
+    ``sconv_kernel_size`` beside or instead of their fields; Inkling 2 Loop's
+    looped layers (a ``loop_config`` or the flat fields, ending at or past the
+    last layer)."""
+    def generate(rng: random.Random, i: int) -> dict:
+        heads, sheads = rng.choice([2, 4]), rng.choice([2, 4, 6])
+        layers = rng.randint(1, 7)
+        cfg = {"vocab_size": 64, "eos_token_id": 2, "hidden_size": rng.choice([16, 32, 48]),
+               "num_attention_heads": heads,
+               "num_key_value_heads": rng.choice([k for k in (1, 2, 4) if heads % k == 0]),
+               "head_dim": rng.choice([4, 8, 16]), "swa_num_attention_heads": sheads,
+               "swa_num_key_value_heads": rng.choice([k for k in (1, 2, 3, 6)
+                                                      if sheads % k == 0]),
+               "swa_head_dim": rng.choice([2, 6, 8]), "d_rel": rng.choice([2, 4]),
+               "rel_extent": rng.choice([3, 16, 50]), "moe_intermediate_size": 8,
+               "n_routed_experts": 2, "num_experts_per_tok": 1, "num_hidden_layers": layers}
+        window = rng.choice([1, 2, 3, 5, 8, 13, 64])
+        if i % 3 == 0:
+            cfg["sliding_window_size"] = window
+        elif i % 3 == 1:
+            cfg["sliding_window"] = window
+        else:  # both: the alias wins
+            cfg.update(sliding_window=window, sliding_window_size=rng.choice([4, 9]))
+        kernel = rng.choice([1, 2, 3, 4, 6])
+        cfg["sconv_kernel_size" if i % 4 == 1 else "conv_kernel_size"] = kernel
+        if i % 8 == 5:  # both: the alias wins
+            cfg["conv_kernel_size"] = 5
+        if version == "v2_loop":  # at least one block before the looped ones
+            block = rng.choice([1, 2, 3])
+            layers = rng.randint(2 * block, 8)
+            start = block * rng.randint(1, (layers - block) // block)
+            end = start + block * rng.randint(1, max(1, (layers - start) // block))
+            passes = rng.choice([1, 2, 3])
+            if i % 7 == 3:  # ending past the last layer: two passes run
+                end, passes = (layers // block + 1) * block, 2
+            cfg.update(num_hidden_layers=layers, n_layers_per_attn_res_block=block,
+                       loop_gate_rank=4)
+            if i % 5 == 2:
+                cfg["loop_config"] = {"core_start": start, "core_end": end,
+                                      "num_passes": passes}
+            else:
+                cfg.update(loop_layer_index_start=start, loop_layer_index_end=end,
+                           loop_num_passes=passes)
+        how = i % 4
+        if how == 1:
+            cfg["layer_types"] = [rng.choice(["hybrid", "hybrid_sliding"])
+                                  for _ in range(layers)]
+        elif how == 2:
+            cfg["layer_types"] = ["hybrid_sliding"] * layers
+        elif how == 3 and version == "v1":
+            cfg["local_layer_ids"] = sorted(rng.sample(range(layers),
+                                                       rng.randint(0, layers)))
+        elif how == 3:  # Inkling 2 ignores it
+            cfg.update(num_hidden_layers=max(layers, 6), local_layer_ids=[0])
+        if version == "v1":
+            cfg.update(intermediate_size=16, n_shared_experts=1,
+                       log_scaling_n_floor=rng.choice([None, 4]))
+        else:
+            cfg.update(unpadded_vocab_size=60, log_scaling_n_floor=rng.choice([4, 128000]))
+        return cfg
+    return generate
+
+
 GENERATORS = {"deepseek_v4": _deepseek_v4, "qwen4_exp_text": _qwen4_exp,
               "hrm_text": _hrm_text, "mimo_v2_flash": _mimo_v2_flash,
-              "zamba2": _zamba2}
+              "zamba2": _zamba2, "inkling_text": _inkling("v1"),
+              "inkling2_text": _inkling("v2"), "inkling2_loop_text": _inkling("v2_loop")}
 
 
 def cases(per_type: int = PER_TYPE) -> list[tuple[str, dict, list[int]]]:

@@ -1,5 +1,6 @@
-"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash and Zamba2, built
-by transformers 5.24.0 from generated configs, against the library's sizes.
+"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2 and the
+three Inkling text models, built by transformers 5.24.0 from generated configs,
+against the library's sizes.
 
 ``scripts/generated_caches.py`` draws 32 configs per type (layer patterns,
 legacy field names, the fields that size each cache), builds each tiny model in
@@ -11,7 +12,9 @@ sweep). Before these were modelled the library refused every DeepSeek-V4
 config, sized Qwen4-Exp without its indexer keys and its gated-DeltaNet state,
 counted HRM-Text's blocks per stack instead of its cache layers, ignored
 MiMo-V2-Flash's ``sliding_window_size``, and read every Zamba2 layer as
-rotating full attention with no Mamba state.
+rotating full attention with no Mamba state, and every Inkling layer as a
+rotating full-attention layer without convolution states (asking for a
+``rope_theta`` it has no use for).
 """
 
 from __future__ import annotations

@@ -26,35 +26,46 @@ def test_the_packaged_list_is_the_stored_sweeps():
     assert set(packaged["versions"]) == {"4.57.6", "5.24.0"}
 
 
-def _disagreeing() -> tuple[str, str, dict]:
-    """``(release, model_type, its tiny config)`` of a type the stored sweeps
-    find the library wrong on (not merely unbuilt), whose config the installed
-    inspector reads: as stored, else with a ``rope_theta`` added (the Inkling
-    text models, the last such types, have none, and the inspector refuses a
-    config without one)."""
+def _disagreeing(tmp_path) -> tuple[str, str, dict, dict]:
+    """``(release, model_type, its tiny config, the list derived)`` of a type a
+    stored sweep finds the library wrong on. The stored sweeps now hold none
+    (the Inkling text models, the last, agree since they are modelled), so
+    where none is found one is planted: an agreeing type of the 5.x sweep
+    stored as disagreeing, with one difference, in a copy of the results that
+    ``scripts/known_disagreements.py`` derives its list from."""
     for major in (4, 5):
         stored = json.loads((ROOT / "results" / f"conformance-{major}.json").read_text())
         for entry in stored["types"].values():
-            if entry["verdict"] != "disagree":
-                continue
-            for config in (entry["config"], {**entry["config"], "rope_theta": 1e4}):
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        inspector.inspect_config(config)
-                except Exception:  # noqa: BLE001 -- a config the inspector refuses
-                    continue
-                return stored["transformers"], entry["model_type"], config
-    raise AssertionError("no disagreeing type the inspector reads in the stored sweeps")
+            if entry["verdict"] == "disagree":
+                return (stored["transformers"], entry["model_type"], entry["config"],
+                        script.derive())
+    results = tmp_path / "results"
+    results.mkdir()
+    for major in (4, 5):
+        stored = json.loads((ROOT / "results" / f"conformance-{major}.json").read_text())
+        if major == 5:
+            entry = stored["types"]["llama"]
+            assert entry["verdict"] == "agree"
+            entry["verdict"] = "disagree"
+            entry["differences"] = [{"what": "KV bytes/token", "transformers": 1,
+                                     "library": 2, "reason": "a planted difference"}]
+        (results / f"conformance-{major}.json").write_text(json.dumps(stored))
+    root, script.ROOT = script.ROOT, tmp_path
+    try:
+        derived = script.derive()
+    finally:
+        script.ROOT = root
+    return stored["transformers"], "llama", entry["config"], derived
 
 
-def test_a_report_on_a_disagreeing_type_says_it_is_not_verified():
-    release, model_type, config = _disagreeing()
+def test_a_report_on_a_disagreeing_type_says_it_is_not_verified(tmp_path, monkeypatch):
+    release, model_type, config, derived = _disagreeing(tmp_path)
+    monkeypatch.setattr(inspector, "_known_table", lambda: derived["versions"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = inspector.inspect_config(config)
         clean = inspector.inspect_config({
-            "model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+            "model_type": "mistral", "hidden_size": 256, "num_attention_heads": 4,
             "num_key_value_heads": 2, "num_hidden_layers": 2, "rope_theta": 1e4,
             "max_position_embeddings": 4096})
     assert release in report["known_disagreements"], (model_type, release)

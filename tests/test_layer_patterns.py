@@ -40,14 +40,6 @@ STORED = json.loads((ROOT / "results" / "layer-patterns-5.json").read_text())
 #: Types whose layer types the library does not derive, and why. Anything else
 #: that differs fails, and so does an entry here that no longer differs.
 KNOWN = {
-    # InklingTextConfig (local_layer_ids, else (i + 1) % 6), Inkling2 and
-    # Inkling2Loop ((i + 1) % 6) fill in "hybrid"/"hybrid_sliding": attention
-    # with short convolutions on keys and values and relative-position logits
-    # (InklingAttention, no RoPE), sliding_window_size wide; the library gives a
-    # "hybrid_sliding" layer no window and reads every layer as rotating
-    **{t: ("hybrid/hybrid_sliding layers (convolved keys and values, relative "
-           "logits, no RoPE) not modelled: read as full attention")
-       for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")},
     "qwen2_moe": ("5.24.0's Qwen2MoeConfig: every other layer below "
                   "max_window_layers slides, with use_sliding_window; the library "
                   "follows 4.57.6's class"),

@@ -23,7 +23,7 @@ from typing import Mapping
 import torch
 
 from .. import config_reader, per_layer, scaling, serving
-from ..logit_scale import softmax_scale
+from ..logit_scale import layer_softmax_scales, softmax_scale
 
 __all__ = ["library_view", "compare", "verdict", "claimed", "load_results",
            "rejudge", "tally", "RESULTS_DIR", "EPS32"]
@@ -90,6 +90,7 @@ def library_view(config: Mapping, *, position: int,
                         break
             try:
                 out["softmax"] = softmax_scale(config)
+                out["softmax_by_layer"] = layer_softmax_scales(config)
             except Exception as e:  # noqa: BLE001 -- a crash is a finding too
                 out["errors"].append(f"softmax scale: {e}")
             try:
@@ -244,7 +245,17 @@ def compare(observed: Mapping, config: Mapping, *,
                            " (no layer has its width)"))
         scales = {(int(k) if str(k).isdigit() else str(k)): v
                   for k, v in observed["scales"].items() if v is not None}
-        if scales and lib["softmax"] is not None:
+        by_layer = lib.get("softmax_by_layer")
+        if scales and by_layer is not None:  # a scale per layer (Inkling)
+            bad = {k: v for k, v in scales.items()
+                   if k not in by_layer or not math.isclose(v, by_layer[k], rel_tol=1e-6)}
+            if bad:
+                add("softmax scale", sorted(set(bad.values())),
+                    sorted({by_layer.get(k) for k in bad}, key=str),
+                    f"attention is called with scaling {sorted(set(bad.values()))} on "
+                    f"layers {sorted(bad, key=str)}, the library says "
+                    f"{[by_layer.get(k) for k in sorted(bad, key=str)]}")
+        elif scales and lib["softmax"] is not None:
             bad = {k: v for k, v in scales.items()
                    if not math.isclose(v, lib["softmax"], rel_tol=1e-6)}
             if bad:

@@ -593,17 +593,22 @@ def layer_summary(layers: Sequence[dict]) -> str:
     return f"{len(layers)} layers: " + "; ".join(parts)
 
 
+def _known_table() -> dict:
+    """``{transformers version: {model_type: reasons}}``, the packaged list."""
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("posenc_lib").joinpath(
+        "data", "known_disagreements.json").read_text())["versions"]
+
+
 def known_disagreements(config: Mapping) -> dict[str, list[str]]:
     """``{transformers version: reasons}`` where the stored conformance sweep
     (``make conformance``; ``posenc_lib/data/known_disagreements.json``) found
     this library wrong on the default tiny model of ``config``'s model type
     (or of its text model's), or could not build that model: a report on such
     a type is not verified."""
-    import json
-    from importlib import resources
-
-    table = json.loads(resources.files("posenc_lib").joinpath(
-        "data", "known_disagreements.json").read_text())["versions"]
+    table = _known_table()
     _, text_type = config_reader._text_config(config)
     names = {config.get("model_type"), text_type} - {None}
     return {version: [r for name in sorted(names) for r in found.get(name, [])]

@@ -379,6 +379,7 @@ def observe(model, built, model_type: str | None = None) -> dict:
     current = {"layer": None}
     rotary: dict = {}
     scales: dict = {}
+    owner: set = set()  # the layers whose scale came from a module with a layer_idx
     probed: dict = {}
 
     def rotary_wrapper(name, fn):
@@ -426,7 +427,15 @@ def observe(model, built, model_type: str | None = None) -> dict:
             if scale == 1.0 and isinstance(getattr(module, "scaling", None), float) \
                     and type(module).__name__ in PRESCALED:
                 scale = module.scaling  # the queries were multiplied by it before
-            scales.setdefault(layer, float(scale) if scale is not None else None)
+            # a layer's first call is its attention's, unless a module without a
+            # layer_idx attends first (Inkling 2's block attention residual, a
+            # softmax over earlier blocks' outputs before each layer): the
+            # attention module's call, which carries its layer_idx, replaces it
+            owned = isinstance(getattr(module, "layer_idx", None), int)
+            if layer not in scales or (owned and layer not in owner):
+                scales[layer] = float(scale) if scale is not None else None
+                if owned:
+                    owner.add(layer)
             return fn(*args, **kwargs)
         return wrapped
 

@@ -1305,6 +1305,44 @@ MUTANTS: tuple[Mutant, ...] = (
        "                return {\"bytes\": layers * per + ple * b, \"layers\": layers,",
        "                return {\"bytes\": layers * per, \"layers\": layers,",
        [], "Qwen4-Exp's per-layer-embedding convolution state left out"),
+    # ---- Inkling's text models (transformers 5.x; tests/test_generated_caches.py) ----
+    _m("inkling-sliding-full-heads", "serving.py",
+       '                   if kind == "hybrid_sliding"}',
+       '                   if kind == "sliding_attention"}',
+       [], "Inkling's sliding layers cached with the full layers' heads, not swa_*"),
+    _m("inkling-state-model-dtype", "serving.py",
+       "per = {kind: 4 * steps", "per = {kind: b * steps",
+       [], "Inkling's convolution states in the model's dtype (they stay float32)"),
+    _m("inkling-state-full-heads", "serving.py",
+       'for kind, h in (("hybrid", full), ("hybrid_sliding", sliding))',
+       'for kind, h in (("hybrid", full), ("hybrid_sliding", full))',
+       [], "the key and value convolutions of a sliding layer sized with the full "
+       "layers' heads"),
+    _m("inkling-loop-no-copies", "serving.py",
+       "    return list(kinds[start:end]) * (passes - 1)", "    return []",
+       [], "Inkling 2 Loop's looped layers cached once, not once per pass"),
+    _m("inkling-loop-config-ignored", "serving.py",
+       "value = loop.get(override, text.get(key)) if override else text.get(key)",
+       "value = text.get(key)",
+       [], "Inkling 2 Loop's loop_config read as if absent"),
+    _m("inkling-kernel-alias-loses", "serving.py",
+       "    if alias is not None and alias in text:",
+       "    if alias is not None and alias in text and key not in text:",
+       [], "conv_kernel_size read over its alias sconv_kernel_size, which the class "
+       "lets win"),
+    _m("inkling-v1-scale-sqrt", "logit_scale.py",
+       'power = -1.0 if model_type == "inkling" else -0.5', "power = -0.5",
+       [], "Inkling's softmax scale taken as head_dim^-1/2 (it is 1/head_dim)"),
+    _m("inkling-local-ids-ignored", "per_layer.py",
+       'if _v1 and t.get("local_layer_ids") is not None',
+       'if False and t.get("local_layer_ids") is not None',
+       [], "InklingTextConfig's local_layer_ids ignored (the (i + 1) % 6 rule used)"),
+    _m("inkling-window-plus-one", "per_layer.py",
+       '        elif kind == "hybrid_sliding" and model_type in INKLING:\n'
+       "            span = window\n",
+       '        elif kind == "hybrid_sliding" and model_type in INKLING:\n'
+       "            span = window + 1\n",
+       [], "Inkling's sliding_window_size read as MiMo's (the window plus one)"),
 )
 
 
