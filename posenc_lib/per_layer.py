@@ -243,6 +243,8 @@ _PATTERNS["gemma4"] = lambda t, n, get: config_reader.gemma4_layer_types(n)
 _PATTERNS["gemma4_unified"] = _PATTERNS["gemma4"]
 _PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
 _PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
+#: ``MllamaTextConfig``'s default ``cross_attention_layers``.
+_MLLAMA_CROSS = (3, 8, 13, 18, 23, 28, 33, 38)
 #: Inkling's text models (5.24.0): "hybrid" layers attend over every token,
 #: "hybrid_sliding" ones within ``sliding_window_size``; both convolve their
 #: keys and values. Without ``layer_types`` a layer is full where ``(i + 1) %
@@ -488,6 +490,14 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     elif model_type in _PATTERNS:
         kinds = list(_PATTERNS[model_type](
             text, n, lambda name: _field(text, model_type, name, used)))
+    elif model_type in ("mllama", "mllama_text_model"):
+        # MllamaTextModel: the layers cross_attention_layers names attend to the
+        # image's states (MllamaCrossAttentionDecoderLayer: no RoPE, nothing
+        # cached per text token); the class default, for its 40 layers, is
+        # [3, 8, ..., 38] (MllamaTextConfig, 4.57.6 and 5.24.0)
+        cross = text.get("cross_attention_layers")
+        cross = set(_MLLAMA_CROSS if cross is None else cross)
+        kinds = ["cross_attention" if i in cross else "full_attention" for i in range(n)]
     else:
         kinds = ["full_attention"] * n
     layers = []
@@ -496,6 +506,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         temperature = None
         if kind in ("linear_attention", "conv", "mamba") or not no_rope[i] or \
                 config_reader._granite_nope(text, model_type):
+            rope = None
+        elif kind == "cross_attention":  # Mllama's: the image's states, unrotated
             rope = None
         elif model_type == "zamba2" and (kind != "hybrid"
                                          or not text.get("use_mem_rope", False)):

@@ -517,7 +517,10 @@ NO_KV = {"linear_attention": "gated DeltaNet state (conv + recurrent)",
          "mlp": "no attention: an MLP block (Nemotron-H)",
          "moe": "no attention: a mixture-of-experts block (Nemotron-H)",
          "shared_kv": "no cache of its own: it reads an earlier layer's keys and "
-                      "values (Gemma 3n's num_kv_shared_layers)"}
+                      "values (Gemma 3n's num_kv_shared_layers)",
+         "cross_attention": "the keys and values of the image's states, a size per "
+                            "image, not per token (Mllama's cross-attention layers; "
+                            "not sized)"}
 #: Config classes of transformers 4.57.6 that carry ``layer_types``: a
 #: ``DynamicCache`` reads its layer types from them. On any other class it makes
 #: every layer a sliding one when the config has a ``sliding_window`` (or an

@@ -38,15 +38,21 @@ def class_default(model_type: str) -> dict:
     ``{"error": ...}``."""
     from transformers import CONFIG_MAPPING
 
+    sys.path.insert(0, str(ROOT))
+    from posenc_lib.tools.tiny_model import DEFAULT_KWARGS
+
+    # a class whose own validator refuses its defaults (Gemma4AssistantConfig):
+    # the fewest fields it asks for, none positional (tiny_model.DEFAULT_KWARGS)
+    given = DEFAULT_KWARGS.get(model_type, {})
     try:
-        config = CONFIG_MAPPING[model_type]()
+        config = CONFIG_MAPPING[model_type](**given)
     except Exception as error:  # noqa: BLE001 -- the class refuses its defaults
         return {"error": f"{type(error).__name__}: {error}"[:300]}
     raw = json.loads(json.dumps(config.to_dict(), default=str))
     for key in ("transformers_version", "architectures", "_name_or_path",
                 "torch_dtype", "dtype", "_attn_implementation"):
         raw.pop(key, None)
-    return {"config": raw}
+    return {"config": raw, **({"given": given} if given else {})}
 
 
 def kv_heads_defaults() -> dict[str, int]:

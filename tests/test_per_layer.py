@@ -503,3 +503,38 @@ def test_zamba2_layers_are_its_class_s():
         rotating = [i for i, x in enumerate(layout) if x.rope is not None]
         assert rotating == ([i for i, k in enumerate(kinds) if k == "hybrid"]
                             if built.use_mem_rope else []), (given, rotating)
+
+
+def test_mllama_cross_attention_layers_neither_rotate_nor_cache_per_token():
+    """Llama 3.2 Vision's text model: the layers ``cross_attention_layers``
+    names attend to the image (``MllamaCrossAttentionDecoderLayer``), with no
+    RoPE and nothing cached per text token; against 4.57.6's tiny model, its
+    class default list included (``results/conformance-*.json`` observe the
+    same in both releases)."""
+    from transformers import MllamaForCausalLM
+    from transformers.models.mllama.configuration_mllama import MllamaTextConfig
+
+    from posenc_lib import serving
+
+    assert list(MllamaTextConfig().cross_attention_layers) == list(
+        per_layer._MLLAMA_CROSS)
+    fields = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 5, "cross_attention_layers": [1, 3],
+              "intermediate_size": 32, "vocab_size": 64, "pad_token_id": 0,
+              "rope_scaling": {"rope_type": "default"}}
+    torch.manual_seed(0)
+    model = MllamaForCausalLM(MllamaTextConfig(**fields)).eval()
+    with torch.no_grad():
+        cache = model(torch.arange(7)[None], use_cache=True).past_key_values
+    grows = [i for i, layer in enumerate(cache.layers)
+             if getattr(layer, "keys", None) is not None and layer.keys.numel()]
+    config = {"model_type": "mllama_text_model", **fields}
+    layout = per_layer.layer_layout(config)
+    assert [x.index for x in layout if x.rope is not None] == grows == [0, 2, 4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sized = serving.kv_cache_bytes(config, bytes_per_value=4, length=7)
+    held = sum(layer.keys.numel() + layer.values.numel() for i, layer in
+               enumerate(cache.layers) if i in grows) * 4
+    assert sized["bytes_at_length"] == held
+    assert sized["by_layer_type"]["cross_attention"]["kv"] is False

@@ -68,7 +68,10 @@ SPECIAL = {
     "granitemoe_swa": {"layer_rope_theta": [10000.0, 0, 10000.0, 250000.0, 0, 1e6]},
     "gemma3n_text": {"num_kv_shared_layers": 4, "laurel_rank": 8},
     "jamba": {"use_mamba_kernels": False},
-    "mllama_text_model": {"cross_attention_layers": [1]},
+    # 4.57.6's MllamaRotaryEmbedding reads config.rope_scaling["rope_type"]
+    # (modeling_mllama.py:731), None in the class default (5.x: unchanged)
+    "mllama_text_model": {"cross_attention_layers": [1],
+                          "rope_scaling": {"rope_type": "default"}},
     "recurrent_gemma": {"block_types": ["recurrent", "recurrent", "attention"],
                         "lru_width": None},
     "zamba": {"attn_layer_period": 3, "attn_layer_offset": 2,
@@ -105,6 +108,12 @@ SPECIAL = {
     "granitemoehybrid": {"layer_types": ["mamba", "attention", "mamba",
                                          "mamba", "attention", "mamba"]},
     "xlstm": {"qk_dim_factor": 0.5, "v_dim_factor": 1.0},
+    # GPTNeoConfig's default attention_types, [[["global", "local"], 12]],
+    # lays out 24 layers, checked against num_layers: three global/local pairs
+    "gpt_neo": {"attention_types": [[["global", "local"], 3]]},
+    # Mamba2Config checks hidden_size * expand == num_heads * head_dim: the
+    # default 128 heads, of the 256-wide shrunk model's 64 (512 / 64 = 8)
+    "mamba2": {"num_heads": 8},
     # the class default has attention on every layer: keep convolution layers
     # too, whose state 4.57 and 5.x cache differently
     "lfm2": {"layer_types": ["conv", "conv", "full_attention", "conv", "conv",
@@ -114,6 +123,10 @@ SPECIAL = {
 #: attribute_map's ``layers_block_type``), which the generic shrink cuts to the
 #: first layers of the default: attention kept at layers 2 and 5.
 SPECIAL_5 = {
+    # DoryConfig's 8 input and 8 output layers (the recurrent section, the
+    # rest, then -10 layers of six): the output section reruns layers 4-5,
+    # whose cache then holds each token twice; two of each section, looped
+    "dory": {"n_input_layers": 2, "n_recurrent_layers": 2, "n_output_layers": 2},
     # CohereCompassTextConfig's default has no rope_parameters at all (each
     # layer type needs its entry): two bases, sliding and full layers
     "cohere_compass_text": {
@@ -125,6 +138,20 @@ SPECIAL_5 = {
 
     "zamba2": {"layer_types": ["mamba", "mamba", "hybrid", "mamba", "mamba",
                                "hybrid"]},
+    # the layout attn_layer_period 3 / offset 2 (SPECIAL) means: 5.x
+    # ZambaConfig takes layer_types as given, cut to one hybrid layer, whose
+    # shared block then has no copy to tie (_tied_weights_keys ValueError)
+    "zamba": {"layer_types": ["linear_attention", "linear_attention", "hybrid",
+                              "linear_attention", "linear_attention", "hybrid"]},
+}
+#: Composite configs whose class default does not validate: the fields its
+#: own validator asks of the default text config (5.24.0
+#: Gemma4AssistantConfig.validate_architecture,
+#: gemma4_assistant/configuration_gemma4_assistant.py:81-97, refuses the
+#: default Gemma4TextConfig's per-layer inputs).
+DEFAULT_KWARGS = {
+    "gemma4_assistant": {"text_config": {"hidden_size_per_layer_input": 0,
+                                         "vocab_size_per_layer_input": 0}},
 }
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 32
 #: Encoder classes that serve as causal LMs only with is_decoder=True (their
@@ -155,7 +182,7 @@ def shrunk(model_type: str):
     """``(config class, kwargs)`` of a tiny config of ``model_type``'s text model."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    cfg = CONFIG_MAPPING[model_type]()
+    cfg = CONFIG_MAPPING[model_type](**DEFAULT_KWARGS.get(model_type, {}))
     text = _text_config(cfg)
     cls = type(text)
     overrides = _per_layer_overrides(text)
@@ -207,6 +234,18 @@ def shrunk(model_type: str):
                                           None), property)
         if isinstance(types, list) and len(types) == n and settable:
             kw["layer_types"] = types[:keep]
+    # an encoder-decoder's attribute_map points num_hidden_layers and
+    # num_attention_heads at the encoder's (BartConfig: encoder_layers,
+    # encoder_attention_heads); its *ForCausalLM runs the decoder, whose
+    # default 12 layers and 16 heads would stay (a cache of the encoder's
+    # layer count, cache_utils.py:1620 IndexError; 128 features in 12 heads)
+    # (4.57.6's BartConfig maps neither: the plain names are set)
+    for dec, sources in (("decoder_layers", ("encoder_layers", "num_hidden_layers")),
+                         ("decoder_attention_heads",
+                          ("encoder_attention_heads", "num_attention_heads"))):
+        src = next((k for k in sources if k in kw), None)
+        if src is not None and dec in params and dec not in kw:
+            kw[dec] = kw[src]
     special = dict(SPECIAL.get(text.model_type, {}))
     if _transformers_major() >= 5:
         special.update(SPECIAL_5.get(text.model_type, {}))
@@ -221,8 +260,13 @@ def shrunk(model_type: str):
         # overrides of the layers kept, by index
         ratio = hd / head_dim if isinstance(head_dim, int) and head_dim else 1
         keep = kw.get("num_hidden_layers", len(overrides))
+        # (a layer whose key heads equal its query heads, MLA's as in Dots 3
+        # Note's sliding layers, keeps them equal: its config refuses others)
         kw["per_layer_config"] = {
             i: {k: (max(2, int(v * ratio)) // 2 * 2 if k == "head_dim" else
+                    HEADS if k == "num_attention_heads" or (
+                        k == "num_key_value_heads"
+                        and v == o.get("num_attention_heads")) else
                     (KV_HEADS if k == "num_key_value_heads" else v))
                 for k, v in o.items()}
             for i, o in overrides.items() if i < keep}
@@ -313,12 +357,33 @@ def build(cls, kw: dict, dtype=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         extra = {} if dtype is None else {"dtype": dtype}
+        own = None if model_cls_name is not None else _causal_lm_of(type(built))
         if model_cls_name is not None:
             model = AutoModelForCausalLM.from_config(built, **extra)
+        elif own is not None:
+            model = own._from_config(built, **extra)
         else:
             from transformers import AutoModel
             model = AutoModel.from_config(built, **extra)
     return built, model.eval()
+
+
+def _causal_lm_of(config_cls):
+    """The causal LM registered for the model type of ``config_cls``'s own
+    module, where it takes that config: a composite's text config with no
+    causal-LM type of its own (Emu3TextConfig, ``emu3_text_model``, and
+    MllamaTextConfig, ``mllama_text_model``: Emu3ForCausalLM and
+    MllamaForCausalLM, registered as ``emu3`` and ``mllama``); else ``None``."""
+    import transformers
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+    folder = config_cls.__module__.split(".")[-2]
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(folder)
+    model_cls = getattr(transformers, name, None) if name else None
+    if model_cls is not None and getattr(model_cls, "config_class", None) is config_cls:
+        return model_cls
+    return None
 
 
 def pair_layout(fn, sig, args, kwargs) -> str | None:

@@ -1343,6 +1343,20 @@ MUTANTS: tuple[Mutant, ...] = (
        '        elif kind == "hybrid_sliding" and model_type in INKLING:\n'
        "            span = window + 1\n",
        [], "Inkling's sliding_window_size read as MiMo's (the window plus one)"),
+    # ---- Mllama's cross-attention layers (tests/test_per_layer.py, 4.57.6 live) ----
+    _m("mllama-cross-rotates", "per_layer.py",
+       '        elif kind == "cross_attention":  # Mllama',
+       '        elif kind == "cross_attention_":  # Mllama',
+       [], "Mllama's cross-attention layers read as rotating"),
+    _m("mllama-cross-list-ignored", "per_layer.py",
+       "        cross = set(_MLLAMA_CROSS if cross is None else cross)",
+       "        cross = set(_MLLAMA_CROSS)",
+       [], "Mllama's cross_attention_layers replaced by the class default"),
+    _m("mllama-cross-caches", "serving.py",
+       '         "cross_attention": "the keys and values',
+       '         "cross_attention_": "the keys and values',
+       [], "Mllama's cross-attention layers sized as caching keys and values per "
+       "text token"),
 )
 
 
