@@ -352,7 +352,7 @@ hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, w
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/hybrid_caches.py --out results/hybrid-caches-5.json
 
 .PHONY: generated-caches
-generated-caches: $(INSTALLED) $(PY5) ## DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2, Inkling caches over generated configs, transformers 5.x (results/generated-caches-5.json)
+generated-caches: $(INSTALLED) $(PY5) ## DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2, Inkling, Dots 3 Note, Dory caches over generated configs, transformers 5.x (results/generated-caches-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/generated_caches.py --out results/generated-caches-5.json
 
 # Not part of make test (about 10 s and 30 s): which names every registered

@@ -146,6 +146,12 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "zamba2": {"rope_theta": 10000.0},
     # Phi4MultimodalConfig (4.57.6 and 5.24.0): Phi-3's text model
     "phi4_multimodal": {"rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    # ZayaConfig (5.24.0): head_dim 128, not hidden_size / heads (256); its
+    # bases are per layer type (PER_TYPE_ROPE_DEFAULTS has none: a config
+    # without rope_parameters is refused)
+    "zaya": {"head_dim": 128},
+    # DoryConfig (5.24.0): head_dim 256 (hidden_size / heads is 160)
+    "dory": {"head_dim": 256},
     "sarvam_mla": {"rope_theta": 10000.0, "head_dim": 64},
     "sarvam_moe": {"rope_theta": 8000000.0, "head_dim": 64},
     "solar_open": {"rope_theta": 1000000.0, "head_dim": 128},
@@ -256,6 +262,9 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
     "dots1": {"num_hidden_layers": 62, "sliding_window": 4096, "max_window_layers": 62},
     "gemma4": {"num_hidden_layers": 30, "sliding_window": 512},
     "gemma4_unified": {"num_hidden_layers": 30, "sliding_window": 1024},
+    # DoryConfig: 36 layers before the saved form's doubling (config_reader's
+    # _dory_fields halves a saved form)
+    "dory": {"sliding_window": 1024},
     # Inkling's text classes (their window has its own name; sliding_window
     # is an alias of it, and wins where both are given)
     "inkling": {"num_hidden_layers": 66, "sliding_window_size": 512},

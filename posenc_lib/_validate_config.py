@@ -97,6 +97,12 @@ ALLOWED_LAYER_TYPES_5_24 = (
 #: (``GraniteMoeHybridConfig`` in 5.24 fills in ``linear_attention`` for its
 #: Mamba layers).
 MODEL_LAYER_TYPES_5_24 = {"granitemoehybrid": ("linear_attention", "full_attention")}
+#: Entries a 5.x class accepts in ``layer_types`` only because it removes them
+#: before validating: ``DoryConfig.to_dict`` writes an ``"mlp"`` after each
+#: layer's attention type (its MLP half), and ``__post_init__`` drops every
+#: other entry and halves the layer counts (5.24.0
+#: ``models/dory/configuration_dory.py``).
+SAVED_FORM_LAYER_TYPES = {"dory": ("mlp",)}
 #: The layer types posenc_lib knows how to treat (:mod:`posenc_lib.per_layer`).
 KNOWN_LAYER_TYPES = ALLOWED_LAYER_TYPES_4_57 + ("conv", "mamba", "attention")
 #: Model types whose transformers 5.x (5.24.0) config class raises unless
@@ -182,7 +188,8 @@ def allowed_layer_types(model_type: str | None) -> tuple[str, ...]:
             t for t in MODEL_LAYER_TYPES_5_24.get(name, ())
             if t not in MODEL_LAYER_TYPES[name])
     return ALLOWED_LAYER_TYPES_4_57 + tuple(
-        t for t in ALLOWED_LAYER_TYPES_5_24 if t not in ALLOWED_LAYER_TYPES_4_57)
+        t for t in ALLOWED_LAYER_TYPES_5_24 if t not in ALLOWED_LAYER_TYPES_4_57) + \
+        SAVED_FORM_LAYER_TYPES.get(name, ())
 
 
 def _installed_allows(entry: str) -> bool:

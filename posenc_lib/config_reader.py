@@ -485,6 +485,8 @@ INTERLEAVED_PAIRS = {"deepseek_v3": "rope_interleave", "ernie4_5": True,
                      # DeepseekV4's rotate_half pairs (2i, 2i + 1) on a head's
                      # last rotary-dim features (modeling_deepseek_v4.py)
                      "deepseek_v4": True,
+                     # Dots3NoteTextAttention: apply_rotary_pos_emb_interleave
+                     "dots3_note": True,
                      # RoFormerSelfAttention.apply_rotary_position_embeddings:
                      # sin/cos repeated pairwise, [-x1, x0, -x3, x2, ...]
                      "roformer": True,
@@ -812,12 +814,166 @@ def _zamba2_head(text: dict, major: int) -> dict:
     return {**text, "head_dim": head, "attention_head_dim": head}
 
 
+#: ``Dots3NoteTextConfig``'s defaults for its sliding layers' MLA sizes, which
+#: the class reads from ``swa_*`` keywords where a config has no
+#: ``per_layer_config`` (5.24.0 ``models/dots3_note/configuration_dots3_note.py``,
+#: ``__post_init__``); ``qk_rope_head_dim`` defaults to ``head_dim -
+#: qk_nope_head_dim``.
+DOTS3_NOTE_SLIDING = {"num_attention_heads": 64, "num_key_value_heads": 64,
+                      "q_lora_rank": 1024, "kv_lora_rank": 1024, "head_dim": 256,
+                      "qk_nope_head_dim": 192, "v_head_dim": 128}
+#: Model types whose ``head_dim`` is not their MLA ``qk_rope_head_dim``: Dots 3
+#: Note rotates ``int(head_dim x partial_rotary_factor)`` features, the factor
+#: being ``qk_rope_head_dim / head_dim`` per layer type.
+HEAD_DIM_APART = frozenset({"dots3_note", "dots3_note_text"})
+
+
+def _dots3_note_fields(text: dict, major: int) -> dict:
+    """Dots 3 Note's text fields as ``Dots3NoteTextConfig`` (5.24.0) leaves
+    them (``__post_init__`` and ``convert_rope_params_to_dict``):
+
+    * layer types: given, else layers 0, 1 and ``i % 4 == 1`` attend fully,
+      the others slide (all attend fully with ``use_sliding_window`` false);
+      the full ones are ``indexed_attention`` (DSA) unless ``use_dsa`` is
+      false, and a given list is renamed the same way (``use_dsa`` defaults
+      to true where the config has no ``per_layer_config``);
+    * ``sliding_window`` (null: the keyword ``sliding_window_size``, else 512);
+    * without ``per_layer_config``, each sliding layer gets the ``swa_*``
+      keywords' MLA sizes (:data:`DOTS3_NOTE_SLIDING`);
+    * ``rope_parameters`` one entry per layer type: given (a flat block, or
+      ``rope_scaling``, copied to each type), else a plain RoPE of base
+      ``swa_rope_theta`` (50,000) on sliding layers and ``rope_theta``
+      (80,000,000) on the others; an entry without a base takes
+      ``rope_theta``; each entry's ``partial_rotary_factor`` is overwritten
+      with its first layer's ``qk_rope_head_dim / head_dim``.
+
+    A layer's config (:func:`posenc_lib.per_layer.layer_config`) is left as
+    it is."""
+    if text.get(LAYER_TYPE_KEY) is not None:
+        return text
+    out = dict(text)
+    out.setdefault("model_type", "dots3_note_text")
+    layers = out.get("num_hidden_layers")
+    layers = _validate.positive_int("num_hidden_layers", 46 if layers is None else layers)
+    use_dsa = out.pop("use_dsa", None if "per_layer_config" in text else True)
+    sliding = out.pop("use_sliding_window", True)
+    window = out.pop("sliding_window_size", 512)
+    if out.get("sliding_window") is None:
+        out["sliding_window"] = window
+    kinds = out.get("layer_types")
+    if kinds is None:
+        full = "full_attention" if use_dsa is False else "indexed_attention"
+        kinds = [full if not sliding or i < 2 or i % 4 == 1 else "sliding_attention"
+                 for i in range(layers)]
+    kinds = list(kinds)
+    if use_dsa is not None:
+        old, new = ("full_attention", "indexed_attention")
+        if not use_dsa:
+            old, new = new, old
+        kinds = [new if kind == old else kind for kind in kinds]
+    out["layer_types"] = kinds
+    swa = {name: out.pop(f"swa_{name}", value) for name, value in
+           DOTS3_NOTE_SLIDING.items()}
+    swa["qk_rope_head_dim"] = out.pop("swa_qk_rope_head_dim",
+                                      swa["head_dim"] - swa["qk_nope_head_dim"])
+    if "per_layer_config" not in text:
+        out["per_layer_config"] = {i: dict(swa) for i, kind in enumerate(kinds)
+                                   if kind == "sliding_attention"}
+    overrides = {int(i): dict(v) for i, v in (out.get("per_layer_config") or {}).items()}
+    swa_theta = out.pop("swa_rope_theta", 50_000.0)
+    theta = out.pop("rope_theta", None)
+    theta = 80_000_000.0 if theta is None else theta
+    entries = out.get("rope_parameters")
+    if entries is None:
+        entries = out.get("rope_scaling") or {
+            kind: {"rope_type": "default",
+                   "rope_theta": swa_theta if kind == "sliding_attention" else theta}
+            for kind in set(kinds)}
+    if not is_per_layer_type(entries):
+        entries = {kind: dict(entries) for kind in set(kinds)}
+    entries = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in entries.items()}
+    top = (out.get("qk_rope_head_dim"), out.get("head_dim"))
+    top = (64 if top[0] is None else top[0], 256 if top[1] is None else top[1])
+    for kind in set(kinds):
+        if not isinstance(entries.get(kind), Mapping):
+            continue
+        entries[kind].setdefault("rope_theta", theta)
+        first = overrides.get(kinds.index(kind), {})
+        entries[kind]["partial_rotary_factor"] = (
+            first.get("qk_rope_head_dim", top[0]) / first.get("head_dim", top[1]))
+    out["rope_parameters"] = entries
+    for key in ("rope_scaling", "partial_rotary_factor"):
+        out.pop(key, None)
+    out["qk_rope_head_dim"], out["head_dim"] = top
+    return out
+
+
+def _dory_fields(text: dict, major: int) -> dict:
+    """Dory's fields as ``DoryConfig.__post_init__`` (5.24.0,
+    ``models/dory/configuration_dory.py``) leaves them. Its saved form (what
+    ``to_dict`` writes) follows each layer type with ``"mlp"`` and doubles the
+    layer counts; the class drops every other entry and floor-halves
+    ``num_hidden_layers``, ``n_input_layers`` and ``n_output_layers`` (their
+    defaults 36, 8 and 8 included) and ``n_recurrent_layers`` where given.
+    Then ``n_recurrent_layers`` defaults to the layers the other two sections
+    leave, and ``rope_parameters`` to a plain RoPE per layer type, base 10,000
+    on sliding layers and 10,000,000 on full ones (a top-level ``rope_theta``
+    is not read). The sections must add up to ``num_hidden_layers``, and
+    ``n_recurrent_loops`` be at least 1, as ``validate_architecture`` asks."""
+    if text.get(LAYER_TYPE_KEY) is not None:
+        return text
+    out = dict(text)
+    defaults = {"num_hidden_layers": 36, "n_input_layers": 8, "n_output_layers": 8}
+    for key, value in defaults.items():
+        if out.get(key) is None:
+            out[key] = value
+    kinds = out.get("layer_types")
+    if isinstance(kinds, (list, tuple)) and "mlp" in kinds:
+        out["layer_types"] = list(kinds)[::2]
+        halved = [*defaults, *(["n_recurrent_layers"] if out.get(
+            "n_recurrent_layers") is not None else [])]
+        for key in halved:
+            out[key] = _validate.nonnegative_int(key, out[key]) // 2
+    layers = _validate.positive_int("num_hidden_layers", out["num_hidden_layers"])
+    first, last = (_validate.nonnegative_int(k, out[k])
+                   for k in ("n_input_layers", "n_output_layers"))
+    if out.get("n_recurrent_layers") is None:
+        out["n_recurrent_layers"] = layers - first - last
+    middle = out["n_recurrent_layers"]
+    loops = out.get("n_recurrent_loops")
+    loops = 2 if loops is None else loops
+    if first + middle + last != layers or not isinstance(loops, int) or loops < 1:
+        raise ValueError(f"n_input_layers ({first}) + n_recurrent_layers ({middle}) + "
+                         f"n_output_layers ({last}) must be num_hidden_layers "
+                         f"({layers}), and n_recurrent_loops ({loops!r}) at least 1: "
+                         f"DoryConfig refuses the config")
+    out["n_recurrent_loops"] = loops
+    if out.get("layer_types") is None:  # every fourth layer attends fully
+        out["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else
+                              "sliding_attention" for i in range(layers)]
+    kinds = out["layer_types"]
+    entries = out.get("rope_parameters")
+    if entries is None:
+        entries = {kind: {"rope_type": "default", "rope_theta":
+                          1e4 if kind == "sliding_attention" else 1e7}
+                   for kind in set(kinds)}
+        out.pop("rope_theta", None)
+    elif not is_per_layer_type(entries):
+        raise ValueError("rope_parameters must hold one entry per layer type for "
+                         "model_type 'dory': DoryRotaryEmbedding reads "
+                         "rope_parameters[layer_type] (a flat block builds a config "
+                         "whose model fails)")
+    out["rope_parameters"] = entries
+    return out
+
+
 #: Fields a config class computes from others (``"derived"`` in
 #: ``results/config-names-*.json``): every such field of either release has a
 #: rule here, judged on the probe's forms by ``tests/test_config_names.py``.
 DERIVED_FIELDS = {
     "hrm_text": _hrm_layers, "mimo_v2_flash": _mimo_window,
     "deepseek_v4": _deepseek_v4_fields, "zamba2": _zamba2_head,
+    "dots3_note_text": _dots3_note_fields, "dory": _dory_fields,
     "xlm-prophetnet": _prophetnet_layers,
     **dict.fromkeys(("swin", "swinv2", "donut-swin", "maskformer-swin"), _swin_width),
     **dict.fromkeys(("dinat", "nat"), lambda text, major: _swin_width(text, major, 64)),
@@ -1039,7 +1195,7 @@ def _check_keys(rope_type: str, block: dict, problems: _Problems) -> None:
 def _head_dim(config: Mapping) -> int:
     head_dim = config.get("head_dim")
     rope_head = config.get("qk_rope_head_dim")  # DeepSeek-V2/V3 (MLA): rotary part only
-    if rope_head is not None:
+    if rope_head is not None and config.get("model_type") not in HEAD_DIM_APART:
         if head_dim is not None and head_dim != rope_head:
             raise ValueError(f"config is ambiguous: head_dim={head_dim} but "
                              f"qk_rope_head_dim={rope_head} (DeepseekV3Config sets "

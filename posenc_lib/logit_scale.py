@@ -62,8 +62,10 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
             text.get("qk_nope_head_dim") is not None:
         # MLA: the query/key head is the unrotated part and the rotated one
         # (a model without RoPE: the rotated part's size, which it leaves unrotated)
-        qk = text["qk_nope_head_dim"] + (head_dim if rope is not None else
-                                         text.get("qk_rope_head_dim", 64))
+        # (Dots 3 Note: its rope.head_dim is head_dim, not the rotated part)
+        qk = text["qk_nope_head_dim"] + (
+            head_dim if rope is not None and model_type != "dots3_note" else
+            text.get("qk_rope_head_dim", 64))
         out.append({"name": "softmax scale", "value": qk ** -0.5,
                     "formula": f"(qk_nope_head_dim + qk_rope_head_dim)^-1/2 = {qk}^-1/2",
                     "source": "DeepseekV3Attention.scaling" if model_type in (
@@ -136,10 +138,18 @@ def logit_factors(config: Mapping, rope, attention_factor: float,
 
 def layer_softmax_scales(config: Mapping) -> dict[int, float] | None:
     """``{layer: scale}`` for a model whose softmax scale differs between its
-    layers (Inkling's: each layer type has its own head size), else ``None``
+    layers (Inkling's: each layer type has its own head size; Dots 3 Note's
+    sliding layers: their own MLA sizes), else ``None``
     (one scale, :func:`softmax_scale`)."""
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
+    if model_type == "dots3_note":  # Dots3NoteTextAttention: (qk_nope + qk_rope)^-1/2
+        overrides = config_reader.layer_overrides(text, model_type)
+        out = {}
+        for x in per_layer.layer_layout(config):
+            fields = {**text, **overrides.get(x.index, {})}
+            out[x.index] = (fields["qk_nope_head_dim"] + fields["qk_rope_head_dim"]) ** -0.5
+        return out
     if model_type not in per_layer.INKLING:
         return None
     power = -1.0 if model_type == "inkling" else -0.5

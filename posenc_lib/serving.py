@@ -562,7 +562,14 @@ MLA_DEFAULTS = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim"
 #: DeepSeek-V3.2 is read as DeepSeek-V3 (``config_reader.MODEL_TYPE_ALIASES``)
 #: for its positions, but its 5.x class makes every layer an indexed one.
 INDEXER_DEFAULTS = {"deepseek_v32": 128, "glm_moe_dsa": 128, "axk2": 128,
-                    "hy_v4": 128, "qwen4_exp": None}
+                    "hy_v4": 128, "qwen4_exp": None, "dots3_note": 128}
+#: Indexers whose keys are float32 whatever the model's dtype: Dots 3 Note's
+#: indexed layers get cos and sin computed from ``inputs_embeds.float()``, and
+#: its indexer concatenates the float32 rotated part with the rest of the key
+#: before caching it (5.24.0 ``models/dots3_note/modeling_dots3_note.py``,
+#: ``Dots3NoteTextModel.forward`` and ``Dots3NoteTextIndexer.forward``;
+#: measured in bfloat16 by ``scripts/generated_caches.py``).
+INDEXER_FLOAT32 = frozenset({"dots3_note"})
 #: Indexers whose width has another name: Qwen4-Exp's ``indexer_head_dim``
 #: (its one key head, ``indexer_kv_heads`` must be 1), without a class default
 #: (``Qwen4ExpTextConfig`` does not build without it where a layer is indexed;
@@ -857,7 +864,8 @@ def _indexer(config: Mapping, kinds: list) -> dict | None:
             raise ValueError(f"indexer_types has {len(own)} entries for "
                              f"{len(kinds)} layers")
         indexed = [i for i in indexed if own[i] != "shared"]
-    return {"layers": len(indexed), "index_head_dim": dim}
+    return {"layers": len(indexed), "index_head_dim": dim,
+            "float32": name in INDEXER_FLOAT32}
 
 
 def _qwen4_ple(text: Mapping, get, hidden: int, layers: int) -> tuple[int, str]:
@@ -1278,8 +1286,43 @@ def _layout(config: Mapping) -> list:
 
 def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | None]],
                                                           str]:
-    """Per layer: the cache kind (a layer type) and the window it keeps, or
-    ``None``; and where the kinds come from."""
+    """Per cache layer: the cache kind (a layer type) and the window it keeps,
+    or ``None``; and where the kinds come from. A cache may hold more layers
+    than the model (Dory's and Inkling 2 Loop's looped layers: one copy per
+    further pass)."""
+    kinds, source = _layer_cache_kinds(config, engine)
+    text, model_type = config_reader._text_config(config)
+    if model_type != "dory":
+        return kinds, source
+    if engine == "vllm":
+        raise ValueError("vLLM's cache of dory's looped layers is not modelled; use "
+                         "engine='transformers'")
+    # DoryModel.forward (5.24.0, models/dory/modeling_dory.py): with
+    # recurrent_kv_cache_mode "per_loop" (the default) each further pass of the
+    # recurrent section writes a copy of its layers' caches, appended after
+    # the model's layers; with "last_loop" only the last pass writes
+    mode = text.get("recurrent_kv_cache_mode") or "per_loop"
+    if mode not in ("per_loop", "last_loop"):
+        raise ValueError(f"recurrent_kv_cache_mode must be 'per_loop' or 'last_loop', "
+                         f"got {mode!r}")
+    if mode == "last_loop":
+        return kinds, source + "; one cache layer per layer (last_loop)"
+    first, middle = text["n_input_layers"], text["n_recurrent_layers"]
+    if middle < 0:
+        # DoryConfig checks only the sum: with more input and output layers than
+        # layers, the sections overlap and the model runs some layers twice
+        raise ValueError(f"n_recurrent_layers is {middle}: dory's n_input_layers "
+                         f"({first}) and n_output_layers ({text['n_output_layers']}) "
+                         f"exceed num_hidden_layers ({len(kinds)}), so its model runs "
+                         f"some layers twice; its cache is not modelled")
+    copies = kinds[first:first + middle] * (text["n_recurrent_loops"] - 1)
+    return (kinds + copies, source + f"; the recurrent layers' caches once more for "
+            f"each of {text['n_recurrent_loops'] - 1} further passes (per_loop)")
+
+
+def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
+        list[tuple[str, int | None]], str]:
+    """:func:`_cache_kinds` for the model's own layers."""
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
     layout = _layout(config)
@@ -1465,7 +1508,9 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         else:
             head = cache_head(config)
         mla = head.get("mla")
+        latent = False  # whether the cache holds MLA's latent (not its keys)
         if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
+            latent = True
             kv_heads, per_layer = 1, (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
             formula = (f"{{layers}} layers x (kv_lora_rank {mla['kv_lora_rank']} + "
                        f"qk_rope_head_dim {mla['qk_rope_head_dim']}) x {bytes_per_value} "
@@ -1488,6 +1533,24 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                                f"{bytes_per_value} bytes")
         per_layer *= bytes_per_value
         own = _layer_heads(config, len(kinds)) if mla is None else {}
+        if latent:
+            # a layer with MLA sizes of its own (Dots 3 Note's sliding layers,
+            # per_layer_config): its own latent
+            raw_type = config_reader._raw_text_config(config)[1]
+            for index, fields in config_reader.layer_overrides(text, raw_type).items():
+                if not 0 <= index < len(kinds):
+                    raise ValueError(f"per_layer_config names layer {index}, but the "
+                                     f"model has {len(kinds)} layers")
+                rank, rot = (_validate.positive_int(k, fields.get(k, mla[k])) for k in
+                             ("kv_lora_rank", "qk_rope_head_dim"))
+                if (rank, rot) != (mla["kv_lora_rank"], mla["qk_rope_head_dim"]):
+                    own[index] = {"kv_heads": 1, "key_dim": rank, "value_dim": rot}
+            if own:
+                formula += "; " + ", ".join(
+                    f"layer {i}: kv_lora_rank {h['key_dim']} + qk_rope_head_dim "
+                    f"{h['value_dim']}" for i, h in sorted(own.items())[:3]) + (
+                    f" and {len(own) - 3} more layers of their own (per_layer_config)"
+                    if len(own) > 3 else " (per_layer_config)")
         if own:
             formula += "; " + ", ".join(
                 f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
@@ -1550,12 +1613,13 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                    and modelled.startswith("5.") else None)
         indexer_per_token = 0
         if indexer is not None:
-            indexer_per_token = indexer["layers"] * indexer["index_head_dim"] * \
-                bytes_per_value
+            width = 4 if indexer["float32"] else bytes_per_value
+            indexer_per_token = indexer["layers"] * indexer["index_head_dim"] * width
             indexer["bytes_per_token"] = indexer_per_token
             formula += (f" + {indexer['layers']} layers x index_head_dim "
-                        f"{indexer['index_head_dim']} x {bytes_per_value} bytes (the "
-                        f"sparse-attention indexer's keys, transformers 5.x)")
+                        f"{indexer['index_head_dim']} x {width} bytes (the "
+                        f"sparse-attention indexer's keys, transformers 5.x"
+                        + (", in float32" if indexer["float32"] else "") + ")")
         out = {"engine": engine,
                "bytes_per_token": sum(info["bytes_per_token"] for info in by_type.values())
                + indexer_per_token,

@@ -1,7 +1,7 @@
 """The caches of transformers 5.x's newest architectures over generated
 configs, for ``tests/test_generated_caches.py``.
 
-Eight classes whose caches do not follow the usual "heads x head size per
+Ten classes whose caches do not follow the usual "heads x head size per
 token" rule, or whose config class rewrites the fields that size them:
 
 - DeepSeek-V4: a window of keys on every layer, plus one compressed entry per
@@ -20,6 +20,10 @@ token" rule, or whose config class rewrites the fields that size them:
   layer, the sliding ones' on their own ``swa_*`` heads, and four float32
   convolution states per layer; the loop model caches its looped layers once
   per pass.
+- Dots 3 Note: MLA with latent sizes of its own on its sliding layers, a RoPE
+  entry per layer type, float32 indexer keys.
+- Dory: a recurrent section run several times a forward, each further pass
+  cached apart; a saved form with "mlp" entries and doubled layer counts.
 
 For each, seeded random configs (the fields that size the cache, layer
 patterns, legacy field names) are built by the installed transformers, in
@@ -259,10 +263,116 @@ def _inkling(version: str):
     return generate
 
 
+def _dots3_note(rng: random.Random, i: int) -> dict:
+    """Dots 3 Note's text model: the released checkpoint's keywords (``swa_*``
+    sizes, ``swa_rope_theta``, ``use_dsa``, ``use_sliding_window``,
+    ``sliding_window_size``) or the saved form (``per_layer_config``, one
+    ``rope_parameters`` entry per layer type), a flat ``rope_parameters``
+    copied to every type, given layer types renamed by ``use_dsa``."""
+    layers = rng.randint(2, 7)
+    heads = rng.choice([2, 4])
+    rot = rng.choice([4, 8])
+    nope = rng.choice([8, 16])
+    cfg = {"vocab_size": 64, "hidden_size": rng.choice([32, 64]),
+           "num_hidden_layers": layers, "num_attention_heads": heads,
+           "num_key_value_heads": heads, "q_lora_rank": rng.choice([8, 16]),
+           "kv_lora_rank": rng.choice([8, 16]), "qk_nope_head_dim": nope,
+           "qk_rope_head_dim": rot, "v_head_dim": 8,
+           "head_dim": rng.choice([nope + rot, 4 * rot, 2 * rot]),
+           "index_head_dim": 16, "index_n_heads": 2, "index_topk": 4,
+           "n_routed_experts": 2, "num_experts_per_tok": 1, "n_group": 1,
+           "topk_group": 1, "moe_intermediate_size": 8, "intermediate_size": 16,
+           "shared_experts_intermediate_size": 8, "n_shared_experts": 1,
+           "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    swa_nope, swa_rot = rng.choice([8, 16]), rng.choice([4, 8])
+    swa_heads = rng.choice([2, 4])
+    swa = {"num_attention_heads": swa_heads, "num_key_value_heads": swa_heads,
+           "q_lora_rank": 8, "kv_lora_rank": rng.choice([8, 24]),
+           "head_dim": swa_nope + swa_rot, "qk_nope_head_dim": swa_nope,
+           "v_head_dim": 8}
+    form = i % 4
+    window = rng.choice([2, 3, 5, 9, 16])
+    if form in (0, 1):  # the released checkpoint's keywords
+        cfg.update({f"swa_{k}": v for k, v in swa.items()})
+        if rng.random() < 0.5:
+            cfg["swa_qk_rope_head_dim"] = swa_rot
+        if rng.random() < 0.5:
+            cfg["swa_rope_theta"] = rng.choice([1e4, 5e5])
+        if rng.random() < 0.5:
+            cfg["rope_theta"] = rng.choice([1e6, 3e7])
+        cfg["sliding_window_size" if form == 0 else "sliding_window"] = window
+        if i % 8 == 1:
+            cfg["use_dsa"] = False
+        if i % 8 == 5:
+            cfg["use_sliding_window"] = False
+        if i % 8 == 4:  # given layer types, in the legacy name for DSA layers
+            cfg["layer_types"] = [rng.choice(["full_attention", "sliding_attention"])
+                                  for _ in range(layers)]
+    else:  # the saved form: per_layer_config and per-type entries
+        kinds = [rng.choice(["indexed_attention", "sliding_attention"])
+                 for _ in range(layers)]
+        kinds[0] = "indexed_attention"
+        cfg.update(layer_types=kinds, sliding_window=window,
+                   per_layer_config={str(j): {**swa, "qk_rope_head_dim": swa_rot}
+                                     for j, k in enumerate(kinds)
+                                     if k == "sliding_attention"})
+        if form == 2:
+            cfg["rope_parameters"] = {
+                k: {"rope_type": "default", "rope_theta": rng.choice([1e4, 1e6])}
+                for k in sorted(set(kinds))}
+        else:  # one flat entry, copied to each type (its share overwritten)
+            cfg["rope_parameters"] = {"rope_type": "default",
+                                      "rope_theta": rng.choice([1e4, 1e6]),
+                                      "partial_rotary_factor": 0.5}
+    return cfg
+
+
+def _dory(rng: random.Random, i: int) -> dict:
+    """Dory: input, recurrent and output sections (each possibly empty), one to
+    three passes, per_loop or last_loop caches, windows from 1, layer types
+    given or the class's, per-type bases given or the class's, in the form a
+    user writes and in the saved form (an "mlp" after each layer type and
+    doubled counts, with and without n_recurrent_layers)."""
+    first, middle, last = (rng.randint(0, 3) for _ in range(3))
+    middle = max(middle, 1 if first + last == 0 else middle)
+    layers = first + middle + last
+    heads = rng.choice([2, 4])
+    cfg = {"vocab_size": 64, "hidden_size": 32, "num_attention_heads": heads,
+           "num_key_value_heads": rng.choice([k for k in (1, 2, 4) if heads % k == 0]),
+           "head_dim": rng.choice([4, 8, 16]), "intermediate_size": 32,
+           "num_hidden_layers": layers, "n_input_layers": first,
+           "n_recurrent_layers": middle, "n_output_layers": last,
+           "n_recurrent_loops": rng.randint(1, 3),
+           "sliding_window": rng.choice([1, 2, 3, 5, 8, 17]),
+           "recurrent_kv_cache_mode": "last_loop" if i % 5 == 2 else "per_loop"}
+    kinds = None
+    if i % 3:
+        kinds = [rng.choice(["full_attention", "sliding_attention"])
+                 for _ in range(layers)]
+        cfg["layer_types"] = kinds
+    if i % 4 == 1:
+        present = set(kinds or ["full_attention" if (j + 1) % 4 == 0 else
+                                "sliding_attention" for j in range(layers)])
+        cfg["rope_parameters"] = {k: {"rope_type": "default",
+                                      "rope_theta": rng.choice([100.0, 5e3, 1e6])}
+                                  for k in sorted(present)}
+    if i % 3 == 1 and i % 2:  # the saved form: "mlp" entries, doubled counts
+        cfg["layer_types"] = [x for k in kinds for x in (k, "mlp")]
+        for key in ("num_hidden_layers", "n_input_layers", "n_recurrent_layers",
+                    "n_output_layers"):
+            cfg[key] *= 2
+        if i % 4 == 3:
+            del cfg["n_recurrent_layers"]
+    elif i % 6 == 0:
+        del cfg["n_recurrent_layers"]
+    return cfg
+
+
 GENERATORS = {"deepseek_v4": _deepseek_v4, "qwen4_exp_text": _qwen4_exp,
               "hrm_text": _hrm_text, "mimo_v2_flash": _mimo_v2_flash,
               "zamba2": _zamba2, "inkling_text": _inkling("v1"),
-              "inkling2_text": _inkling("v2"), "inkling2_loop_text": _inkling("v2_loop")}
+              "inkling2_text": _inkling("v2"), "inkling2_loop_text": _inkling("v2_loop"),
+              "dots3_note_text": _dots3_note, "dory": _dory}
 
 
 def cases(per_type: int = PER_TYPE) -> list[tuple[str, dict, list[int]]]:

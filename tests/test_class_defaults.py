@@ -46,8 +46,8 @@ KNOWN_4 = {"glm4_moe": {"*": _ODD}}
 KNOWN_5 = {
     "glm4_moe": {"*": _ODD},
     "beam": {"*": "full_attention's rope_parameters is None by default: refused"},
-    "deepseek_v4": {"*": "rope_parameters per layer type (compress, main): refused"},
-    "zaya": {"*": "rope_parameters per layer type (hybrid, hybrid_sliding): refused"},
+    # one entry per layer type, none for full_attention: read at layer 0
+    "zaya": {"rope_parameters": _PER_TYPE},
     "cohere_compass_text": {"*": "the class's default rope_parameters is empty (each "
                             "layer type needs an entry; its default model does not "
                             "build): refused"},
@@ -57,12 +57,6 @@ KNOWN_5 = {
     "mimo_v2_flash": {"head_dim": "the class's own defaults give an odd rotary dim "
                       "(int(64 * 0.334) = 21): refused"},
     "modernbert-decoder": {"rope_parameters": _PER_TYPE},
-    # built by the sweep since the harness shrinks its three sections; its
-    # layer_types hold "mlp" entries the library does not read
-    "dory": {"*": _UNCLAIMED},
-    # likewise, since the harness keeps its MLA layers' key heads equal to
-    # their query heads; no rope_parameters entry for full_attention
-    "dots3_note": {"*": _UNCLAIMED}, "dots3_note_text": {"*": _UNCLAIMED},
 }
 
 

@@ -1,6 +1,6 @@
-"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2 and the
-three Inkling text models, built by transformers 5.24.0 from generated configs,
-against the library's sizes.
+"""The caches of DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2, the
+three Inkling text models, Dots 3 Note and Dory, built by transformers 5.24.0
+from generated configs, against the library's sizes.
 
 ``scripts/generated_caches.py`` draws 32 configs per type (layer patterns,
 legacy field names, the fields that size each cache), builds each tiny model in
@@ -142,3 +142,21 @@ def test_deepseek_v4_s_growth_per_token_is_its_cache_s_over_whole_blocks():
         # the library adds a float per layer type: a few roundings of 2^-53
         assert abs(plain["bytes_per_token"] - growth) <= 1e-14 * growth, (
             config, float(growth), plain["bytes_per_token"])
+
+
+def test_the_cases_do_not_depend_on_the_hash_seed():
+    """Each case is drawn by a seeded ``random.Random``; one drawn while
+    iterating a set would follow Python's string-hash seed, which every
+    process picks anew (a generator did, and its stored run matched one run
+    in several)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path.insert(0, 'scripts'); "
+            "import generated_caches as g; print(json.dumps(g.cases()))")
+    drawn = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                            capture_output=True, text=True,
+                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+             for seed in ("1", "2", "3")}
+    assert len(drawn) == 1

@@ -15,11 +15,11 @@ FIELDS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_facto
           "head_dim", "rotary_pct", "rotary_emb_base", "qk_rope_head_dim")
 
 
-def _read(config: dict, version: str | None = None):
+def _read(config: dict, version: str | None = None, layer: int | None = None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return scaling.rope_from_config(config, dtype=torch.float64,
+            return scaling.rope_from_config(config, dtype=torch.float64, layer=layer,
                                             transformers_version=version)
         except ValueError as error:
             return error
@@ -29,14 +29,20 @@ def problems(full: dict, version: str | None = None) -> dict[str, str]:
     """``{field: what went wrong}`` over :data:`FIELDS`; ``{"*": reason}`` when
     the library refuses the class's whole default config. Both configs are
     read as transformers ``version`` reads them (default: the installed one)."""
+    layer = None
     whole = _read(full, version)
+    if isinstance(whole, ValueError) and "with layer=i" in str(whole):
+        # one rope_parameters entry per layer type and none for full_attention
+        # (Dots 3 Note): the first layer's frequencies, which are asked for so
+        layer = 0
+        whole = _read(full, version, layer)
     if isinstance(whole, ValueError):
         return {"*": f"refused: {whole}"[:200]}
     found = {}
     for field in FIELDS:
         if full.get(field) is None:
             continue  # the class leaves it unset: nothing to fill in
-        short = _read({k: v for k, v in full.items() if k != field}, version)
+        short = _read({k: v for k, v in full.items() if k != field}, version, layer)
         if isinstance(short, ValueError):
             found[field] = f"refused: {short}"[:200]
         elif (whole is None) != (short is None):
