@@ -1292,6 +1292,9 @@ def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | No
     further pass)."""
     kinds, source = _layer_cache_kinds(config, engine)
     text, model_type = config_reader._text_config(config)
+    if (model_type or "").removesuffix("_text") == "inkling2_loop":
+        return (kinds + _inkling_loop(text, kinds),
+                source + "; a copy of the looped layers for each further pass")
     if model_type != "dory":
         return kinds, source
     if engine == "vllm":
@@ -1331,12 +1334,8 @@ def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
             raise ValueError(f"vLLM's cache of {model_type}'s hybrid layers (keys, "
                              f"values and convolution states) is not modelled; use "
                              f"engine='transformers'")
-        kinds = [(x.attention, x.window) for x in layout]
-        if model_type == "inkling2_loop":
-            return (kinds + _inkling_loop(text, kinds),
-                    "layer_types, as the Inkling 2 Loop config class fills them in, "
-                    "and a copy of the looped layers for each further pass")
-        return kinds, "layer_types, as the Inkling config class fills them in"
+        return ([(x.attention, x.window) for x in layout],
+                "layer_types, as the Inkling config class fills them in")
     if engine == "vllm":
         return ([(x.attention, x.window) for x in layout],
                 "the model's layer layout (posenc_lib.per_layer)")
@@ -1533,11 +1532,12 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                                f"{bytes_per_value} bytes")
         per_layer *= bytes_per_value
         own = _layer_heads(config, len(kinds)) if mla is None else {}
+        raw = config_reader._raw_text_config(config)[1]
+        raw_type = (raw or "").removesuffix("_text")
         if latent:
             # a layer with MLA sizes of its own (Dots 3 Note's sliding layers,
             # per_layer_config): its own latent
-            raw_type = config_reader._raw_text_config(config)[1]
-            for index, fields in config_reader.layer_overrides(text, raw_type).items():
+            for index, fields in config_reader.layer_overrides(text, raw).items():
                 if not 0 <= index < len(kinds):
                     raise ValueError(f"per_layer_config names layer {index}, but the "
                                      f"model has {len(kinds)} layers")
@@ -1545,19 +1545,14 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                              ("kv_lora_rank", "qk_rope_head_dim"))
                 if (rank, rot) != (mla["kv_lora_rank"], mla["qk_rope_head_dim"]):
                     own[index] = {"kv_heads": 1, "key_dim": rank, "value_dim": rot}
-            if own:
-                formula += "; " + ", ".join(
-                    f"layer {i}: kv_lora_rank {h['key_dim']} + qk_rope_head_dim "
-                    f"{h['value_dim']}" for i, h in sorted(own.items())[:3]) + (
-                    f" and {len(own) - 3} more layers of their own (per_layer_config)"
-                    if len(own) > 3 else " (per_layer_config)")
-        if own:
+        if own:  # (an MLA layer's own latent: kv_lora_rank + qk_rope_head_dim)
             formula += "; " + ", ".join(
-                f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
-                f"{h['value_dim']})" for i, h in sorted(own.items())[:3]) + (
+                (f"layer {i}: kv_lora_rank {h['key_dim']} + qk_rope_head_dim "
+                 f"{h['value_dim']}" if latent else
+                 f"layer {i}: {h['kv_heads']} KV heads x (key {h['key_dim']} + value "
+                 f"{h['value_dim']})") for i, h in sorted(own.items())[:3]) + (
                 f" and {len(own) - 3} more layers of their own (per_layer_config)"
                 if len(own) > 3 else " (per_layer_config)")
-        raw_type = (config_reader._raw_text_config(config)[1] or "").removesuffix("_text")
         if raw_type in INKLING:  # the sliding layers' own heads
             sliding = _inkling_sliding_head(text, raw_type)
             own = {i: sliding for i, (kind, _) in enumerate(kinds)
@@ -1568,8 +1563,7 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
                        f"+ 2 x {counts.count('hybrid_sliding')} hybrid_sliding layers x "
                        f"{sliding['kv_heads']} KV heads (swa_num_key_value_heads) x "
                        f"swa_head_dim {sliding['key_dim']} x {bytes_per_value} bytes")
-        multiple = KV_HEADS_MULTIPLE.get(
-            (config_reader._raw_text_config(config)[1] or "").removesuffix("_text"), {})
+        multiple = KV_HEADS_MULTIPLE.get(raw_type, {})
         if multiple:
             formula += "; " + ", ".join(f"{kind} layers keep {m} x the KV heads"
                                         for kind, m in multiple.items())
