@@ -355,6 +355,11 @@ hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, w
 generated-caches: $(INSTALLED) $(PY5) ## DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2, Inkling, Dots 3 Note, Dory caches over generated configs, transformers 5.x (results/generated-caches-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/generated_caches.py --out results/generated-caches-5.json
 
+.PHONY: window-keys
+window-keys: $(INSTALLED) $(PY5) ## window keys added to every causal-LM type's tiny config, the cache each model fills, 4.x and 5.x (results/window-keys-*.json)
+	PYTHONPATH=. nice -n 10 $(PY) scripts/window_keys.py --out results/window-keys-4.json
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/window_keys.py --out results/window-keys-5.json
+
 # Not part of make test (about 10 s and 30 s): which names every registered
 # config class reads for six positional fields, with generated forms, in 4.x
 # and 5.x (results/config-names-*.json), condensed into the package's table

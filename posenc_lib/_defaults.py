@@ -136,11 +136,9 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     # Qwen4ExpTextConfig (5.24.0): head_dim a field of its own, 256, never
     # hidden_size / heads (results/class-defaults-5.json)
     "qwen4_exp_text": {"rope_theta": 10000.0, "head_dim": 256},
-    "qwen4_exp": {"rope_theta": 10000.0, "head_dim": 256},
     # HrmTextConfig (5.24.0): head_dim a field of its own, 128 (a layer's
-    # config carries the type without its _text)
+    # config carries the type without its _text: "hrm", filled in below)
     "hrm_text": {"rope_theta": 10000.0, "head_dim": 128},
-    "hrm": {"rope_theta": 10000.0, "head_dim": 128},
     # Zamba2Config: rope_theta 10,000 (4.57.6's keyword; 5.x's default base),
     # used only with use_mem_rope
     "zamba2": {"rope_theta": 10000.0},
@@ -228,6 +226,8 @@ LAYER_DEFAULTS: dict[str, dict[str, Any]] = {
               "use_sliding_window": False, "max_window_layers": 28},
     "qwen2_moe": {"num_hidden_layers": 24, "sliding_window": 4096,
                   "use_sliding_window": False, "max_window_layers": 28},
+    "qwen3_moe": {"num_hidden_layers": 24, "sliding_window": 4096,
+                  "use_sliding_window": False},
     "mistral": {"num_hidden_layers": 32, "sliding_window": 4096},
     "lfm2": {"num_hidden_layers": 32, "full_attn_idxs": None},
     # the classes whose layer_types per_layer._PATTERNS expands (4.57.6 where

@@ -263,6 +263,11 @@ def _layer_types(value, model_type: str | None, problems: list,
             problems.append(f"layer_types[{i}] is {entry!r}, which the installed "
                             f"transformers allows but posenc_lib does not model (it "
                             f"knows {list(allowed)})")
+        elif model_type == "lfm2":  # Lfm2Config checks nothing (4.57.6)
+            problems.append(f"layer_types[{i}] is {entry!r}, which model_type 'lfm2' "
+                            f"does not run: 4.57.6 builds the config and a cache "
+                            f"posenc_lib does not model, 5.x's model fails (KeyError); "
+                            f"the entries must be in {list(allowed)}")
         else:
             problems.append(f"layer_types[{i}] is {entry!r}, which transformers "
                             f"refuses for model_type {model_type!r}: the entries must "

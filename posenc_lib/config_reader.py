@@ -673,8 +673,8 @@ def reading_release(transformers_version: str | None):
 
 @functools.cache
 def _names_table() -> tuple[dict, dict]:
-    """``(names, {major: {model_type: {field: (order, keep, unordered)}}})`` from
-    ``data/config_names.json`` (see :func:`_class_names`)."""
+    """``(names, {major: {model_type: {field: (order, keep, unordered,
+    null_absent)}}})`` from ``data/config_names.json`` (see :func:`_class_names`)."""
     from importlib import resources
 
     raw = json.loads(resources.files("posenc_lib").joinpath(
@@ -683,10 +683,11 @@ def _names_table() -> tuple[dict, dict]:
     for release, groups in raw["releases"].items():
         types = {}
         for group in groups:
-            fields = {f: ((f,), (), False) if v == 1 else (tuple(v), (), False)
+            fields = {f: ((f,), (), False, ()) if v == 1 else (tuple(v), (), False, ())
                       if isinstance(v, list) else (tuple(v["order"]),
                                                    tuple(v.get("keep", ())),
-                                                   v.get("unordered", False))
+                                                   v.get("unordered", False),
+                                                   tuple(v.get("null_absent", ())))
                       for f, v in group["fields"].items()}
             types.update(dict.fromkeys(group["types"], fields))
         releases[int(release.split(".")[0])] = types
@@ -697,10 +698,14 @@ def _names_as(text: dict, record: dict, names: dict) -> tuple[dict, list[str]]:
     """``text`` with each field of ``record`` as that class reads it, and what
     it drops."""
     out, dropped = dict(text), []
-    for name, (order, keep, unordered) in record.items():
-        given = [n for n in order if out.get(n) is not None]
-        if unordered and len({repr(out[n]) for n in given}) > 1:
-            raise ValueError(f"config is ambiguous: {', '.join(given)} all set "
+    for name, (order, keep, unordered, null_absent) in record.items():
+        # a null is the name's value (an attribute_map alias sets the field to
+        # None), but for the keywords a class pops and tests for None
+        given = [n for n in order if n in out and (out[n] is not None
+                                                   or n not in null_absent)]
+        present = [n for n in order if n in out]
+        if unordered and len({repr(out[n]) for n in present}) > 1:
+            raise ValueError(f"config is ambiguous: {', '.join(present)} all set "
                              f"{name}, and which one wins depends on the class's other "
                              f"fields; give one of them")
         read = out[given[0]] if given else None
@@ -753,6 +758,34 @@ def _mimo_window(text: dict, major: int) -> dict:
         warnings.warn(f"mimo_v2_flash: its config class sets sliding_window = "
                       f"sliding_window_size + 1 = {window} over sliding_window="
                       f"{text['sliding_window']!r}", IgnoredKeyWarning, stacklevel=6)
+    return {**text, "sliding_window": window}
+
+
+def _modernbert_decoder_window(text: dict, major: int) -> dict:
+    """``ModernBertDecoderConfig`` sets ``sliding_window = local_attention // 2``
+    (``local_attention`` 128 by default; -1 where it is 0 or null), 4.57.6 in
+    ``__init__`` over any ``sliding_window`` keyword, 5.24.0 in
+    ``__post_init__``, after which a ``sliding_window`` key (not one of its
+    fields) is set over it, a null one too (measured on both classes:
+    ``tests/test_per_layer.py``)."""
+    if major >= 5 and "sliding_window" in text:
+        if text["sliding_window"] is None:  # its sliding layers then fail
+            raise ValueError("modernbert-decoder: a null sliding_window is set over "
+                             "local_attention // 2 by transformers 5.x, and the model "
+                             "then fails at its first forward pass; drop the key or "
+                             "give a positive integer")
+        return text
+    local = text.get("local_attention", 128)
+    if not local:
+        raise ValueError(f"modernbert-decoder: local_attention {local!r} makes its config "
+                         f"class's sliding_window -1, which is not modelled; give "
+                         f"local_attention as a positive integer (the window is half of it)")
+    window = _validate.positive_int("local_attention", local) // 2
+    if text.get("sliding_window") not in (None, window):
+        warnings.warn(f"modernbert-decoder: its config class sets sliding_window = "
+                      f"local_attention // 2 = {window} over sliding_window="
+                      f"{text['sliding_window']!r} (transformers 4.57; 5.x keeps the key)",
+                      IgnoredKeyWarning, stacklevel=6)
     return {**text, "sliding_window": window}
 
 
@@ -972,6 +1005,7 @@ def _dory_fields(text: dict, major: int) -> dict:
 #: rule here, judged on the probe's forms by ``tests/test_config_names.py``.
 DERIVED_FIELDS = {
     "hrm_text": _hrm_layers, "mimo_v2_flash": _mimo_window,
+    "modernbert-decoder": _modernbert_decoder_window,
     "deepseek_v4": _deepseek_v4_fields, "zamba2": _zamba2_head,
     "dots3_note_text": _dots3_note_fields, "dory": _dory_fields,
     "xlm-prophetnet": _prophetnet_layers,
@@ -1773,7 +1807,8 @@ class VersionDependentWarning(UserWarning):
 DEFAULT_ROPE_WHOLE_HEAD_5 = frozenset({
     "afmoe", "arcee", "aria_text", "axk1", "axk2", "bailing_hybrid", "beam",
     "bitnet", "cohere", "cohere2", "cohere2_moe", "cohere_compass_text",
-    "deepseek_v2", "deepseek_v3", "deepseek_v32", "diffllama", "doge", "dots1",
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "diffllama", "doge", "dory",
+    "dots1", "emu3_text_model",
     "ernie4_5", "ernie4_5_moe", "exaone", "exaone4", "exaone_moe", "falcon",
     "falcon_h1", "flex_olmo", "flint", "gemma", "gemma2",
     "gemma3_text", "gemma3n_text", "gemma4_text", "gemma4_unified_text",
@@ -1782,7 +1817,8 @@ DEFAULT_ROPE_WHOLE_HEAD_5 = frozenset({
     "hunyuan_v1_moe", "hy_v3", "hy_v4", "hyperclovax", "internlm3",
     "iquestcoder", "jais2", "jetmoe", "kolibri1", "lara_mini", "lfm2", "lfm2_moe",
     "lfm3", "llama", "llama4_text", "longcat_flash", "minicpm3", "minimax",
-    "ministral", "mistral", "mixtral", "modernbert-decoder", "moshi", "nanochat", "olmo", "olmo2",
+    "ministral", "mistral", "mixtral", "mllama_text_model",
+    "modernbert-decoder", "moshi", "nanochat", "olmo", "olmo2",
     "olmo3", "olmo_hybrid", "olmoe", "phimoe", "qwen2", "qwen2_moe", "qwen3",
     "qwen3_moe", "sarvam_mla", "seed_oss", "smollm3", "starcoder2",
     "vaultgemma", "youtu"})

@@ -393,6 +393,14 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if n is None:
         n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
+    if model_type == "zamba2" and given is not None and \
+            config_reader._reading_major(config_reader._RELEASE.get()) < 5:
+        # 4.57.6's Zamba2Config keeps a layer_types key as an attribute its model
+        # never reads (5.x's attribute_map makes it layers_block_type)
+        warnings.warn("layer_types ignored: transformers 4.57's Zamba2Config takes "
+                      "its layers from layers_block_type (5.x reads layer_types as "
+                      "that field)", config_reader.IgnoredKeyWarning, stacklevel=4)
+        given = None
     if model_type == "zamba2" and given is None:
         # Zamba2Config: layers_block_type ("mamba" in 4.57.6, "linear_attention"
         # in 5.24.0, or "hybrid"); 5.x's attribute_map names it layer_types and
@@ -411,8 +419,23 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         # (the sliding mask it always builds, the cache's buffers; 5.24.0)
         if "sliding_window" not in text:  # (the alias wins where both are given)
             window = _field(text, model_type, "sliding_window_size", used)
+        if window is None:
+            raise ValueError(
+                f"{model_type}: the sliding window is null (the config class takes "
+                f"the alias sliding_window over sliding_window_size, a null one too), "
+                f"and its model fails at the first forward pass (transformers "
+                f"5.24.0); give the window as a positive integer, or drop the null key")
         _validate.positive_int("sliding_window" if "sliding_window" in text
                                else "sliding_window_size", window)
+    if model_type == "recurrent_gemma" and given is not None:
+        # RecurrentGemmaConfig takes its layers from block_types: 4.57.6 keeps a
+        # layer_types key as an attribute its model never reads, 5.24.0 maps it
+        # onto a read-only property and refuses the config
+        warnings.warn(f"layer_types ignored: RecurrentGemmaConfig takes its layers "
+                      f"from block_types ({text.get('block_types')!r}), transformers "
+                      f"4.57; 5.x refuses the key", config_reader.IgnoredKeyWarning,
+                      stacklevel=4)
+        given = None
     if model_type == "bamba" and given is not None:
         # 4.57.6's BambaConfig keeps a layer_types key as an attribute its model
         # never reads (its layers come from attn_layer_indices); 5.24.0 maps the
@@ -422,6 +445,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                       f"({text.get('attn_layer_indices')!r}), transformers 4.57; "
                       f"5.x refuses the key", config_reader.IgnoredKeyWarning,
                       stacklevel=4)
+        given = None
+    if model_type in ("mllama", "mllama_text_model"):
+        # MllamaTextConfig defines no layer_types: its model takes the layers from
+        # cross_attention_layers (a given key reaches only its DynamicCache,
+        # which serving._layer_cache_kinds follows)
         given = None
     if model_type == "recurrent_gemma":  # its attention blocks' local window
         window = _validate.positive_int("attention_window_size", _field(
@@ -485,6 +513,12 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         first = _field(text, model_type, "max_window_layers", used)
         kinds = ["sliding_attention" if window is not None and i >= first
                  else "full_attention" for i in range(n)]
+    elif model_type == "qwen3_moe":
+        # Qwen3MoeConfig keeps sliding_window only with use_sliding_window, and
+        # then every layer slides (Qwen3MoeModel's one mask; no max_window_layers)
+        if not _field(text, model_type, "use_sliding_window", used):
+            window = None
+        kinds = ["sliding_attention" if window is not None else "full_attention"] * n
     elif model_type == "mistral":  # MistralAttention: one window for every layer
         kinds = ["sliding_attention" if window is not None else "full_attention"] * n
     elif model_type in _PATTERNS:

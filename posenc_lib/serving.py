@@ -1064,6 +1064,15 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
             # keys and values sit in the cache of every layer whatever the length
             head = cache_head(config)
             tokens = _validate.nonnegative_int("prompt_length", get("prompt_length"))
+            if any(kind in ("sliding_attention", "chunked_attention")
+                   for kind, _ in _cache_kinds(config, engine)[0]):
+                # a window key CpmAntConfig does not define still makes its
+                # DynamicCache slide (keeping the last W - 1 of prompt and input
+                # alike; measured with 4.57.6 and 5.24.0)
+                raise ValueError("cpmant: sliding_window, attention_chunk_size or "
+                                 "layer_types (keys CpmAntConfig does not define) make "
+                                 "its cache slide over the prompt tokens and the input "
+                                 "alike, which is not modelled; drop them")
             layers = len(layout)  # every layer caches them
             per = head["kv_heads"] * (head["key_dim"] + head["value_dim"]) * b
             what = (f"the keys and values of the {tokens} prompt tokens CPM-Ant puts "
@@ -1342,6 +1351,15 @@ def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
     if model_type in config_reader.ATTENTION_FREE:  # their caches hold no keys or values
         return ([(x.attention, None) for x in layout],
                 "the model has no attention layers")
+    if model_type in ("mllama", "mllama_text_model"):
+        # MllamaTextConfig defines neither layer_types nor a window, yet keeps
+        # either key as an attribute, and its model's DynamicCache(config) reads
+        # them as on any such class (4.57.6 and 5.24.0); the cross-attention
+        # layers hold nothing per text token, whatever their cache layer is
+        kinds, source = _dynamic_cache_kinds(text, model_type, layout)
+        return ([("cross_attention", None) if x.attention == "cross_attention"
+                 else kind for x, kind in zip(layout, kinds)],
+                source + "; the cross-attention layers hold the image's keys only")
     if model_type not in HYBRID_CACHES and any(x.attention in NO_KV for x in layout):
         # a hybrid the tables do not name (5.x: Qwen3.5, OLMo hybrid): its layers
         # without attention hold no keys or values, whatever the cache class
@@ -1356,6 +1374,11 @@ def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
         # DynamicCache(config): one window for every sliding or chunked layer,
         # config.sliding_window or else config.attention_chunk_size
         windows = [x.window for x in layout if x.attention == "sliding_attention"]
+        if not windows and any(x.attention == "chunked_attention" for x in layout) \
+                and config_reader._reading_major(config_reader._RELEASE.get()) < 5:
+            # 4.57.6's DynamicCache: config.sliding_window (a key Llama 4's class
+            # keeps as given) or else attention_chunk_size, for every such layer
+            windows = [text.get("sliding_window")] if text.get("sliding_window") else []
         windows += [x.window for x in layout if x.attention == "chunked_attention"]
         window = windows[0] if windows else None
         return ([(x.attention, window if x.attention in ("sliding_attention",
@@ -1366,9 +1389,18 @@ def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
         return ([("full_attention", None)] * len(layout),
                 "the model keeps its own (keys, values) per layer, no DynamicCache: "
                 "nothing slides")
+    return _dynamic_cache_kinds(text, model_type, layout)
+
+
+def _dynamic_cache_kinds(text: Mapping, model_type: str, layout: list) -> tuple[
+        list[tuple[str, int | None]], str]:
+    """The cache layers ``DynamicCache(config)`` builds for a config class
+    that does not define ``layer_types`` (``layout``: the model's layers)."""
     window = text.get("sliding_window")
-    if model_type == "qwen2_moe" and not text.get("use_sliding_window"):
-        window = None  # Qwen2MoeConfig keeps sliding_window only with the switch
+    if model_type in ("qwen2_moe", "qwen3_moe") and not text.get("use_sliding_window"):
+        window = None  # Qwen2MoeConfig and Qwen3MoeConfig keep it only with the switch
+    elif model_type == "qwen3_moe" and "sliding_window" not in text:
+        window = next((x.window for x in layout if x.window), None)  # the class's 4096
     if window is None:
         window = text.get("attention_chunk_size")
     raw_types = text.get("layer_types")

@@ -428,7 +428,11 @@ class _Capture(logging.Handler):
 def load(raw: dict):
     """``(config object of the text model, transformers' logged warnings)``:
     ``raw`` read the way ``AutoConfig`` reads a ``config.json``."""
-    cls = CONFIG_MAPPING[raw["model_type"]]
+    from posenc_lib.tools.crosscheck import config_class
+
+    cls = config_class(raw["model_type"])
+    if cls is None:
+        raise KeyError(raw["model_type"])
     capture = _Capture()
     logger = logging.getLogger("transformers")
     logger.addHandler(capture)
@@ -461,20 +465,13 @@ def build_and_observe(raw: dict):
         built, logged = load(raw)
     except Exception as e:  # noqa: BLE001 -- transformers rejects the config
         return None, f"config: {type(e).__name__}: {str(e)[:200]}", []
-    from transformers import AutoModel, AutoModelForCausalLM
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
     try:
         built._attn_implementation = "eager"
         torch.manual_seed(0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             hf_logging.set_verbosity_error()
-            if built.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-                model = AutoModelForCausalLM.from_config(built)
-            else:
-                model = AutoModel.from_config(built)
-            model = model.eval()
+            model = tiny_model.model_of(built)
             observed = tiny_model.observe(model, built, built.model_type)
     except Exception as e:  # noqa: BLE001 -- the model does not build or run
         return None, f"model: {type(e).__name__}: {str(e)[:200]}", logged
@@ -606,8 +603,8 @@ def base_of(model_type: str) -> tuple[dict, dict]:
             pairs = int(m.inv_freq.numel())
             break
     composite = None
-    if model_type != built.model_type and "text_config" in CONFIG_MAPPING[
-            model_type]().to_dict():
+    if model_type != built.model_type and "text_config" in CONFIG_MAPPING[model_type](
+            **tiny_model.DEFAULT_KWARGS.get(model_type, {})).to_dict():
         composite = model_type
     _BASES[model_type] = (base, {"sparse": sparse, "pairs": pairs,
                                  "composite": composite})

@@ -136,6 +136,26 @@ def probe_field(cls, base, field: str) -> dict:
         got = None if error else _get(config, field)
         out["pairs"][f"{n1}|{n2}"] = (error if error else n1 if got == a
                                       else n2 if got == b else repr(got))
+    out["null_forms"] = null_forms(cls, field, out)
+    return out
+
+
+def null_forms(cls, field: str, record: dict) -> list[dict]:
+    """Forms with a name given as null (``"sliding_window": null``) beside
+    each other name the class sets the field from, with the value the built
+    class holds (``None`` where it refuses). A class whose attribute_map sets
+    the field from an alias sets it from a null too (Inkling's
+    ``sliding_window`` beside ``sliding_window_size`` leaves no window); a
+    keyword the class pops and tests for None does not (BLOOM's ``n_embed``).
+    (A null alone leaves the field to the class's own default, which the
+    class-defaults sweep covers.)"""
+    a = record["values"][0]
+    out = []
+    for n in record["reads"]:
+        for given in [{n: None, m: a} for m in record["reads"] if m != n]:
+            config, error = _build(cls, given)
+            out.append({"given": given, "reads": None if error else _get(config, field),
+                        **({"error": error} if error else {})})
     return out
 
 
@@ -235,19 +255,34 @@ def reading(record: dict) -> dict | None:
         if record["pairs"].get(f"{n1}|{n2}", record["pairs"].get(f"{n2}|{n1}")) != n1:
             raise ValueError(f"no total order: {record['pairs']}")
     keep = sorted({*record["derived"], *record["errors"], *record["own"]})
+    # a null counts as the name's value, but for the names whose null beside
+    # a name after them leaves that one's value (a keyword popped and tested
+    # for None)
+    a = record["values"][0]
+    null_absent = sorted({n for form in record.get("null_forms", [])
+                          if len(form["given"]) == 2 and not form.get("error")
+                          for n, m in [sorted(form["given"],
+                                              key=lambda k: form["given"][k] is not None)]
+                          if order.index(n) < order.index(m) and form["reads"] == a})
     # the order predicts every generated form, or the class decides otherwise
     # (pix2struct's text model: four head-count names, no order fits them all)
-    unordered = any(_predict(order, form["given"], record) != form["reads"]
-                    for form in record.get("forms", []) if not form.get("error"))
+    # (a null beside one name the class takes as absent and beside another as
+    # its value: pix2struct's text model, decoder_layers null beside num_layers
+    # or num_hidden_layers)
+    unordered = any(_predict(order, form["given"], record, null_absent) != form["reads"]
+                    for form in [*record.get("forms", []), *record.get("null_forms", [])]
+                    if not form.get("error"))
     return {"order": order, **({"keep": keep} if keep else {}),
+            **({"null_absent": null_absent} if null_absent else {}),
             **({"unordered": True} if unordered else {})}
 
 
-def _predict(order: list[str], given: dict, record: dict):
-    """The value the first name of ``order`` in ``given`` sets, or the
-    class's default where none is given."""
-    return next((given[n] for n in order if given.get(n) is not None),
-                record["default"])
+def _predict(order: list[str], given: dict, record: dict, null_absent=()):
+    """The value the first name of ``order`` in ``given`` sets (a null one
+    too, unless in ``null_absent``), or the class's default where none is
+    given."""
+    return next((given[n] for n in order if n in given and (
+        given[n] is not None or n not in null_absent)), record["default"])
 
 
 def table(paths: list[Path]) -> dict:
@@ -277,8 +312,10 @@ def table(paths: list[Path]) -> dict:
     return {"about": "Which names each registered config class reads for six "
                      "positional fields: per release, groups of model types with "
                      "the fields they set from a name (1: from the field's own name "
-                     "alone; a list: the names that set it, the winner first; "
-                     "'keep': names the class reads otherwise; 'unordered': no order "
+                     "alone; a list: the names that set it, the winner first, a "
+                     "null one too; 'keep': names the class reads otherwise; "
+                     "'null_absent': names whose null the class takes as absent; "
+                     "'unordered': no order "
                      "of the names predicts the class on every generated form). Written by "
                      "scripts/config_names.py table from results/config-names-*.json.",
             "fields": FIELDS, "releases": releases}

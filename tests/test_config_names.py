@@ -132,6 +132,19 @@ def test_every_stored_5x_form_reads_as_the_class_read_it(monkeypatch):
 
 
 @pytest.mark.parametrize("major", [4, 5])
+def test_every_null_form_reads_as_the_class_reads_it(live, major, monkeypatch):
+    """A name given as null beside each other name that sets the field: an
+    attribute_map alias sets the field to None (Inkling's
+    ``sliding_window`` null beside ``sliding_window_size``: no window, and its
+    model fails), a keyword the class pops and tests for None leaves the other
+    name's value (BLOOM's ``n_embed``). 4.57.6 built now, 5.24.0 stored."""
+    n, wrong = _every_form(live if major == 4 else STORED_5, major, monkeypatch,
+                           "null_forms")
+    assert n > {4: 300, 5: 500}[major], n
+    assert not wrong, f"{len(wrong)} of {n}:\n" + "\n".join(wrong[:20])
+
+
+@pytest.mark.parametrize("major", [4, 5])
 def test_every_computed_field_reads_as_the_class_computes_it(live, major, monkeypatch):
     """Fields a class computes from another name (``derived`` in the probe):
     HRM's ``num_hidden_layers`` (blocks x H_cycles x (L_cycles + 1) on first

@@ -304,3 +304,35 @@ def test_pair_layout_probe_reads_the_function_not_its_name(kind, expected):
     k = torch.randn(1, 1, 2, 8)
     sig = std_inspect.signature(apply)
     assert tiny_model.pair_layout(apply, sig, (q, k, cos, sin), {}) == expected
+
+
+@pytest.mark.parametrize("all_full", [True, False], ids=["all full", "class pattern"])
+def test_a_rotary_module_no_layer_uses_is_not_judged_past_L(all_full):
+    """transformers 4.57.6's Gemma 3 text model builds its local rotary module
+    (base 10,000) whatever ``layer_types`` says; with every layer full no layer
+    receives its rows, and its rows past L match none of the library's layers
+    (a disagreement the model never shows). ``tiny_model`` marks such a module
+    unused, from the rows the layers received; the modules the layers use are
+    still judged past L (a planted row off by 0.01 at its slowest pair, whose
+    angle past L is small enough to be compared that closely, is caught)."""
+    transformers = pytest.importorskip("transformers")
+    if not transformers.__version__.startswith("4."):
+        pytest.skip("5.x's Gemma 3 keeps one rotary module for both layer types")
+    from posenc_lib.tools import tiny_model
+
+    cls, kw = tiny_model.shrunk("gemma3_text")
+    n = kw["num_hidden_layers"]
+    if all_full:
+        kw = {**kw, "layer_types": ["full_attention"] * n}
+    built, model = tiny_model.build(cls, kw)
+    found = tiny_model.observe(model, built, built.model_type)
+    observed, raw = found["observed"], found["config"]
+    unused = {r["module"] for r in observed["beyond"]["rows"] if r.get("unused")}
+    assert unused == ({"model.rotary_emb_local"} if all_full else set())
+    diffs = conformance.compare(observed, raw, transformers_version="4.57.6")
+    assert conformance.verdict(diffs) == "agree", diffs
+    bad = copy.deepcopy(observed)
+    used = next(r for r in bad["beyond"]["rows"] if not r.get("unused"))
+    used["cos"][-1] += 0.01
+    assert any(d["what"].endswith("past L") for d in
+               conformance.compare(bad, raw, transformers_version="4.57.6"))

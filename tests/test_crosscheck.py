@@ -274,3 +274,51 @@ def test_a_sinusoidal_table_reads_no_rope_scaling(model_type):
     atol = (observed["position"] + 1) * torch.finfo(torch.float32).eps
     assert torch.allclose(torch.tensor(cos[:len(ours)], dtype=torch.float64), ours,
                           rtol=0, atol=atol), (cos[:4], ours[:4].tolist())
+
+
+#: Mllama's (Llama 3.2 Vision's) text model as a composite config.json nests it:
+#: MllamaTextConfig's default sizes with a llama3 ``rope_scaling``. transformers
+#: 4.57.6 registers no ``mllama_text_model`` config of its own, and neither
+#: release has an AutoModel for it.
+MLLAMA_TEXT = {"model_type": "mllama_text_model", "hidden_size": 4096,
+               "intermediate_size": 14336, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "num_hidden_layers": 40,
+               "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+               "max_position_embeddings": 131072, "rope_theta": 500000.0,
+               "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192},
+               "rms_norm_eps": 1e-05, "vocab_size": 128256}
+
+
+@pytest.mark.parametrize("extra", [{}, {"sliding_window": 6}], ids=["as-is", "window"])
+def test_a_text_model_without_a_base_model_of_its_own_is_compared(extra):
+    """Mllama's text model: the causal LM its config module defines
+    (``MllamaForCausalLM``), and its decoder's layers; the 8 cross-attention
+    layers apply no RoPE, the other 32 are compared, and the cache is the one
+    the model fills (a window its class does not define still makes its
+    ``DynamicCache`` slide)."""
+    config = {"model_type": "mllama", "text_config": {**MLLAMA_TEXT, **extra},
+              "vision_config": {}}
+    result = crosscheck.crosscheck(config)
+    assert result["ok"], result["problems"]
+    assert result["class"] == "MllamaForCausalLM"
+    rope = [e["index"] for e in result["layers"] if e["rope"]]
+    assert len(result["layers"]) == 40 and len(rope) == 32
+    assert not set(rope) & set(MLLAMA_TEXT["cross_attention_layers"])
+    assert result["cache"]["kv"] == result["cache"]["kv_predicted"] > 0
+
+
+def test_a_config_whose_model_transformers_cannot_build_is_a_clear_error():
+    """4.57.6's Phi4MultimodalConfig() leaves vision_config None, and its model
+    then reads ``config.vision_config.image_token_id``: the crosscheck says
+    that transformers builds the config but no model, instead of a traceback
+    from inside transformers."""
+    transformers = pytest.importorskip("transformers")
+    if not transformers.__version__.startswith("4."):
+        pytest.skip("5.24.0's class default builds its model")
+    from transformers import Phi4MultimodalConfig
+
+    raw = Phi4MultimodalConfig().to_dict()
+    with pytest.raises(ValueError, match="builds the config but not a model"):
+        crosscheck.crosscheck(raw)

@@ -538,3 +538,124 @@ def test_mllama_cross_attention_layers_neither_rotate_nor_cache_per_token():
                enumerate(cache.layers) if i in grows) * 4
     assert sized["bytes_at_length"] == held
     assert sized["by_layer_type"]["cross_attention"]["kv"] is False
+
+
+@pytest.mark.parametrize("extra", [
+    {"sliding_window": 4}, {"attention_chunk_size": 3},
+    {"layer_types": ["sliding_attention", "full_attention"] * 3, "sliding_window": 4},
+    {"layer_types": ["full_attention"] * 6, "sliding_window": 4},
+    {"layer_types": ["chunked_attention", "full_attention", "sliding_attention"] * 2,
+     "attention_chunk_size": 3}],
+    ids=["window", "chunk", "types+window", "full types+window", "types+chunk"])
+def test_mllama_s_cache_follows_window_keys_its_class_does_not_define(extra):
+    """MllamaTextConfig defines neither ``layer_types`` nor a window, yet keeps
+    either key as an attribute, and its model's ``DynamicCache(config)`` reads
+    them as on any such class: a window alone makes every layer a sliding one,
+    ``layer_types`` choose per layer. The model's layers still come from
+    ``cross_attention_layers`` (a given ``layer_types`` does not make a
+    cross-attention layer rotate or cache). Against 4.57.6's tiny model."""
+    from transformers import MllamaForCausalLM
+    from transformers.models.mllama.configuration_mllama import MllamaTextConfig
+
+    from posenc_lib import serving
+
+    fields = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 6, "cross_attention_layers": [1, 4],
+              "intermediate_size": 32, "vocab_size": 64, "pad_token_id": 0,
+              "rope_scaling": {"rope_type": "default"}, **extra}
+    torch.manual_seed(0)
+    model = MllamaForCausalLM(MllamaTextConfig(**fields)).eval()
+    with torch.no_grad():
+        cache = model(torch.arange(10)[None], use_cache=True).past_key_values
+    held = sum(layer.keys.numel() + layer.values.numel() for layer in cache.layers
+               if getattr(layer, "keys", None) is not None) * 4
+    config = {"model_type": "mllama_text_model", **fields}
+    assert [x.index for x in per_layer.layer_layout(config) if x.rope is not None] == [
+        0, 2, 3, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sized = serving.kv_cache_bytes(config, bytes_per_value=4, length=10)
+    assert sized["bytes_at_length"] == held, (sized["bytes_at_length"], held)
+
+
+@pytest.mark.parametrize("extra", [
+    {"sliding_window": 3}, {"sliding_window": 3, "use_sliding_window": False},
+    {"sliding_window": 3, "use_sliding_window": True},
+    {"sliding_window": 3, "use_sliding_window": True, "max_window_layers": 1}],
+    ids=["window", "window, switch off", "window, switch on", "max_window_layers"])
+def test_qwen3_moe_slides_only_with_use_sliding_window(extra):
+    """Qwen3MoeConfig keeps ``sliding_window`` only with ``use_sliding_window``
+    (else None), and then every layer slides (no ``max_window_layers``, unlike
+    Qwen2): a window without the switch once made the library size every
+    layer as a sliding one, a cache 5 times too small at 10 tokens here. Found
+    by adding window keys to every type's tiny model; against 4.57.6's."""
+    from posenc_lib import serving
+    from posenc_lib.tools import tiny_model
+    from posenc_lib.tools.crosscheck import filled_cache_bytes
+
+    cls, kw = tiny_model.shrunk("qwen3_moe")
+    built, model = tiny_model.build(cls, {**kw, **extra})
+    kv, _ = filled_cache_bytes(model, built, 10)
+    config = {**built.to_dict(), **extra}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sized = serving.kv_cache_bytes(config, bytes_per_value=4, length=10)
+        kinds = {x.attention for x in per_layer.layer_layout(config)}
+    assert sized["bytes_at_length"] == kv, (sized["bytes_at_length"], kv)
+    assert kinds == ({"sliding_attention"} if extra.get("use_sliding_window")
+                     else {"full_attention"})
+
+
+def test_cpmant_with_a_window_key_is_refused_as_its_cache_slides_over_its_prompt():
+    """CPM-Ant puts ``prompt_length`` prompt tokens before every input, and the
+    library sizes them as a fixed part of every layer's cache. A
+    ``sliding_window`` (a key CpmAntConfig does not define) still makes its
+    ``DynamicCache`` keep only the last W - 1 tokens, prompt and input alike
+    (measured here with 4.57.6), which that sizing cannot express: refused
+    with the keys named, where it once claimed 17 times what the model holds
+    (835,584 bytes against 49,152 at 10 tokens)."""
+    from posenc_lib import serving
+    from posenc_lib.tools import tiny_model
+    from posenc_lib.tools.crosscheck import filled_cache_bytes
+
+    cls, kw = tiny_model.shrunk("cpmant")
+    built, model = tiny_model.build(cls, kw)
+    full = sum(filled_cache_bytes(model, built, 10))
+    config = built.to_dict()
+    built, model = tiny_model.build(cls, {**kw, "sliding_window": 3})
+    kv, state = filled_cache_bytes(model, built, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = serving.kv_cache_bytes(config, bytes_per_value=4, length=10)
+        assert plain["bytes_at_length"] + plain["fixed_state"]["bytes"] == full
+        assert kv + state < plain["fixed_state"]["bytes"]  # the prompt slid out too
+        with pytest.raises(ValueError, match="sliding_window, attention_chunk_size"):
+            serving.kv_cache_bytes({**config, "sliding_window": 3}, bytes_per_value=4,
+                                   length=10)
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"sliding_window": 3}, {"local_attention": 6}, {"local_attention": 7},
+    {"local_attention": 6, "sliding_window": 4}],
+    ids=["as-is", "window key", "local_attention", "odd local_attention", "both"])
+def test_modernbert_decoder_s_window_is_half_its_local_attention(extra):
+    """ModernBertDecoderConfig sets ``sliding_window = local_attention // 2``
+    (128 // 2 by default); 4.57.6 sets it over a ``sliding_window`` key, 5.24.0
+    keeps the key (``results/window-keys-5.json``). Against 4.57.6's model:
+    the library once ignored ``local_attention`` and read the key."""
+    from posenc_lib import serving
+    from posenc_lib.tools import tiny_model
+    from posenc_lib.tools.crosscheck import filled_cache_bytes
+
+    cls, kw = tiny_model.shrunk("modernbert-decoder")
+    built, model = tiny_model.build(cls, {**kw, **extra})
+    kv, state = filled_cache_bytes(model, built, 10)
+    written = {k: v for k, v in built.to_dict().items()
+               if k not in ("sliding_window", "local_attention")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sized = serving.kv_cache_bytes({**written, **extra}, bytes_per_value=4,
+                                       length=10, transformers_version="4.57.6")
+    assert sized["bytes_at_length"] == kv and state == 0
+    if "local_attention" in extra:
+        assert built.sliding_window == extra["local_attention"] // 2

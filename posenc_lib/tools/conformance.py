@@ -232,7 +232,9 @@ def compare(observed: Mapping, config: Mapping, *,
             for r in far.values():
                 if r is not None:
                     ropes.setdefault(tuple(r[0].tolist()), r)
-            for row in beyond["rows"] if ropes else ():  # no layer rotates: unused
+            # (no layer rotates: unused; a module whose rows no layer received,
+            # marked by tiny_model._beyond: unused too)
+            for row in [r for r in beyond["rows"] if not r.get("unused")] if ropes else ():
                 found = [_cos_sin_difference(row["cos"], row["sin"], f, a,
                                              beyond["position"]) for f, a in ropes.values()]
                 found = [x for x in found if x is not None]

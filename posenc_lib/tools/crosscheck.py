@@ -96,7 +96,7 @@ def shrink(config: Mapping) -> dict:
         candidates.append(model_type)
     model_type = (model_type or "").removesuffix("_text")
     candidates += [CLASS_TYPE.get(model_type, model_type), f"{model_type}_text"]
-    class_type = next((c for c in candidates if c and c in mapping), None)
+    class_type = next((c for c in candidates if c and config_class(c)), None)
     if class_type is None:
         raise ValueError(f"transformers {transformers.__version__} does not know "
                          f"model_type {model_type!r}: nothing to build and compare")
@@ -106,8 +106,8 @@ def shrink(config: Mapping) -> dict:
         head_dim = rope.head_dim if "qk_rope_head_dim" not in text else None
     else:  # NoPE, ALiBi, learned positions, hybrids: the cache and scale still
         head_dim = serving.cache_head(config)["key_dim"]
-    params = set(std_inspect.signature(mapping[class_type].__init__).parameters)
-    text_class = (getattr(mapping[class_type], "sub_configs", None) or {}).get(
+    params = set(std_inspect.signature(config_class(class_type).__init__).parameters)
+    text_class = (getattr(config_class(class_type), "sub_configs", None) or {}).get(
         "text_config")
     if isinstance(text_class, type):  # a composite: its text model's fields too
         params |= set(std_inspect.signature(text_class.__init__).parameters)
@@ -138,11 +138,25 @@ def shrink(config: Mapping) -> dict:
     # a 5.x dataclass sets the alias after __post_init__ has read the field
     # (DbrxConfig copies d_model into ffn_config.hidden_size there, so
     # hidden_size=64 left the experts 2048 wide)
-    for alias, target in (getattr(mapping[class_type], "attribute_map", None)
+    for alias, target in (getattr(config_class(class_type), "attribute_map", None)
                           or {}).items():
         if alias in out and target not in ("model_type",):
             out[target] = out.pop(alias)
     return out
+
+
+def config_class(model_type: str):
+    """The config class of ``model_type``: the registered one, else a
+    composite's text config that is not registered on its own (4.57.6's
+    ``mllama_text_model`` and ``emu3_text_model``, the text configs of
+    ``mllama`` and ``emu3``), else ``None``."""
+    _, mapping = _transformers()
+    if model_type in mapping:
+        return mapping[model_type]
+    owner = model_type.removesuffix("_text_model")
+    sub = (getattr(mapping[owner], "sub_configs", None) or {}).get(
+        "text_config") if owner != model_type and owner in mapping else None
+    return sub if getattr(sub, "model_type", None) == model_type else None
 
 
 #: Layer-count fields of a composite's other parts (a vision tower, say):
@@ -380,8 +394,9 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     """
     if python is not None:
         return _in_other_python(config, tokens, python)
-    transformers, mapping = _transformers()
+    transformers, _ = _transformers()
     from transformers import AutoModel
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
     from transformers.utils import logging as hf_logging
 
     from . import conformance, tiny_model
@@ -393,15 +408,31 @@ def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        built = _built(mapping[small["model_type"]], fields)
+        built = _built(config_class(small["model_type"]), fields)
         built._attn_implementation = "eager"
         torch.manual_seed(0)
         # float32: GPT-J's and CodeGen's sine table is computed in the dtype the
         # model is built in (bfloat16 frequencies are off by 0.9 near L)
-        model = AutoModel.from_config(built, dtype=torch.float32).eval()
+        own = None if built.model_type in MODEL_MAPPING_NAMES else \
+            tiny_model._causal_lm_of(type(built))
+        try:
+            if own is not None:
+                # a text config with no base model of its own (Mllama's, Emu3's):
+                # the causal LM its module defines for it, and that one's decoder
+                model = own._from_config(built, dtype=torch.float32).eval()
+            else:
+                model = AutoModel.from_config(built, dtype=torch.float32).eval()
+        except Exception as error:  # noqa: BLE001 -- transformers' own failure
+            # (4.57.6's Phi4MultimodalConfig without a vision_config builds, and
+            # its model then reads config.vision_config.image_token_id)
+            raise ValueError(
+                f"transformers {transformers.__version__} builds the config but not a "
+                f"model of it ({type(built).__name__}: {type(error).__name__}: "
+                f"{str(error)[:200]}); nothing to compare (the report itself needs "
+                f"no model)") from error
     finally:
         hf_logging.set_verbosity(verbosity)
-    base = getattr(model, "language_model", model)
+    base = model.model if own is not None else getattr(model, "language_model", model)
     problems: list[str] = []
     rotary = config_reader.positional_scheme(small) == "rotary"
     with warnings.catch_warnings():

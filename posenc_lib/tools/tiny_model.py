@@ -342,30 +342,33 @@ def build(cls, kw: dict, dtype=None):
     built from ``kw`` with random weights (eager attention), in ``dtype`` if
     given (as a checkpoint loads in it: modules the class keeps in float32
     stay so)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = cls(**kw)
+    built._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return built, model_of(built, dtype)
+
+
+def model_of(built, dtype=None):
+    """The causal LM of the config object ``built`` with random weights (in
+    ``dtype`` if given), in eval mode: its registered causal LM, else the one
+    its config module defines for it (:func:`_causal_lm_of`), else its base
+    model."""
+    from transformers import AutoModel, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = cls(**kw)
-    built._attn_implementation = "eager"
-    text_type = built.model_type
-    model_cls_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(text_type)
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
         extra = {} if dtype is None else {"dtype": dtype}
-        own = None if model_cls_name is not None else _causal_lm_of(type(built))
-        if model_cls_name is not None:
+        if built.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
             model = AutoModelForCausalLM.from_config(built, **extra)
-        elif own is not None:
+        elif (own := _causal_lm_of(type(built))) is not None:
             model = own._from_config(built, **extra)
         else:
-            from transformers import AutoModel
             model = AutoModel.from_config(built, **extra)
-    return built, model.eval()
+    return model.eval()
 
 
 def _causal_lm_of(config_cls):
@@ -543,7 +546,6 @@ def observe(model, built, model_type: str | None = None) -> dict:
     kv1, st1, how = cache_bytes(cache1, model)
     cache2 = forward(TOKENS + 1)
     kv2, st2, _ = cache_bytes(cache2, model)
-    beyond = _beyond(model, built)
     rope_layers = sorted(k for k in rotary if k is not None)
     if None in rotary and not rope_layers:
         rope_layers = ["unattributed"]
@@ -557,6 +559,7 @@ def observe(model, built, model_type: str | None = None) -> dict:
         if row not in cos_sin.values() or True:
             cos_sin[str(k)] = row
     per_token = None if kv1 is None else kv2 - kv1
+    beyond = _beyond(model, built, list(cos_sin.values()))
     observed = {"position": TOKENS - 1, "rope_layers": rope_layers,
                 "cos_sin": _dedupe(cos_sin),
                 "scales": {str(k): v for k, v in scales.items()},
@@ -603,14 +606,21 @@ def filled_cache(model, built, tokens: int):
     return cache
 
 
-def _beyond(model, built) -> dict | None:
+def _beyond(model, built, layer_rows: list | None = None) -> dict | None:
     """Each rotary module's cos/sin at position ``2L - 1`` (``L`` the config's
-    max_position_embeddings): dynamic methods change their frequencies there."""
+    max_position_embeddings): dynamic methods change their frequencies there.
+
+    ``layer_rows``: the cos/sin rows the layers' ``apply_rotary*`` calls
+    received at position ``TOKENS - 1``. Where each of them is some module's
+    own row at that position, a module whose row no layer received is marked
+    ``"unused"`` (4.57.6's Gemma 3 text model builds its local rotary module
+    with every layer full); where a layer's row is no module's (a layer that
+    slices or spreads it), none is marked."""
     length = getattr(built, "max_position_embeddings", None)
     if not isinstance(length, int) or length < 1:
         return None
     position = 2 * length - 1
-    rows = []
+    rows, within = [], []
     for name, m in model.named_modules():
         if not type(m).__name__.endswith("RotaryEmbedding") or \
                 not hasattr(m, "inv_freq"):
@@ -618,12 +628,26 @@ def _beyond(model, built) -> dict | None:
         try:
             with torch.no_grad():
                 cos, sin = m(torch.zeros(1, 1, 4), torch.tensor([[position]]))
+                near = m(torch.zeros(1, 1, 4), torch.tensor([[TOKENS - 1]]))[0]
         except Exception:  # noqa: BLE001 -- M-RoPE and other signatures
             continue
         cos, sin = _squeeze2(cos)[-1], _squeeze2(sin)[-1]
+        within.append(_squeeze2(near)[-1].double())
         rows.append({"module": name,
                      "cos": [float(f"{x:.8g}") for x in cos.tolist()],
                      "sin": [float(f"{x:.8g}") for x in sin.tolist()]})
+    if rows and layer_rows:
+        def same(row, mine):  # the stored rows keep 8 significant digits
+            theirs = torch.tensor(row["cos"], dtype=torch.float64)
+            return theirs.shape == mine.shape and bool(torch.allclose(
+                theirs, mine, rtol=1e-6, atol=1e-7))
+        matched = [[i for i, mine in enumerate(within) if same(row, mine)]
+                   for row in layer_rows]
+        if all(matched):
+            used = {i for found in matched for i in found}
+            for i, row in enumerate(rows):
+                if i not in used:
+                    row["unused"] = True
     return {"position": position, "rows": rows} if rows else None
 
 

@@ -459,8 +459,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "rope.dim, rope.base, kv_length,", "rope.dim, rope.base, target,",
        [], "the angle error at 2L, a length the config does not support"),
     _m("serving-no-layer-types-all-full", "serving.py",
-       '    window = text.get("sliding_window")\n    if model_type == "qwen2_moe"',
-       '    window = None\n    if model_type == "qwen2_moe"',
+       '    window = text.get("sliding_window")\n    if model_type in ("qwen2_moe", "qwen3_moe")',
+       '    window = None\n    if model_type in ("qwen2_moe", "qwen3_moe")',
        [], "a config class without layer_types cached full, though DynamicCache slides"),
     _m("rope-factor-applied-once", "rope.py",
        "once a pair\n    cos, sin = angles.cos(), angles.sin()\n"
@@ -1212,8 +1212,8 @@ MUTANTS: tuple[Mutant, ...] = (
        [], "of two names a config class maps onto one field, the one it overwrites "
        "read (BLOOM's hidden_size over n_embed, GPT-2's n_layer over num_hidden_layers)"),
     _m("names-union-read", "config_reader.py",
-       "        given = [n for n in order if out.get(n) is not None]\n",
-       "        given = [n for n in names[name] if out.get(n) is not None]\n",
+       "        given = [n for n in order if n in out and (out[n] is not None\n",
+       "        given = [n for n in names[name] if n in out and (out[n] is not None\n",
        [], "every name any class uses read as the field, whatever this class reads "
        "(n_layer in a Llama config)"),
     _m("names-table-unused", "config_reader.py",
@@ -1357,6 +1357,83 @@ MUTANTS: tuple[Mutant, ...] = (
        '         "cross_attention_": "the keys and values',
        [], "Mllama's cross-attention layers sized as caching keys and values per "
        "text token"),
+    _m("mllama-cache-window-ignored", "serving.py",
+       '    if model_type in ("mllama", "mllama_text_model"):\n        # MllamaTextConfig',
+       '    if model_type in ("mllama_",):\n        # MllamaTextConfig',
+       [], "Mllama's cache sized without the sliding_window or layer_types keys its "
+       "DynamicCache reads"),
+    _m("mllama-layer-types-as-layers", "per_layer.py",
+       "        # which serving._layer_cache_kinds follows)\n        given = None",
+       "        # which serving._layer_cache_kinds follows)\n        pass",
+       [], "a layer_types key given to Mllama read as its layers (the cross-attention "
+       "layers lost)"),
+    _m("crosscheck-text-model-base", "tools/crosscheck.py",
+       'base = model.model if own is not None else getattr(model, "language_model", model)',
+       'base = getattr(model, "language_model", model)',
+       [], "the crosscheck looks for a text model's layers on its causal LM, not "
+       "its decoder"),
+    _m("whole-head-5-mllama-missing", "config_reader.py",
+       '"mixtral", "mllama_text_model",', '"mixtral",',
+       [], "Mllama's 5.x default RoPE read as rotating partial_rotary_factor of the "
+       "head"),
+    _m("beyond-every-module-unused", "tools/tiny_model.py",
+       "                if i not in used:\n                    row[\"unused\"] = True",
+       "                if True:\n                    row[\"unused\"] = True",
+       [], "every rotary module marked unused, so none is judged past L"),
+    _m("beyond-unused-judged", "tools/conformance.py",
+       'for row in [r for r in beyond["rows"] if not r.get("unused")] if ropes else ():',
+       'for row in beyond["rows"] if ropes else ():',
+       [], "a rotary module no layer uses judged past L (4.57.6's Gemma 3 local module "
+       "with every layer full)"),
+    _m("qwen3-moe-window-without-switch", "serving.py",
+       'if model_type in ("qwen2_moe", "qwen3_moe") and not text.get("use_sliding_window"):',
+       'if model_type in ("qwen2_moe",) and not text.get("use_sliding_window"):',
+       [], "Qwen3-MoE's sliding_window read without use_sliding_window (every layer "
+       "sized as a sliding one)"),
+    _m("cpmant-window-prompt-fixed", "serving.py",
+       '            if any(kind in ("sliding_attention", "chunked_attention")\n'
+       '                   for kind, _ in _cache_kinds(config, engine)[0]):',
+       '            if False:',
+       [], "CPM-Ant's prompt tokens sized as fixed beside a cache that slides over them"),
+    # ---- window keys a class does not define (tests/test_window_keys.py) ----
+    _m("modernbert-window-from-key-4x", "config_reader.py",
+       '    if major >= 5 and "sliding_window" in text:\n        if text["sliding_window"] is None:',
+       '    if "sliding_window" in text:\n        if text["sliding_window"] is None:',
+       [], "ModernBERT-decoder's window read from a sliding_window key where 4.57.6's "
+       "class sets local_attention // 2"),
+    _m("modernbert-local-attention-ignored", "config_reader.py",
+       '    window = _validate.positive_int("local_attention", local) // 2',
+       '    window = 64',
+       [], "ModernBERT-decoder's local_attention ignored (the class default window "
+       "kept)"),
+    _m("llama4-4x-chunk-window-from-chunk", "serving.py",
+       '            windows = [text.get("sliding_window")] if text.get("sliding_window") else []',
+       '            windows = []',
+       [], "4.57.6's chunked layers sized by attention_chunk_size where a "
+       "sliding_window key is set (DynamicCache reads that first)"),
+    _m("zamba2-4x-layer-types-read", "per_layer.py",
+       "        given = None\n    if model_type == \"zamba2\" and given is None:",
+       "        pass\n    if model_type == \"zamba2\" and given is None:",
+       [], "a layer_types key read as Zamba2's layers under 4.57.6 (whose class "
+       "never reads it)"),
+    _m("recurrent-gemma-layer-types-read", "per_layer.py",
+       "                      stacklevel=4)\n        given = None\n    if model_type == \"bamba\"",
+       "                      stacklevel=4)\n    if model_type == \"bamba\"",
+       [], "a layer_types key read as RecurrentGemma's layers (its class takes "
+       "block_types)"),
+    # ---- a null beside another name of the same field (tests/test_config_names.py) ----
+    _m("names-null-as-absent", "config_reader.py",
+       "given = [n for n in order if n in out and (out[n] is not None\n"
+       "                                                   or n not in null_absent)]",
+       "given = [n for n in order if n in out and (out[n] is not None)]",
+       [], "a null alias read as absent (Inkling's sliding_window null beside "
+       "sliding_window_size read as the size)"),
+    _m("names-null-always-a-value", "config_reader.py",
+       "given = [n for n in order if n in out and (out[n] is not None\n"
+       "                                                   or n not in null_absent)]",
+       "given = [n for n in order if n in out]",
+       [], "a null keyword that the class pops and tests for None (BLOOM's n_embed) "
+       "read as the field's value"),
     # ---- Dory and Dots 3 Note (transformers 5.x; tests/test_generated_caches.py) ----
     _m("dory-saved-form-unhalved", "config_reader.py",
        'out["layer_types"] = list(kinds)[::2]', 'out["layer_types"] = list(kinds)',
