@@ -245,6 +245,16 @@ _PATTERNS["qwen3_5_moe"] = _PATTERNS["qwen3_5"]
 _PATTERNS["granitemoe_swa"] = _PATTERNS["granite_swa"]
 #: ``MllamaTextConfig``'s default ``cross_attention_layers``.
 _MLLAMA_CROSS = (3, 8, 13, 18, 23, 28, 33, 38)
+#: Config classes whose models take their layers from another field and never
+#: read a ``layer_types`` key, which 4.57.6 keeps as an attribute: the field,
+#: what 5.24.0 does with the key, and whether 5.x ignores it too (BambaConfig
+#: and RecurrentGemmaConfig map it onto a read-only property and refuse the
+#: config; 5.x's Zamba2Config attribute_map makes it layers_block_type).
+#: ``tests/test_window_keys.py`` judges the caches of such configs.
+LAYER_TYPES_UNREAD = {
+    "bamba": ("attn_layer_indices", "5.x refuses the key", True),
+    "recurrent_gemma": ("block_types", "5.x refuses the key", True),
+    "zamba2": ("layers_block_type", "5.x reads the key as that field", False)}
 #: Inkling's text models (5.24.0): "hybrid" layers attend over every token,
 #: "hybrid_sliding" ones within ``sliding_window_size``; both convolve their
 #: keys and values. Without ``layer_types`` a layer is full where ``(i + 1) %
@@ -393,13 +403,20 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
     if n is None:
         n = _field(text, model_type, "num_hidden_layers", used)
     given = text.get("layer_types")
-    if model_type == "zamba2" and given is not None and \
-            config_reader._reading_major(config_reader._RELEASE.get()) < 5:
-        # 4.57.6's Zamba2Config keeps a layer_types key as an attribute its model
-        # never reads (5.x's attribute_map makes it layers_block_type)
-        warnings.warn("layer_types ignored: transformers 4.57's Zamba2Config takes "
-                      "its layers from layers_block_type (5.x reads layer_types as "
-                      "that field)", config_reader.IgnoredKeyWarning, stacklevel=4)
+    unread = LAYER_TYPES_UNREAD.get(model_type)
+    major = config_reader._reading_major(config_reader._RELEASE.get())
+    if given is not None and unread is not None and (unread[2] or major < 5):
+        field, five = unread[:2]
+        warnings.warn(f"layer_types ignored: the {model_type} config class of "
+                      f"transformers 4.57 keeps the key as an attribute its model "
+                      f"never reads, taking its layers from {field} "
+                      f"({text.get(field)!r}); {five}",
+                      config_reader.IgnoredKeyWarning, stacklevel=4)
+        given = None
+    if model_type in ("mllama", "mllama_text_model"):
+        # MllamaTextConfig defines no layer_types: its model takes the layers from
+        # cross_attention_layers (a given key reaches only its DynamicCache,
+        # which serving._layer_cache_kinds follows)
         given = None
     if model_type == "zamba2" and given is None:
         # Zamba2Config: layers_block_type ("mamba" in 4.57.6, "linear_attention"
@@ -427,30 +444,6 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                 f"5.24.0); give the window as a positive integer, or drop the null key")
         _validate.positive_int("sliding_window" if "sliding_window" in text
                                else "sliding_window_size", window)
-    if model_type == "recurrent_gemma" and given is not None:
-        # RecurrentGemmaConfig takes its layers from block_types: 4.57.6 keeps a
-        # layer_types key as an attribute its model never reads, 5.24.0 maps it
-        # onto a read-only property and refuses the config
-        warnings.warn(f"layer_types ignored: RecurrentGemmaConfig takes its layers "
-                      f"from block_types ({text.get('block_types')!r}), transformers "
-                      f"4.57; 5.x refuses the key", config_reader.IgnoredKeyWarning,
-                      stacklevel=4)
-        given = None
-    if model_type == "bamba" and given is not None:
-        # 4.57.6's BambaConfig keeps a layer_types key as an attribute its model
-        # never reads (its layers come from attn_layer_indices); 5.24.0 maps the
-        # key onto a read-only property and refuses the config
-        warnings.warn(f"layer_types ignored: BambaConfig takes its attention "
-                      f"layers from attn_layer_indices "
-                      f"({text.get('attn_layer_indices')!r}), transformers 4.57; "
-                      f"5.x refuses the key", config_reader.IgnoredKeyWarning,
-                      stacklevel=4)
-        given = None
-    if model_type in ("mllama", "mllama_text_model"):
-        # MllamaTextConfig defines no layer_types: its model takes the layers from
-        # cross_attention_layers (a given key reaches only its DynamicCache,
-        # which serving._layer_cache_kinds follows)
-        given = None
     if model_type == "recurrent_gemma":  # its attention blocks' local window
         window = _validate.positive_int("attention_window_size", _field(
             text, model_type, "attention_window_size", used))

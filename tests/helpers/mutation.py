@@ -1203,8 +1203,8 @@ MUTANTS: tuple[Mutant, ...] = (
        '    "bamba": {"mamba_n_heads": 128,', '    "bamba_": {"mamba_n_heads": 128,',
        [], "Bamba's Mamba-2 state not counted"),
     _m("bamba-layer-types-read", "per_layer.py",
-       '    if model_type == "bamba" and given is not None:',
-       '    if False:',
+       '    "bamba": ("attn_layer_indices", "5.x refuses the key", True),\n',
+       '',
        [], "a layer_types key read for Bamba, whose 4.57.6 class takes its attention "
        "layers from attn_layer_indices"),
     _m("names-last-wins", "config_reader.py",
@@ -1411,17 +1411,14 @@ MUTANTS: tuple[Mutant, ...] = (
        '            windows = []',
        [], "4.57.6's chunked layers sized by attention_chunk_size where a "
        "sliding_window key is set (DynamicCache reads that first)"),
-    _m("zamba2-4x-layer-types-read", "per_layer.py",
-       "        given = None\n    if model_type == \"zamba2\" and given is None:",
-       "        pass\n    if model_type == \"zamba2\" and given is None:",
-       [], "a layer_types key read as Zamba2's layers under 4.57.6 (whose class "
-       "never reads it)"),
-    _m("recurrent-gemma-layer-types-read", "per_layer.py",
-       "                      stacklevel=4)\n        given = None\n    if model_type == \"bamba\"",
-       "                      stacklevel=4)\n    if model_type == \"bamba\"",
-       [], "a layer_types key read as RecurrentGemma's layers (its class takes "
-       "block_types)"),
-    # ---- a null beside another name of the same field (tests/test_config_names.py) ----
+    _m('zamba2-4x-layer-types-read', "per_layer.py",
+       '"zamba2": ("layers_block_type", "5.x reads the key as that field", False)}',
+       '}',
+       [], "a layer_types key read as Zamba2's layers under 4.57.6 (whose class never reads it)"),
+    _m('recurrent-gemma-layer-types-read', "per_layer.py",
+       '    "recurrent_gemma": ("block_types", "5.x refuses the key", True),\n',
+       '',
+       [], "a layer_types key read as RecurrentGemma's layers (its class takes block_types)"),
     _m("names-null-as-absent", "config_reader.py",
        "given = [n for n in order if n in out and (out[n] is not None\n"
        "                                                   or n not in null_absent)]",
