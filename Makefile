@@ -355,6 +355,11 @@ hybrid-caches: $(INSTALLED) $(PY5) ## hybrid models' caches over config forms, w
 generated-caches: $(INSTALLED) $(PY5) ## DeepSeek-V4, Qwen4-Exp, HRM-Text, MiMo-V2-Flash, Zamba2, Inkling, Dots 3 Note, Dory caches over generated configs, transformers 5.x (results/generated-caches-5.json)
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/generated_caches.py --out results/generated-caches-5.json
 
+.PHONY: attention-spans
+attention-spans: $(INSTALLED) $(PY5) ## what each layer of every causal-LM type attends to, prompt and one decoded token, 4.x and 5.x (results/attention-spans-*.json)
+	PYTHONPATH=. nice -n 10 $(PY) scripts/attention_spans.py --out results/attention-spans-4.json
+	PYTHONPATH=. nice -n 10 $(PY5) scripts/attention_spans.py --out results/attention-spans-5.json
+
 .PHONY: window-keys
 window-keys: $(INSTALLED) $(PY5) ## window keys added to every causal-LM type's tiny config, the cache each model fills, 4.x and 5.x (results/window-keys-*.json)
 	PYTHONPATH=. nice -n 10 $(PY) scripts/window_keys.py --out results/window-keys-4.json

@@ -42,6 +42,8 @@ OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
 
 from __future__ import annotations
 
+import functools
+import json
 import warnings
 from dataclasses import dataclass
 from typing import Mapping
@@ -255,6 +257,76 @@ LAYER_TYPES_UNREAD = {
     "bamba": ("attn_layer_indices", "5.x refuses the key", True),
     "recurrent_gemma": ("block_types", "5.x refuses the key", True),
     "zamba2": ("layers_block_type", "5.x reads the key as that field", False)}
+#: Config classes without layer types whose model gives every attention layer
+#: one mask, a sliding one when ``config.sliding_window`` is set (``mask_function
+#: = create_causal_mask if self.config.sliding_window is None else
+#: create_sliding_window_causal_mask``, e.g. 4.57.6
+#: ``models/phi3/modeling_phi3.py``), by release; measured on every causal-LM
+#: type by ``scripts/attention_spans.py`` (``tests/test_attention_spans.py``).
+#: Qwen2-MoE's 4.57.6 class (window behind ``use_sliding_window``) is read with
+#: Qwen3-MoE's; its 5.x class defines layer types.
+SLIDES_EVERY_LAYER = {
+    4: frozenset({"doge", "mistral", "mixtral", "phi3", "phi4_multimodal", "phimoe",
+                  "starcoder2"}),
+    5: frozenset({"doge", "ministral3", "mistral", "mixtral", "phi3",
+                  "phi4_multimodal", "phimoe", "starcoder2"})}
+
+
+#: Classes that define layer types but whose model builds only the causal mask
+#: (5.24.0 ``models/minimax_m3_vl/modeling_minimax_m3_vl.py`` imports
+#: ``create_causal_mask`` alone): a ``"sliding_attention"`` entry attends to every
+#: earlier token. Measured by ``scripts/attention_spans.py``.
+NEVER_SLIDES = {5: frozenset({"minimax_m3_vl"})}
+
+
+def _minimax_kinds(kinds: list) -> list:
+    """MiniMaxModel (4.57.6 and 5.24.0) masks a ``"full_attention"`` layer (with
+    the sliding mask when ``sliding_window`` is set: that layer's window, see
+    :func:`_layout`), and passes any other attention layer no mask at all (SDPA
+    then attends causally)."""
+    other = sorted({k for k in kinds if k not in ("full_attention", "linear_attention")})
+    if other:
+        warnings.warn(f"layer_types {other} in a minimax config: MiniMaxModel passes "
+                      f"such a layer no attention mask (only 'full_attention' layers "
+                      f"get one), and under SDPA (the default) such a layer attends to "
+                      f"every earlier token; read as full_attention",
+                      config_reader.IgnoredKeyWarning, stacklevel=5)
+    return ["linear_attention" if k == "linear_attention" else "full_attention"
+            for k in kinds]
+
+
+@functools.cache
+def _key_only_types() -> dict[int, frozenset]:
+    """``{major: model types}`` whose config class does not define
+    ``layer_types`` (``data/layer_types_fields.json``, measured over every type
+    4.57.6 and 5.24.0 register by ``scripts/attention_spans.py``)."""
+    from importlib import resources
+
+    raw = json.loads(resources.files("posenc_lib").joinpath(
+        "data", "layer_types_fields.json").read_text("utf-8"))
+    return {int(release.split(".")[0]): frozenset(entry["keeps_unread"])
+            for release, entry in raw["releases"].items()}
+
+
+def _ignored_layer_types(given, model_type: str | None, major: int) -> None:
+    """Warn that ``given`` (a ``layer_types`` key) is kept by a config class
+    that does not define it, so the model's attention ignores it."""
+    release = {4: "4.57.6", 5: "5.24.0"}[major]
+    marked = sorted({t for t in given if t != "full_attention"}) if \
+        isinstance(given, (list, tuple)) else []
+    warnings.warn(
+        f"layer_types ignored for the attention: the {model_type} config class of "
+        f"transformers {release} does not define it, so the model's masks never "
+        f"read it and every layer attends as the class alone says. Its "
+        f"DynamicCache(config) reads the key all the same"
+        + (f": a layer it names {' or '.join(marked)} keeps only the last "
+           f"sliding_window - 1 tokens (attention_chunk_size without a window), so "
+           f"a generated token attends to that many and itself, while each prompt "
+           f"token attended as the class says" if marked else "")
+        + "; drop the key, or use a model type that defines layer types",
+        config_reader.IgnoredKeyWarning, stacklevel=5)
+
+
 #: Inkling's text models (5.24.0): "hybrid" layers attend over every token,
 #: "hybrid_sliding" ones within ``sliding_window_size``; both convolve their
 #: keys and values. Without ``layer_types`` a layer is full where ``(i + 1) %
@@ -390,8 +462,10 @@ def _defaults_warning(used: list, model_type: str | None) -> None:
                           stacklevel=5)
 
 
-def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
+def _layout(config: Mapping, *, key_layer_types: bool = False) -> tuple[
+        list[LayerRope], dict, str | None, list]:
     text, model_type = config_reader._text_config(config)
+    raw_type = model_type
     if isinstance(model_type, str):  # gemma3_text, llama4_text: the same classes
         model_type = model_type.removesuffix("_text")
     used: list = []
@@ -412,6 +486,11 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                       f"never reads, taking its layers from {field} "
                       f"({text.get(field)!r}); {five}",
                       config_reader.IgnoredKeyWarning, stacklevel=4)
+        given = None
+    if given is not None and not key_layer_types and isinstance(raw_type, str) and \
+            raw_type in _key_only_types().get(major, ()) and \
+            model_type not in ("zamba2", "mllama", "mllama_text_model"):
+        _ignored_layer_types(given, raw_type, major)
         given = None
     if model_type in ("mllama", "mllama_text_model"):
         # MllamaTextConfig defines no layer_types: its model takes the layers from
@@ -500,19 +579,26 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
                    and window is not None)
         kinds = ["sliding_attention" if sliding and not r else "full_attention"
                  for r in no_rope]
-    elif model_type in ("qwen2", "qwen3", "qwen2_moe"):
+    elif model_type in ("qwen2", "qwen3") or (model_type == "qwen2_moe" and major >= 5):
         if not _field(text, model_type, "use_sliding_window", used):
             window = None  # Qwen2Config: sliding_window only with use_sliding_window
         first = _field(text, model_type, "max_window_layers", used)
         kinds = ["sliding_attention" if window is not None and i >= first
                  else "full_attention" for i in range(n)]
-    elif model_type == "qwen3_moe":
-        # Qwen3MoeConfig keeps sliding_window only with use_sliding_window, and
-        # then every layer slides (Qwen3MoeModel's one mask; no max_window_layers)
+    elif model_type in ("qwen3_moe", "qwen2_moe"):
+        # Qwen3MoeConfig (and 4.57.6's Qwen2MoeConfig) keeps sliding_window only
+        # with use_sliding_window, and then every layer slides (the model's one
+        # mask; max_window_layers is not read)
         if not _field(text, model_type, "use_sliding_window", used):
             window = None
         kinds = ["sliding_attention" if window is not None else "full_attention"] * n
-    elif model_type == "mistral":  # MistralAttention: one window for every layer
+    elif model_type in SLIDES_EVERY_LAYER[major]:
+        if model_type == "phimoe" and major < 5 and not text.get("use_sliding_window",
+                                                                  True):
+            # 4.57.6's PhimoeModel builds its sliding mask only if
+            # getattr(config, "use_sliding_window", True), a key its class lacks
+            # (models/phimoe/modeling_phimoe.py line 1167); its cache still slides
+            window = None
         kinds = ["sliding_attention" if window is not None else "full_attention"] * n
     elif model_type in _PATTERNS:
         kinds = list(_PATTERNS[model_type](
@@ -527,6 +613,16 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         kinds = ["cross_attention" if i in cross else "full_attention" for i in range(n)]
     else:
         kinds = ["full_attention"] * n
+    if model_type in NEVER_SLIDES.get(major, ()) and "sliding_attention" in kinds:
+        warnings.warn(f"layer_types names sliding_attention layers, but the "
+                      f"{model_type} model builds no sliding mask (only a causal "
+                      f"one): they attend to every earlier token, and only its "
+                      f"DynamicCache keeps the window",
+                      config_reader.IgnoredKeyWarning, stacklevel=4)
+        kinds = ["full_attention" if k == "sliding_attention" else k for k in kinds]
+    if model_type == "minimax":  # the layers its sliding mask reaches
+        windowed = {i for i, k in enumerate(kinds) if k == "full_attention"}
+        kinds = _minimax_kinds(kinds)
     layers = []
     for i, kind in enumerate(kinds):
         rope: str | None = "global"
@@ -575,6 +671,8 @@ def _layout(config: Mapping) -> tuple[list[LayerRope], dict, str | None, list]:
         span = None
         if kind == "sliding_attention":
             span = window
+        elif model_type == "minimax" and i in windowed:
+            span = window  # its "full_attention" layers: the sliding mask
         elif kind == "hybrid_sliding" and model_type in INKLING:
             span = window
         elif kind == "chunked_attention":
@@ -609,14 +707,21 @@ def layer_types(config: Mapping) -> list[str]:
     return [layer.attention for layer in layer_layout(config)]
 
 
-def layer_layout(config: Mapping) -> list[LayerRope]:
+def layer_layout(config: Mapping, *, key_layer_types: bool = False) -> list[LayerRope]:
     """Every layer's positional set-up (see the module docstring).
+
+    ``key_layer_types=True`` reads a ``layer_types`` key as the layers even
+    where the config class does not define it (what vLLM's Llama does:
+    ``vllm/model_executor/models/llama.py``, ``LlamaAttention``, gives a layer
+    the key calls ``"sliding_attention"`` the config's ``sliding_window``);
+    by default such a key is ignored, as the model's own masks ignore it,
+    with an ``IgnoredKeyWarning``.
 
     Warns:
         DefaultValueWarning: for a field the layout needs and the config leaves
             out, filled in from its config class's default.
     """
-    layers, _, model_type, used = _layout(config)
+    layers, _, model_type, used = _layout(config, key_layer_types=key_layer_types)
     _defaults_warning(used, model_type)
     return layers
 

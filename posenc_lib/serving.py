@@ -1052,7 +1052,7 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
         if model_type not in STATE_DEFAULTS or (engine == "vllm"
                                                  and model_type not in VLLM_STATE_TYPES):
             return None  # (vLLM: only the states transcribed from its source)
-        layout = _layout(config)
+        layout = _layout(config, engine)
         b = _validate.positive_int("bytes_per_value", bytes_per_value)
         _, hidden = config_reader._one_of_aliases(text, config_reader._HIDDEN_ALIASES)
 
@@ -1287,9 +1287,12 @@ def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
     return {"bytes": layers * per, "layers": layers, "what": what}
 
 
-def _layout(config: Mapping) -> list:
+def _layout(config: Mapping, engine: str = "transformers") -> list:
     with warnings.catch_warnings():  # the inspector reports the defaults once
         warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
+        if engine == "vllm":  # its Llama reads a layer_types key its class lacks
+            warnings.simplefilter("ignore", config_reader.IgnoredKeyWarning)
+            return per_layer.layer_layout(config, key_layer_types=True)
         return per_layer.layer_layout(config)
 
 
@@ -1337,7 +1340,7 @@ def _layer_cache_kinds(config: Mapping, engine: str) -> tuple[
     """:func:`_cache_kinds` for the model's own layers."""
     text, model_type = config_reader._text_config(config)
     model_type = (model_type or "").removesuffix("_text")
-    layout = _layout(config)
+    layout = _layout(config, engine)
     if model_type in INKLING:
         if engine == "vllm":
             raise ValueError(f"vLLM's cache of {model_type}'s hybrid layers (keys, "

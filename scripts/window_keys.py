@@ -58,30 +58,48 @@ def forms(layers: int | None) -> dict[str, dict]:
     return out
 
 
-def measure(model_type: str) -> dict:
-    """Each form of ``model_type``: ``{"raw", "cache": [kv, state]}`` or
-    ``{"raw", "refused": why}``."""
-    import torch
-
+def written_forms(model_type: str) -> tuple[type, list[tuple[str, dict]]]:
+    """``(config class, [(form, raw dict)])``: ``model_type``'s tiny default
+    config written out (``to_dict()``), each form's keys added."""
     from posenc_lib.tools import tiny_model
-    from posenc_lib.tools.crosscheck import filled_cache_bytes
 
     cls, kw = tiny_model.shrunk(model_type)
     base, _ = tiny_model.build(cls, kw)
     written = json.loads(json.dumps(base.to_dict(), default=str))
     for key in ("transformers_version", "_attn_implementation", "dtype", "torch_dtype"):
         written.pop(key, None)
+    return cls, [(name, {**written, **extra}) for name, extra in
+                 forms(getattr(base, "num_hidden_layers", None)).items()]
+
+
+def tiny_of(cls, raw: dict, attn_implementation: str | None = None):
+    """``(config, model)``: ``raw`` built by ``cls`` as ``AutoConfig`` builds a
+    dict (``from_dict``), and its tiny model with seeded weights; raises what
+    transformers raises."""
+    import torch
+
+    from posenc_lib.tools import tiny_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = cls.from_dict(dict(raw))
+    if attn_implementation is not None:
+        built._attn_implementation = attn_implementation
+    torch.manual_seed(0)
+    return built, tiny_model.model_of(built)
+
+
+def measure(model_type: str) -> dict:
+    """Each form of ``model_type``: ``{"raw", "cache": [kv, state]}`` or
+    ``{"raw", "refused": why}``."""
+    from posenc_lib.tools.crosscheck import filled_cache_bytes
+
+    cls, written = written_forms(model_type)
     out = {}
-    for name, extra in forms(getattr(base, "num_hidden_layers", None)).items():
-        raw = {**written, **extra}
+    for name, raw in written:
         entry = {"raw": raw}
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                built = cls.from_dict(dict(raw))
-            built._attn_implementation = "eager"
-            torch.manual_seed(0)
-            model = tiny_model.model_of(built)
+            built, model = tiny_of(cls, raw, "eager")
             entry["cache"] = list(filled_cache_bytes(model, built, TOKENS))
         except Exception as error:  # noqa: BLE001 -- transformers' own refusal
             entry["refused"] = f"{type(error).__name__}: {str(error)[:200]}"
@@ -89,12 +107,11 @@ def measure(model_type: str) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--types", default=None, help="comma-separated model types")
-    args = parser.parse_args(argv)
-
+def sweep(measure, selected: str | None) -> dict:
+    """``measure(model_type)`` over every type the stored conformance sweep of
+    the installed transformers agrees on (or those of ``selected``, comma-
+    separated), with a type whose measurement fails stored with its error:
+    ``{"transformers", "torch", "tokens", "window", "seconds", "types"}``."""
     import torch
     import transformers
     from transformers.utils import logging as hf_logging
@@ -104,8 +121,8 @@ def main(argv=None) -> int:
     major = transformers.__version__.split(".")[0]
     stored = json.loads((ROOT / "results" / f"conformance-{major}.json").read_text())
     types = sorted(t for t, e in stored["types"].items() if e["verdict"] == "agree")
-    if args.types:
-        types = [t for t in types if t in args.types.split(",")]
+    if selected:
+        types = [t for t in types if t in selected.split(",")]
     start, found = time.perf_counter(), {}
     for i, model_type in enumerate(types, 1):
         try:
@@ -113,13 +130,20 @@ def main(argv=None) -> int:
         except Exception as error:  # noqa: BLE001 -- listed, never dropped
             found[model_type] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
         print(f"[{i}/{len(types)}] {model_type}", flush=True)
-    out = {"transformers": transformers.__version__, "torch": torch.__version__,
-           "tokens": TOKENS, "window": WINDOW,
-           "seconds": round(time.perf_counter() - start, 1),
-           "command": f"python scripts/window_keys.py --out {args.out.name}",
-           "types": found}
+    return {"transformers": transformers.__version__, "torch": torch.__version__,
+            "tokens": TOKENS, "window": WINDOW,
+            "seconds": round(time.perf_counter() - start, 1), "types": found}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--types", default=None, help="comma-separated model types")
+    args = parser.parse_args(argv)
+    out = {**sweep(measure, args.types),
+           "command": f"python scripts/window_keys.py --out {args.out.name}"}
     args.out.write_text(json.dumps(out, sort_keys=True, default=str) + "\n")
-    print(f"{len(found)} types -> {args.out}", file=sys.stderr)
+    print(f"{len(out['types'])} types -> {args.out}", file=sys.stderr)
     return 0
 
 

@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers.window_refusals import REFUSED
 
 from posenc_lib import serving
 
@@ -32,13 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STORED = {int(p.stem.rsplit("-", 1)[1]): json.loads(p.read_text())
           for p in sorted((ROOT / "results").glob("window-keys-*.json"))}
 
-#: The forms the library refuses on purpose, by type: the start of its message.
-#: CPM-Ant's cache slides over its prompt tokens (not modelled); a layer_types
-#: key of LFM2's 4.57.6 class (which checks nothing; 5.x's model fails).
-REFUSED = {
-    "cpmant": ("cpmant: sliding_window, attention_chunk_size or layer_types",),
-    "lfm2": ("layer_types[0] is 'sliding_attention', which model_type 'lfm2'",),
-}
 
 
 def _sized(raw: dict, version: str) -> int | str:

@@ -330,6 +330,24 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
     cache holds after one forward pass of ``tokens`` tokens (``built``: its
     config object); the tensors are counted, not predicted, by
     ``posenc_lib.tools.cache_walk.walk``."""
+    kwargs = generation_cache(model, built)
+    from .cache_walk import fill_cache, walk
+
+    if kwargs:
+        with torch.no_grad():
+            cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
+                          **kwargs).past_key_values
+    else:
+        cache = fill_cache(model, built, tokens)
+    found = walk(cache, model)
+    return found.kv, found.state
+
+
+def generation_cache(model, built) -> dict:
+    """``{"past_key_values": cache}`` for a model whose forward pass makes no
+    cache of its own where ``generate()`` creates one (4.57.6's Bamba and
+    Falcon-H1, GraniteMoeHybrid: their hybrid caches, in the model's own
+    dtype), else ``{}``."""
     import transformers
 
     kwargs = {}
@@ -354,16 +372,7 @@ def filled_cache_bytes(model, built, tokens: int) -> tuple[int, int]:
         kwargs["past_key_values"] = FalconHybridMambaAttentionDynamicCache(
             built, 1, next(model.parameters()).dtype,
             devices=["cpu"] * built.num_hidden_layers)
-    from .cache_walk import fill_cache, walk
-
-    if kwargs:
-        with torch.no_grad():
-            cache = model(torch.arange(tokens)[None] % 16, use_cache=True,
-                          **kwargs).past_key_values
-    else:
-        cache = fill_cache(model, built, tokens)
-    found = walk(cache, model)
-    return found.kv, found.state
+    return kwargs
 
 
 def crosscheck(config: Mapping, *, tokens: int = 10, python: str | None = None) -> dict:

@@ -563,6 +563,14 @@ def _layers(config: Mapping, target: int) -> list[dict]:
     return entries
 
 
+def _attention_name(entry: dict) -> str:
+    """How the summary names a layer's attention: ``"sliding"`` for a full
+    attention layer with a window (MiniMax's, under ``sliding_window``)."""
+    if entry["attention"] == "full_attention" and entry.get("window"):
+        return ATTENTION["sliding_attention"]
+    return ATTENTION.get(entry["attention"], entry["attention"])
+
+
 def layer_summary(layers: Sequence[dict]) -> str:
     """``"62 layers: 52 sliding, base 10,000, plain; 10 global, base
     1,000,000, linear x8"``: the layers grouped by what they do, in order of
@@ -570,7 +578,7 @@ def layer_summary(layers: Sequence[dict]) -> str:
     groups: dict = {}
     for entry in layers:
         rope = entry["rope"]
-        name = ATTENTION.get(entry["attention"], entry["attention"])
+        name = _attention_name(entry)
         if rope is None:
             what = "no RoPE"
             if entry["attention"] not in ("linear_attention", "conv", "mamba"):
@@ -1216,7 +1224,7 @@ def _format_report(report: dict) -> str:
         row("layers", report["layer_summary"])
         windowed = [e for e in report["layers"] if e["rope"] and e["window"]]
         for e in {(e["rope"]["kind"], e["window"]): e for e in windowed}.values():
-            row("", f"{ATTENTION[e['attention']]} layers (window {e['window']:,}): "
+            row("", f"{_attention_name(e)} layers (window {e['window']:,}): "
                     f"{e['out_of_range_count']} pairs out of range at "
                     f"{e['judged_at']:,}")
     for message in report.get("warnings", []):

@@ -1395,6 +1395,36 @@ MUTANTS: tuple[Mutant, ...] = (
        '                   for kind, _ in _cache_kinds(config, engine)[0]):',
        '            if False:',
        [], "CPM-Ant's prompt tokens sized as fixed beside a cache that slides over them"),
+    # ---- what each layer attends to (tests/test_attention_spans.py) ----
+    _m("key-only-layer-types-read", "per_layer.py",
+       "            raw_type in _key_only_types().get(major, ()) and \\\n",
+       "            raw_type in () and \\\n",
+       [], "a layer_types key read as the attention where the config class does not "
+       "define it (its model's masks never read it; only the cache does)"),
+    _m("slides-every-layer-phi3-missing", "per_layer.py",
+       '4: frozenset({"doge", "mistral", "mixtral", "phi3", "phi4_multimodal", "phimoe",',
+       '4: frozenset({"doge", "mistral", "mixtral", "phi4_multimodal", "phimoe",',
+       [], "Phi-3's sliding_window ignored by the layer layout (every layer read as "
+       "global where its one mask slides)"),
+    _m("qwen2-moe-4x-by-max-window-layers", "per_layer.py",
+       '    elif model_type in ("qwen3_moe", "qwen2_moe"):',
+       '    elif model_type in ("qwen3_moe",):',
+       [], "4.57.6's Qwen2-MoE read as Qwen2 (only the layers past max_window_layers "
+       "slide, where its one mask slides every layer)"),
+    _m("minimax-window-ignored", "per_layer.py",
+       '            span = window  # its "full_attention" layers: the sliding mask',
+       '            span = None  # its "full_attention" layers: the sliding mask',
+       [], "MiniMax's full attention layers read as global under sliding_window"),
+    _m("phimoe-4x-switch-ignored", "per_layer.py",
+       '        if model_type == "phimoe" and major < 5 and not text.get("use_sliding_window",',
+       '        if model_type == "phimoe_" and major < 5 and not text.get("use_sliding_window",',
+       [], "4.57.6's PhiMoE read as sliding where a use_sliding_window key of false "
+       "turns its mask off"),
+    _m("never-slides-minimax-m3-missing", "per_layer.py",
+       'NEVER_SLIDES = {5: frozenset({"minimax_m3_vl"})}',
+       'NEVER_SLIDES = {5: frozenset()}',
+       [], "MiniMax-M3-VL's sliding_attention layers read as sliding where its model "
+       "builds only the causal mask"),
     # ---- window keys a class does not define (tests/test_window_keys.py) ----
     _m("modernbert-window-from-key-4x", "config_reader.py",
        '    if major >= 5 and "sliding_window" in text:\n        if text["sliding_window"] is None:',
