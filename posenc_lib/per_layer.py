@@ -37,7 +37,15 @@ type:
 
 Every other layer uses the model's one RoPE, and a sliding-window layer sees
 no distance of ``sliding_window`` or more (Gemma 2/3, Cohere 2, EXAONE 4,
-OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``, Mistral).
+OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``; every layer of
+Mistral and the other classes of :data:`SLIDES_EVERY_LAYER`).
+
+A ``layer_types`` key is read only where the config class defines the field:
+elsewhere (``LlamaConfig``, say) the class keeps it as an attribute that its
+model's masks never read, though its ``DynamicCache`` does
+(:func:`_ignored_layer_types`). What each layer attends to was measured on
+every causal-LM type, for the prompt and a decoded token
+(``scripts/attention_spans.py``, ``tests/test_attention_spans.py``).
 """
 
 from __future__ import annotations
@@ -308,22 +316,19 @@ def _key_only_types() -> dict[int, frozenset]:
             for release, entry in raw["releases"].items()}
 
 
-def _ignored_layer_types(given, model_type: str | None, major: int) -> None:
-    """Warn that ``given`` (a ``layer_types`` key) is kept by a config class
-    that does not define it, so the model's attention ignores it."""
+def _ignored_layer_types(model_type: str | None, major: int) -> None:
+    """Warn that a ``layer_types`` key is kept by a config class that does not
+    define it, so the model's attention ignores it (its cache may not)."""
     release = {4: "4.57.6", 5: "5.24.0"}[major]
-    marked = sorted({t for t in given if t != "full_attention"}) if \
-        isinstance(given, (list, tuple)) else []
     warnings.warn(
         f"layer_types ignored for the attention: the {model_type} config class of "
         f"transformers {release} does not define it, so the model's masks never "
-        f"read it and every layer attends as the class alone says. Its "
-        f"DynamicCache(config) reads the key all the same"
-        + (f": a layer it names {' or '.join(marked)} keeps only the last "
-           f"sliding_window - 1 tokens (attention_chunk_size without a window), so "
-           f"a generated token attends to that many and itself, while each prompt "
-           f"token attended as the class says" if marked else "")
-        + "; drop the key, or use a model type that defines layer types",
+        f"read it, and every layer attends as the class alone says. transformers' "
+        f"DynamicCache(config) reads the key all the same: where it makes a "
+        f"layer's cache slide, a generated token attends only to what that cache "
+        f"keeps (the KV-cache sizes follow the cache, layer by layer), while each "
+        f"prompt token attended as the class says; drop the key, or use a model "
+        f"type that defines layer types",
         config_reader.IgnoredKeyWarning, stacklevel=5)
 
 
@@ -490,7 +495,7 @@ def _layout(config: Mapping, *, key_layer_types: bool = False) -> tuple[
     if given is not None and not key_layer_types and isinstance(raw_type, str) and \
             raw_type in _key_only_types().get(major, ()) and \
             model_type not in ("zamba2", "mllama", "mllama_text_model"):
-        _ignored_layer_types(given, raw_type, major)
+        _ignored_layer_types(raw_type, major)
         given = None
     if model_type in ("mllama", "mllama_text_model"):
         # MllamaTextConfig defines no layer_types: its model takes the layers from
