@@ -22,10 +22,11 @@ layers, 4.57.6's Qwen2-MoE with its switch, 5.x's Ministral 3), 4.57.6's
 PhiMoE, whose mask a ``use_sliding_window`` key of false turns off, and
 MiniMax-M3-VL, whose model builds no sliding mask.
 
-transformers itself fails to decode one token through its own cache in 91
-forms (4.57.6) and 22 (5.24.0), mostly BERT-like and GPT-like decoders whose
-masks do not shrink with a cache that slides; those are compared on the
-prompt only.
+transformers itself fails to decode one token through its own cache in 91 of
+the compared forms (4.57.6) and 22 (5.24.0): BERT-like decoders and older ones
+(Bloom, MPT, GIT) given a window key, whose masks do not shrink with a cache
+that slides, and Mistral-like classes given a ``layer_types`` key (a cache of
+mixed layers under one sliding mask); those are compared on the prompt only.
 """
 
 from __future__ import annotations
