@@ -38,12 +38,12 @@ type:
 Every other layer uses the model's one RoPE, and a sliding-window layer sees
 no distance of ``sliding_window`` or more (Gemma 2/3, Cohere 2, EXAONE 4,
 OLMo 3, gpt-oss, Qwen2/Qwen3 with ``use_sliding_window``; every layer of
-Mistral and the other classes of :data:`SLIDES_EVERY_LAYER`).
+Mistral and the other classes of ``SLIDES_EVERY_LAYER``).
 
 A ``layer_types`` key is read only where the config class defines the field:
 elsewhere (``LlamaConfig``, say) the class keeps it as an attribute that its
-model's masks never read, though its ``DynamicCache`` does
-(:func:`_ignored_layer_types`). What each layer attends to was measured on
+model's masks never read, though its ``DynamicCache`` does (the library
+warns, with an ``IgnoredKeyWarning``). What each layer attends to was measured on
 every causal-LM type, for the prompt and a decoded token
 (``scripts/attention_spans.py``, ``tests/test_attention_spans.py``).
 """
@@ -290,7 +290,7 @@ NEVER_SLIDES = {5: frozenset({"minimax_m3_vl"})}
 def _minimax_kinds(kinds: list) -> list:
     """MiniMaxModel (4.57.6 and 5.24.0) masks a ``"full_attention"`` layer (with
     the sliding mask when ``sliding_window`` is set: that layer's window, see
-    :func:`_layout`), and passes any other attention layer no mask at all (SDPA
+    ``_layout``), and passes any other attention layer no mask at all (SDPA
     then attends causally)."""
     other = sorted({k for k in kinds if k not in ("full_attention", "linear_attention")})
     if other:
