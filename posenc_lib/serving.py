@@ -15,12 +15,15 @@ Four answers the inspector (:mod:`posenc_lib.tools.inspector`) reports:
 - :func:`kv_cache_bytes`: the KV-cache size of one sequence, layer by layer
   from :func:`posenc_lib.per_layer.layer_layout` (full, sliding, chunked,
   MLA; linear-attention, convolution and Mamba layers hold a fixed state
-  instead, :func:`fixed_state_bytes`), for transformers 4.57.6 or, as a
-  transcription of its source, vLLM.
+  instead, :func:`fixed_state_bytes`), for transformers 4.57.6 or vLLM
+  0.33.0 (its layers and windows as its own model classes build them,
+  compared with a run of them on every causal-LM architecture it serves:
+  ``results/vllm-layers.json``; its block arithmetic transcribed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Mapping
 
@@ -662,7 +665,9 @@ VLLM_SOURCE = (
     "ChunkedLocalAttentionSpec, MLAAttentionSpec: page sizes and "
     "max_memory_usage_bytes) and vllm/model_executor/layers/attention/"
     "mla_attention.py at 90b0a26e0e1a8ae3ba34e9e0ea514411f1a6a182 (MLAAttention: "
-    "head_size = kv_lora_rank + qk_rope_head_dim, num_kv_heads = 1)")
+    "head_size = kv_lora_rank + qk_rope_head_dim, num_kv_heads = 1); checked "
+    "against a run of vLLM 0.33.0's own model classes and KV-cache specs "
+    "(results/vllm-layers.json)")
 
 
 #: Inkling's text models (see ``per_layer.INKLING``): every layer keeps keys
@@ -1290,10 +1295,151 @@ def _vllm_state(model_type: str, kinds: list, hidden: int, get, b: int) -> dict:
 def _layout(config: Mapping, engine: str = "transformers") -> list:
     with warnings.catch_warnings():  # the inspector reports the defaults once
         warnings.simplefilter("ignore", config_reader.DefaultValueWarning)
-        if engine == "vllm":  # its Llama reads a layer_types key its class lacks
-            warnings.simplefilter("ignore", config_reader.IgnoredKeyWarning)
-            return per_layer.layer_layout(config, key_layer_types=True)
+        if engine == "vllm":
+            return _vllm_layout(config)
         return per_layer.layer_layout(config)
+
+
+#: vLLM 0.33.0 model classes (by the text config's model type) that give each
+#: layer a window of its own from ``config.layer_types``: a
+#: ``"sliding_attention"`` entry gets ``config.sliding_window``, any other the
+#: engine's model-level window (``llama.py``, ``gemma2.py``, ``gemma3.py``,
+#: ``gpt_oss.py``, ... pass ``per_layer_sliding_window``; the other classes
+#: and vLLM's Transformers backend as measured). Measured by building each
+#: class with vLLM's own code (``scripts/engines/vllm_layers.py``,
+#: ``results/vllm-layers.json``); ``tests/test_vllm_layers.py`` compares.
+VLLM_LAYER_TYPED = frozenset({
+    "apertus", "arcee", "beam", "cohere2", "cohere2_moe", "cwm", "ernie4_5",
+    "exaone4", "exaone_moe", "flex_olmo", "gemma2", "gemma3", "gemma3n", "gemma4",
+    "glm", "gpt_bigcode", "gpt_neox", "gpt_oss", "granite", "granite_swa",
+    "granitemoe", "granitemoe_swa", "granitemoeshared", "hunyuan_v1_dense",
+    "hunyuan_v1_moe", "jais2", "kolibri1", "laguna", "llama", "mellum",
+    "ministral3", "mistral", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",
+    "smollm3", "starcoder2", "vaultgemma"})
+#: vLLM classes whose sliding layers attend over ``sliding_window + 1`` tokens
+#: and keep that many: "cohere swa layer sees [pos - sliding_window, pos]"
+#: (``vllm/model_executor/models/commandr.py``, Cohere2 and its MoE).
+VLLM_WINDOW_PLUS_ONE = frozenset({"cohere2", "cohere2_moe"})
+#: vLLM classes that build their attention without the cache config (Falcon's
+#: rotary and ALiBi attention, ``vllm/model_executor/models/falcon.py``,
+#: ``FalconAttention``): no layer gets the engine's window, and the cache
+#: holds the model's dtype whatever ``--kv-cache-dtype`` says.
+VLLM_WITHOUT_CACHE_CONFIG = frozenset({"falcon"})
+#: Config types with MLA fields that vLLM runs as ordinary attention, one key
+#: and value head per query head (``minicpm3.py``: the latent is decompressed
+#: before the cache).
+VLLM_MLA_DECOMPRESSED = frozenset({"minicpm3"})
+#: Config classes of transformers 5.x that null ``sliding_window`` unless
+#: ``use_sliding_window`` is true (their ``__post_init__``); vLLM reads the
+#: nulled attribute.
+WINDOW_SWITCHED = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+
+
+def _vllm_head(text: Mapping, head: dict, mla: dict | None) -> tuple[dict, dict | None]:
+    """What one vLLM layer caches per token and KV head, where its class
+    differs from transformers': MiniCPM3 (``minicpm3.py``) decompresses MLA and
+    caches one head per query head, keys of ``qk_nope_head_dim +
+    qk_rope_head_dim`` and values padded to that size; Zamba2's attention
+    (``zamba2.py``, ``Zamba2Attention``) has no grouped KV heads."""
+    model_type = (text.get("model_type") or "").removesuffix("_text")
+    heads = text.get("num_attention_heads")
+    if model_type in VLLM_MLA_DECOMPRESSED and mla is not None:
+        dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+        return ({"kv_heads": _validate.positive_int("num_attention_heads", heads),
+                 "key_dim": dim, "value_dim": dim}, None)
+    if model_type == "zamba2":
+        return {**head, "kv_heads": _validate.positive_int("num_attention_heads",
+                                                           heads)}, mla
+    return head, mla
+
+
+def _vllm_layout(config: Mapping) -> list:
+    """The layers as vLLM 0.33.0 builds them (a run of its model classes,
+    :data:`VLLM_LAYER_TYPED`), each with the window its KV-cache spec keeps.
+
+    vLLM reads the config through transformers (5.16 to 5.20 for vLLM 0.33.0;
+    the layer types a 5.x class fills in, or a ``layer_types`` key any class
+    keeps as an attribute). Its engine-wide window is the config's
+    ``sliding_window`` where the config has no layer types, or all are
+    sliding (``EngineArgs.create_engine_config``, ``vllm/engine/arg_utils.py``);
+    a layer its class gives no window of its own takes that one. MLA layers
+    never slide; Llama 4 takes its chunked layers from ``no_rope_layers``."""
+    with config_reader.reading_release(MIMICKED_VERSIONS[5]), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", config_reader.IgnoredKeyWarning)
+        text, raw_type = config_reader._text_config(config)
+        model_type = (raw_type or "").removesuffix("_text")
+        if model_type == "llama4":  # llama4.py: chunked by no_rope_layers, never
+            text = {k: v for k, v in text.items() if k != "layer_types"}  # the key
+            return per_layer.layer_layout({**text, "model_type": raw_type})
+        layout = per_layer.layer_layout(config, key_layer_types=True)
+        defines = raw_type not in per_layer._key_only_types()[5]
+        types = ([x.attention for x in layout]
+                 if defines or text.get("layer_types") is not None else None)
+        window = text.get("sliding_window", per_layer.LAYER_DEFAULTS.get(
+            model_type, {}).get("sliding_window"))
+        if model_type in WINDOW_SWITCHED and not text.get("use_sliding_window"):
+            window = None
+        window = window or None  # vLLM: a window of 0 is none
+        if model_type in ("qwen2", "qwen3") and types is not None and \
+                len(set(types)) > 1:
+            first = per_layer._field(text, model_type, "max_window_layers", [])
+            if first != len(layout):
+                # Qwen2Model.__init__ (vllm/model_executor/models/qwen2.py), which
+                # Qwen3's model extends: an assertion, before any weight loads
+                raise ValueError(
+                    f"vLLM 0.33.0 refuses this {model_type} config: its layers mix "
+                    f"{' and '.join(sorted(set(types)))} while max_window_layers "
+                    f"({first}) is not num_hidden_layers ({len(layout)}) (\"Sliding "
+                    f"window for some but all layers is not supported\"); serve it "
+                    f"with transformers, or make every layer one type")
+        if model_type == "qwen3_next" and types is not None and \
+                not set(types) <= {"full_attention", "linear_attention"}:
+            # Qwen3NextDecoderLayer.__init__ (vllm/model_executor/models/
+            # qwen3_next.py): any other layer type raises
+            raise ValueError(
+                f"vLLM 0.33.0 refuses this qwen3_next config: its layers are "
+                f"'full_attention' or 'linear_attention', got "
+                f"{sorted(set(types) - {'full_attention', 'linear_attention'})} "
+                f"(\"Invalid layer_type\")")
+        engine_wide = window if types is None or all(
+            t == "sliding_attention" for t in types) else None
+        mla = _mla(text, model_type) is not None and \
+            model_type not in VLLM_MLA_DECOMPRESSED
+        out = []
+        for i, layer in enumerate(layout):
+            kind = layer.attention
+            if model_type == "zamba2" and types is not None and \
+                    not set(types) <= {"mamba", "hybrid", "linear_attention"}:
+                raise ValueError(
+                    f"zamba2's layers are 'mamba' (or 'linear_attention') and "
+                    f"'hybrid', got {sorted(set(types))}: vLLM 0.33.0 builds such a "
+                    f"config with attention its layer list does not name (the KV "
+                    f"cache is not modelled); use layers_block_type's own names")
+            if types is not None and model_type in ("lfm2", "lfm2_moe", "zamba2"):
+                # lfm2_moe.py: a layer attends where layer_types says
+                # "full_attention", else it convolves; zamba2.py: a "hybrid"
+                # entry attends (beside its Mamba block), any other is Mamba
+                attends = types[i] == ("hybrid" if model_type == "zamba2"
+                                       else "full_attention")
+                kind = layer.attention if attends else (
+                    "mamba" if model_type == "zamba2" else "conv")
+                if kind in NO_KV:
+                    out.append(dataclasses.replace(layer, attention=kind, window=None))
+                    continue
+            if kind in NO_KV or kind == "cross_attention":
+                out.append(layer)
+                continue
+            own = None
+            if model_type in VLLM_LAYER_TYPED and types is not None and \
+                    types[i] == "sliding_attention" and window is not None:
+                own = window + (model_type in VLLM_WINDOW_PLUS_ONE)
+            w = None if mla or model_type in VLLM_WITHOUT_CACHE_CONFIG else (
+                own if own is not None else engine_wide)
+            out.append(dataclasses.replace(
+                layer, attention="sliding_attention" if w else "full_attention",
+                window=w))
+        return out
 
 
 def _cache_kinds(config: Mapping, engine: str) -> tuple[list[tuple[str, int | None]],
@@ -1471,8 +1617,12 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
     ``models/deepseek_v2/modeling_deepseek_v2.py`` lines 386-396); and for the
     fixed state of LFM2 (:func:`fixed_state_bytes`).
 
-    ``engine="vllm"`` (a transcription, see :data:`VLLM_SOURCE`, not a run):
-    MLA caches the latent, one ``kv_lora_rank + qk_rope_head_dim`` vector per
+    ``engine="vllm"``: the layers, their windows and heads are vLLM 0.33.0's
+    (``_vllm_layout``: its engine-wide window, the classes that give each
+    layer its own, MLA, Cohere 2's extra token, as a run of its model classes
+    on every causal-LM architecture it serves measured them,
+    ``tests/test_vllm_layers.py``); the block arithmetic is a transcription,
+    see :data:`VLLM_SOURCE`, checked on the same run. MLA caches the latent, one ``kv_lora_rank + qk_rope_head_dim`` vector per
     token and layer; memory comes in blocks of ``block_size`` tokens; at
     ``length`` tokens a request reserves what vLLM's
     ``max_memory_usage_bytes`` gives with ``max_model_len = length`` and
@@ -1542,6 +1692,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
         else:
             head = cache_head(config)
         mla = head.get("mla")
+        if engine == "vllm":
+            head, mla = _vllm_head(text, head, mla)
         latent = False  # whether the cache holds MLA's latent (not its keys)
         if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
             latent = True

@@ -536,12 +536,20 @@ def _out_of_range(config: Mapping, target: int, window: int | None) -> dict:
             "rope": parts["rope"], "attention_factor": parts["attention_factor"]}
 
 
-def _layers(config: Mapping, target: int) -> list[dict]:
+def _layers(config: Mapping, target: int, engine: str = "transformers") -> list[dict]:
     """One entry per layer: its attention type, window, RoPE (or none) and the
-    pairs out of range, judged against its window."""
+    pairs out of range, judged against its window. Under ``engine="vllm"``
+    the attention types and windows are vLLM's (a config vLLM refuses keeps
+    transformers' layers; the KV line says why)."""
     cache: dict = {}
     entries = []
-    for layer in per_layer.layer_layout(config):
+    layout = per_layer.layer_layout(config)
+    if engine == "vllm":
+        try:
+            layout = serving._vllm_layout(config)
+        except ValueError:
+            pass
+    for layer in layout:
         entry = {"index": layer.index, "attention": layer.attention,
                  "window": layer.window, "rope": None,
                  "temperature": layer.temperature}
@@ -712,8 +720,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
         warnings.simplefilter("always")
         windowed = _windowed_length(config)
         parts = trained_and_extended(global_config, target_length, window=windowed)
-        layers = (_layers(config, parts["target_length"]) if _has_layers(config)
-                  else None)
+        layers = (_layers(config, parts["target_length"], engine)
+                  if _has_layers(config) else None)
     for item in caught:
         if not issubclass(item.category, listed):
             warnings.warn_explicit(item.message, item.category, item.filename,

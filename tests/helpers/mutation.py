@@ -1425,6 +1425,67 @@ MUTANTS: tuple[Mutant, ...] = (
        'NEVER_SLIDES = {5: frozenset()}',
        [], "MiniMax-M3-VL's sliding_attention layers read as sliding where its model "
        "builds only the causal mask"),
+    # ---- vLLM's layers, as its own classes build them (tests/test_vllm_layers.py) ----
+    _m("vllm-engine-wide-window-ignored", "serving.py",
+       "        engine_wide = window if types is None or all(",
+       "        engine_wide = None if types is None or all(",
+       ["recipes/engines"], "vLLM's engine-wide window ignored: a lone "
+       "sliding_window read as no window on classes that pass none of their own "
+       "(Llama, OPT, ...)"),
+    _m("vllm-llama-layer-types-unread", "serving.py",
+       '    "ministral3", "mistral", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",',
+       '    "ministral3", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",',
+       [], "vLLM's Mistral read as ignoring layer_types (its llama.py gives each "
+       "sliding entry the window)"),
+    _m("vllm-cohere2-extra-token-missing", "serving.py",
+       "                own = window + (model_type in VLLM_WINDOW_PLUS_ONE)",
+       "                own = window",
+       ["recipes/engines"], "Cohere 2's sliding layers under vLLM read as "
+       "sliding_window tokens, not sliding_window + 1"),
+    _m("vllm-mla-slides", "serving.py",
+       "            w = None if mla or model_type in VLLM_WITHOUT_CACHE_CONFIG else (",
+       "            w = None if model_type in VLLM_WITHOUT_CACHE_CONFIG else (",
+       [], "vLLM's MLA layers given the engine-wide window"),
+    _m("vllm-falcon-slides", "serving.py",
+       'VLLM_WITHOUT_CACHE_CONFIG = frozenset({"falcon"})',
+       "VLLM_WITHOUT_CACHE_CONFIG = frozenset()",
+       [], "vLLM's Falcon read as sliding under a sliding_window key (its attention "
+       "is built without the cache config)"),
+    _m("vllm-minicpm3-latent", "serving.py",
+       'VLLM_MLA_DECOMPRESSED = frozenset({"minicpm3"})',
+       "VLLM_MLA_DECOMPRESSED = frozenset()",
+       [], "MiniCPM3 sized as MLA's latent under vLLM, which caches its decompressed "
+       "heads"),
+    _m("vllm-zamba2-grouped-heads", "serving.py",
+       '    if model_type == "zamba2":\n        return {**head, "kv_heads"',
+       '    if model_type == "zamba2_":\n        return {**head, "kv_heads"',
+       [], "Zamba2's attention under vLLM sized with num_key_value_heads (its class "
+       "has no grouped KV heads)"),
+    _m("vllm-qwen2-refusal-missing", "serving.py",
+       "            if first != len(layout):",
+       "            if False:",
+       [], "a Qwen2 config with mixed layer types sized for vLLM, whose Qwen2Model "
+       "refuses it"),
+    _m("vllm-qwen3-next-refusal-missing", "serving.py",
+       '        if model_type == "qwen3_next" and types is not None and \\\n',
+       '        if model_type == "qwen3_next_" and types is not None and \\\n',
+       [], "a Qwen3-Next config with a sliding layer sized for vLLM, whose decoder "
+       "layer refuses it"),
+    _m("inspector-vllm-layers-from-transformers", "tools/inspector.py",
+       "            layout = serving._vllm_layout(config)",
+       "            layout = per_layer.layer_layout(config)",
+       [], "the report's layers line under --engine vllm judged at transformers' "
+       "windows, not vLLM's"),
+    _m("vllm-falcon-fp8", "tools/engines/kv_cache.py",
+       "    ignored = b is not None and model_type in serving.VLLM_WITHOUT_CACHE_CONFIG",
+       "    ignored = False",
+       [], "Falcon's cache sized at one byte per value under vLLM's --kv-cache-dtype "
+       "fp8, which its attention never sees"),
+    _m("vllm-window-switch-ignored", "serving.py",
+       '        if model_type in WINDOW_SWITCHED and not text.get("use_sliding_window"):',
+       "        if False:",
+       [], "Qwen's sliding_window read under vLLM though use_sliding_window is false "
+       "(the config class nulls it)"),
     # ---- window keys a class does not define (tests/test_window_keys.py) ----
     _m("modernbert-window-from-key-4x", "config_reader.py",
        '    if major >= 5 and "sliding_window" in text:\n        if text["sliding_window"] is None:',

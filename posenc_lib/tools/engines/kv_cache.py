@@ -196,7 +196,13 @@ def _vllm_kv(config, n_ctx, cache_dtype, block_size, scheduled_tokens) -> dict:
     if not isinstance(cache_dtype, str) or cache_dtype not in VLLM_CACHE_DTYPES:
         raise ValueError(f"cache_dtype must be one of {', '.join(VLLM_CACHE_DTYPES)} "
                          f"(vLLM's --kv-cache-dtype sized here), got {cache_dtype!r}")
+    from ... import config_reader, serving
+
     b = VLLM_CACHE_DTYPES[cache_dtype]
+    model_type = (config_reader._text_config(config)[1] or "").removesuffix("_text")
+    ignored = b is not None and model_type in serving.VLLM_WITHOUT_CACHE_CONFIG
+    if ignored:  # its attention never sees --kv-cache-dtype
+        b = None
     if b is None:  # "auto": the model's dtype
         text = config.get("text_config") or config
         dtype = str(text.get("torch_dtype") or text.get("dtype")
@@ -213,7 +219,11 @@ def _vllm_kv(config, n_ctx, cache_dtype, block_size, scheduled_tokens) -> dict:
         for kind, info in sized.items()}
     out.update(block_size=block_size, scheduled_tokens=scheduled_tokens,
                source=VLLM_KV_SOURCE)
-    if cache_dtype.startswith("fp8"):
+    if ignored:
+        out["notes"].append(f"--kv-cache-dtype {cache_dtype} is not applied: vLLM "
+                            f"0.33.0's {model_type} builds its attention without the "
+                            f"cache config, so its cache holds the model's dtype")
+    elif cache_dtype.startswith("fp8"):
         out["notes"].append(f"{cache_dtype}: one byte per cached value (torch.uint8), "
                             f"with per-layer scales outside the pages")
     return out
