@@ -53,3 +53,26 @@ def test_baseline_and_python_errors_are_one_line(tmp_path, capsys):
                          str(tmp_path / "no-python")]) == 2
     err = capsys.readouterr().err
     assert "crosscheck error" in err and "Traceback" not in err
+
+
+def test_a_key_the_model_ignores_is_one_report_row(tmp_path, capsys):
+    """A layer_types key on a Llama config (its class keeps the key, its masks
+    never read it): the CLI's report says so once, as a warning row, and
+    Python warnings stay silent (the layout is read three times per report)."""
+    import warnings
+
+    from posenc_lib import config_reader
+
+    config = {**EXTENDED, "num_hidden_layers": 4, "sliding_window": 16,
+              "layer_types": ["sliding_attention", "full_attention"] * 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert inspector.main([str(path), "--engine", "vllm"]) == 0
+    out = capsys.readouterr().out
+    ignored = [w for w in caught if issubclass(w.category, config_reader.IgnoredKeyWarning)]
+    assert not ignored, [str(w.message)[:80] for w in ignored]
+    rows = [line for line in out.splitlines() if "layer_types ignored" in line]
+    assert len(rows) == 1, rows
+    assert rows[0].lstrip().startswith("warning"), rows[0]

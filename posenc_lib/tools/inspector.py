@@ -708,7 +708,11 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
         return report
     listed = (config_reader.UnknownRopeKeyWarning, config_reader.DefaultValueWarning,
               scaling.RopeConfigWarning, config_reader.V5LayoutWarning,
-              config_reader.VersionDependentWarning)
+              config_reader.VersionDependentWarning,
+              # a key the config class keeps but its model ignores: one report
+              # row, as for a config without RoPE, not one Python warning per
+              # reading of the layers
+              config_reader.IgnoredKeyWarning)
     # a 5.x rope_parameters per layer type without a full_attention block (Beam,
     # ZAYA): the global RoPE the report describes is the first rotating layer's
     global_config = _global_config(config)

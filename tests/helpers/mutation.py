@@ -1481,6 +1481,11 @@ MUTANTS: tuple[Mutant, ...] = (
        "    ignored = False",
        [], "Falcon's cache sized at one byte per value under vLLM's --kv-cache-dtype "
        "fp8, which its attention never sees"),
+    _m("inspector-ignored-key-as-python-warnings", "tools/inspector.py",
+       "              config_reader.IgnoredKeyWarning)",
+       "              )",
+       [], "an ignored key re-emitted as a Python warning per reading of the "
+       "layers, not listed once in the report"),
     _m("vllm-window-switch-ignored", "serving.py",
        '        if model_type in WINDOW_SWITCHED and not text.get("use_sliding_window"):',
        "        if False:",
