@@ -1335,13 +1335,14 @@ VLLM_MLA_DECOMPRESSED = frozenset({"minicpm3"})
 WINDOW_SWITCHED = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 
 
-def _vllm_head(text: Mapping, head: dict, mla: dict | None) -> tuple[dict, dict | None]:
+def _vllm_head(text: Mapping, model_type: str, head: dict,
+               mla: dict | None) -> tuple[dict, dict | None]:
     """What one vLLM layer caches per token and KV head, where its class
     differs from transformers': MiniCPM3 (``minicpm3.py``) decompresses MLA and
     caches one head per query head, keys of ``qk_nope_head_dim +
     qk_rope_head_dim`` and values padded to that size; Zamba2's attention
     (``zamba2.py``, ``Zamba2Attention``) has no grouped KV heads."""
-    model_type = (text.get("model_type") or "").removesuffix("_text")
+    model_type = model_type.removesuffix("_text")
     heads = text.get("num_attention_heads")
     if model_type in VLLM_MLA_DECOMPRESSED and mla is not None:
         dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
@@ -1402,6 +1403,13 @@ def _vllm_layout(config: Mapping) -> list:
                 f"'full_attention' or 'linear_attention', got "
                 f"{sorted(set(types) - {'full_attention', 'linear_attention'})} "
                 f"(\"Invalid layer_type\")")
+        if model_type == "zamba2" and types is not None and \
+                not set(types) <= {"mamba", "hybrid", "linear_attention"}:
+            raise ValueError(
+                f"zamba2's layers are 'mamba' (or 'linear_attention') and "
+                f"'hybrid', got {sorted(set(types))}: vLLM 0.33.0 builds such a "
+                f"config with attention its layer list does not name (the KV "
+                f"cache is not modelled); use layers_block_type's own names")
         engine_wide = window if types is None or all(
             t == "sliding_attention" for t in types) else None
         mla = _mla(text, model_type) is not None and \
@@ -1409,13 +1417,6 @@ def _vllm_layout(config: Mapping) -> list:
         out = []
         for i, layer in enumerate(layout):
             kind = layer.attention
-            if model_type == "zamba2" and types is not None and \
-                    not set(types) <= {"mamba", "hybrid", "linear_attention"}:
-                raise ValueError(
-                    f"zamba2's layers are 'mamba' (or 'linear_attention') and "
-                    f"'hybrid', got {sorted(set(types))}: vLLM 0.33.0 builds such a "
-                    f"config with attention its layer list does not name (the KV "
-                    f"cache is not modelled); use layers_block_type's own names")
             if types is not None and model_type in ("lfm2", "lfm2_moe", "zamba2"):
                 # lfm2_moe.py: a layer attends where layer_types says
                 # "full_attention", else it convolves; zamba2.py: a "hybrid"
@@ -1693,7 +1694,8 @@ def kv_cache_bytes(config: Mapping, *, bytes_per_value: int = 2,
             head = cache_head(config)
         mla = head.get("mla")
         if engine == "vllm":
-            head, mla = _vllm_head(text, head, mla)
+            head, mla = _vllm_head(text, config_reader._text_config(config)[1] or "",
+                                   head, mla)
         latent = False  # whether the cache holds MLA's latent (not its keys)
         if mla is not None and (engine == "vllm" or modelled.startswith("5.")):
             latent = True
