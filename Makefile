@@ -361,8 +361,8 @@ attention-spans: $(INSTALLED) $(PY5) ## what each layer of every causal-LM type 
 	PYTHONPATH=. nice -n 10 $(PY5) scripts/attention_spans.py --out results/attention-spans-5.json
 
 .PHONY: vllm-layers
-vllm-layers: $(INSTALLED) $(PY5) ## vLLM 0.33.0's own model classes on every causal-LM type it serves: each layer's KV-cache spec (results/vllm-layers.json)
-	PY5=$(PY5) scripts/engines/vllm_layers.sh
+vllm-layers: $(INSTALLED) ## vLLM 0.33.0's own model classes on every causal-LM and multimodal type it serves: each layer's KV-cache spec (results/vllm-layers.json)
+	PYTHON=$(PYTHON) scripts/engines/vllm_layers.sh
 
 .PHONY: window-keys
 window-keys: $(INSTALLED) $(PY5) ## window keys added to every causal-LM type's tiny config, the cache each model fills, 4.x and 5.x (results/window-keys-*.json)

@@ -510,6 +510,13 @@ def _layout(config: Mapping, *, key_layer_types: bool = False) -> tuple[
     if n is None and given is not None:
         n = len(given)
     if n is None:
+        nested = sorted(k for k, v in text.items() if isinstance(v, Mapping)
+                        and isinstance(v.get("text_config"), Mapping))
+        if nested:  # Qwen2.5-Omni, Qwen3-Omni: the thinker holds the language model
+            raise ValueError(
+                f"config keeps its language model in {nested[0]}['text_config'], "
+                f"which this library does not look into: pass "
+                f"config[{nested[0]!r}] (a config with a text_config) instead")
         raise ValueError("config is incomplete: the layer layout needs "
                          "num_hidden_layers (or layer_types)")
     n = _validate.positive_int("num_hidden_layers", n)

@@ -1300,8 +1300,9 @@ def _layout(config: Mapping, engine: str = "transformers") -> list:
         return per_layer.layer_layout(config)
 
 
-#: vLLM 0.33.0 model classes (by the text config's model type) that give each
-#: layer a window of its own from ``config.layer_types``: a
+#: vLLM 0.33.0 model classes (by the text config's model type; a multimodal
+#: class by its language model's) that give each layer a window of its own
+#: from ``config.layer_types``: a
 #: ``"sliding_attention"`` entry gets ``config.sliding_window``, any other the
 #: engine's model-level window (``llama.py``, ``gemma2.py``, ``gemma3.py``,
 #: ``gpt_oss.py``, ... pass ``per_layer_sliding_window``; the other classes
@@ -1309,13 +1310,14 @@ def _layout(config: Mapping, engine: str = "transformers") -> list:
 #: class with vLLM's own code (``scripts/engines/vllm_layers.py``,
 #: ``results/vllm-layers.json``); ``tests/test_vllm_layers.py`` compares.
 VLLM_LAYER_TYPED = frozenset({
-    "apertus", "arcee", "beam", "cohere2", "cohere2_moe", "cwm", "ernie4_5",
+    "apertus", "arcee", "aria", "beam", "cohere2", "cohere2_moe", "cwm", "ernie4_5",
     "exaone4", "exaone_moe", "flex_olmo", "gemma2", "gemma3", "gemma3n", "gemma4",
-    "glm", "gpt_bigcode", "gpt_neox", "gpt_oss", "granite", "granite_swa",
-    "granitemoe", "granitemoe_swa", "granitemoeshared", "hunyuan_v1_dense",
-    "hunyuan_v1_moe", "jais2", "kolibri1", "laguna", "llama", "mellum",
-    "ministral3", "mistral", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",
-    "smollm3", "starcoder2", "vaultgemma"})
+    "gemma4_unified", "glm", "gpt_bigcode", "gpt_neox", "gpt_oss", "granite",
+    "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
+    "hunyuan_v1_dense", "hunyuan_v1_moe", "jais2", "kolibri1", "laguna", "llama",
+    "mellum", "ministral3", "mistral", "muse_glimmer", "olmo", "olmo2", "olmo3",
+    "paddleocr_vl", "phi", "phi3", "seed_oss", "smollm3", "starcoder2",
+    "vaultgemma"})
 #: vLLM classes whose sliding layers attend over ``sliding_window + 1`` tokens
 #: and keep that many: "cohere swa layer sees [pos - sliding_window, pos]"
 #: (``vllm/model_executor/models/commandr.py``, Cohere2 and its MoE).
@@ -1329,6 +1331,22 @@ VLLM_WITHOUT_CACHE_CONFIG = frozenset({"falcon"})
 #: and value head per query head (``minicpm3.py``: the latent is decompressed
 #: before the cache).
 VLLM_MLA_DECOMPRESSED = frozenset({"minicpm3"})
+#: vLLM 0.33.0 language models built on its ``Qwen2Model``
+#: (``vllm/model_executor/models/qwen2.py``; Qwen3's model and the Qwen2-VL,
+#: Qwen2.5-VL and Qwen3-VL language models extend it), by the text config's
+#: model type: where the config's layer types differ, ``Qwen2Model.__init__``
+#: asserts ``max_window_layers == num_hidden_layers`` before any weight loads.
+#: Measured, as :data:`VLLM_LAYER_TYPED` (``tests/test_vllm_layers.py``).
+VLLM_QWEN2_MODEL = frozenset({"qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"})
+#: vLLM 0.33.0 language models of gated DeltaNet and full attention layers
+#: (``qwen3_next.py``, ``qwen3_5.py``; MiniCPM-V 4.6 and 4.7 build Qwen3.5's):
+#: their decoder layer raises on any other layer type. Measured, as
+#: :data:`VLLM_QWEN2_MODEL`.
+VLLM_GATED_DELTA_NET = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})
+#: ``max_window_layers`` of the text config classes of :data:`VLLM_QWEN2_MODEL`
+#: that per_layer's defaults do not hold (``Qwen2VLTextConfig``,
+#: ``Qwen2_5_VLTextConfig``); Qwen3-VL's class has no such field.
+VLLM_QWEN2_MAX_WINDOW_LAYERS = {"qwen2_vl": 80, "qwen2_5_vl": 80}
 #: Config classes of transformers 5.x that null ``sliding_window`` unless
 #: ``use_sliding_window`` is true (their ``__post_init__``); vLLM reads the
 #: nulled attribute.
@@ -1370,6 +1388,16 @@ def _vllm_layout(config: Mapping) -> list:
         warnings.simplefilter("ignore", config_reader.IgnoredKeyWarning)
         text, raw_type = config_reader._text_config(config)
         model_type = (raw_type or "").removesuffix("_text")
+        if model_type == "deepseek_v4":
+            # deepseek_v4.py: per layer a sliding fp8 MLA cache, the compressed
+            # MLA cache, the compressor's state and, on compressed sparse layers,
+            # the indexer's keys and state, each in blocks of its own size
+            raise ValueError(
+                "vLLM 0.33.0 keeps DeepSeek-V4's cache in up to five caches per "
+                "layer (a sliding fp8 latent cache, the compressed latents, the "
+                "compressor's state, the indexer's keys and state), which this "
+                "library does not model; size it with engine='transformers', or "
+                "read vLLM's own KV-cache specs")
         if model_type == "llama4":  # llama4.py: chunked by no_rope_layers, never
             text = {k: v for k, v in text.items() if k != "layer_types"}  # the key
             return per_layer.layer_layout({**text, "model_type": raw_type})
@@ -1382,9 +1410,20 @@ def _vllm_layout(config: Mapping) -> list:
         if model_type in WINDOW_SWITCHED and not text.get("use_sliding_window"):
             window = None
         window = window or None  # vLLM: a window of 0 is none
-        if model_type in ("qwen2", "qwen3") and types is not None and \
+        if model_type in VLLM_QWEN2_MODEL and types is not None and \
                 len(set(types)) > 1:
             first = per_layer._field(text, model_type, "max_window_layers", [])
+            if first is None:
+                first = VLLM_QWEN2_MAX_WINDOW_LAYERS.get(model_type)
+            if first is None:
+                # Qwen2Model.__init__ reads config.max_window_layers, which
+                # Qwen3VLTextConfig neither defines nor was given
+                raise ValueError(
+                    f"vLLM 0.33.0 fails on this {model_type} config: its layers mix "
+                    f"{' and '.join(sorted(set(types)))}, so vLLM's Qwen2 model reads "
+                    f"max_window_layers, which the config does not set and its "
+                    f"class does not define (AttributeError); serve it with "
+                    f"transformers, or make every layer one type")
             if first != len(layout):
                 # Qwen2Model.__init__ (vllm/model_executor/models/qwen2.py), which
                 # Qwen3's model extends: an assertion, before any weight loads
@@ -1394,12 +1433,12 @@ def _vllm_layout(config: Mapping) -> list:
                     f"({first}) is not num_hidden_layers ({len(layout)}) (\"Sliding "
                     f"window for some but all layers is not supported\"); serve it "
                     f"with transformers, or make every layer one type")
-        if model_type == "qwen3_next" and types is not None and \
+        if model_type in VLLM_GATED_DELTA_NET and types is not None and \
                 not set(types) <= {"full_attention", "linear_attention"}:
             # Qwen3NextDecoderLayer.__init__ (vllm/model_executor/models/
-            # qwen3_next.py): any other layer type raises
+            # qwen3_next.py), Qwen3.5's (qwen3_5.py): any other layer type raises
             raise ValueError(
-                f"vLLM 0.33.0 refuses this qwen3_next config: its layers are "
+                f"vLLM 0.33.0 refuses this {model_type} config: its layers are "
                 f"'full_attention' or 'linear_attention', got "
                 f"{sorted(set(types) - {'full_attention', 'linear_attention'})} "
                 f"(\"Invalid layer_type\")")

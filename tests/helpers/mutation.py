@@ -1433,8 +1433,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "sliding_window read as no window on classes that pass none of their own "
        "(Llama, OPT, ...)"),
     _m("vllm-llama-layer-types-unread", "serving.py",
-       '    "ministral3", "mistral", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",',
-       '    "ministral3", "olmo", "olmo2", "olmo3", "phi", "phi3", "seed_oss",',
+       '    "mellum", "ministral3", "mistral", "muse_glimmer", "olmo", "olmo2", "olmo3",',
+       '    "mellum", "ministral3", "muse_glimmer", "olmo", "olmo2", "olmo3",',
        [], "vLLM's Mistral read as ignoring layer_types (its llama.py gives each "
        "sliding entry the window)"),
     _m("vllm-cohere2-extra-token-missing", "serving.py",
@@ -1466,9 +1466,35 @@ MUTANTS: tuple[Mutant, ...] = (
        "            if False:",
        [], "a Qwen2 config with mixed layer types sized for vLLM, whose Qwen2Model "
        "refuses it"),
+    _m("vllm-qwen2-refusal-text-types-only", "serving.py",
+       'VLLM_QWEN2_MODEL = frozenset({"qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl", '
+       '"qwen3_vl"})',
+       'VLLM_QWEN2_MODEL = frozenset({"qwen2", "qwen3"})',
+       [], "a Qwen2.5-VL config with mixed layer types sized for vLLM, whose "
+       "language model (vLLM's Qwen2 model) refuses it"),
+    _m("vllm-qwen3-vl-missing-max-window-layers", "serving.py",
+       "            if first is None:\n                # Qwen2Model.__init__ reads",
+       "            if False:\n                # Qwen2Model.__init__ reads",
+       [], "a Qwen3-VL config with mixed layer types sized for vLLM, whose Qwen2 "
+       "model fails reading the max_window_layers its class lacks"),
+    _m("vllm-qwen3-5-refusal-missing", "serving.py",
+       'VLLM_GATED_DELTA_NET = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})',
+       'VLLM_GATED_DELTA_NET = frozenset({"qwen3_next"})',
+       [], "a Qwen3.5 config with a sliding layer sized for vLLM, whose decoder "
+       "layer refuses it (as Qwen3-Next's does)"),
+    _m("vllm-deepseek-v4-sized", "serving.py",
+       '        if model_type == "deepseek_v4":\n            # deepseek_v4.py: per layer',
+       '        if False:\n            # deepseek_v4.py: per layer',
+       [], "DeepSeek-V4 sized for vLLM as plain latent layers, where vLLM keeps "
+       "five caches per layer"),
+    _m("vllm-muse-glimmer-layer-types-unread", "serving.py",
+       '"ministral3", "mistral", "muse_glimmer",',
+       '"ministral3", "mistral",',
+       [], "Muse Glimmer's sliding layers (a multimodal class's language model "
+       "that passes a window per layer) read as full under vLLM"),
     _m("vllm-qwen3-next-refusal-missing", "serving.py",
-       '        if model_type == "qwen3_next" and types is not None and \\\n',
-       '        if model_type == "qwen3_next_" and types is not None and \\\n',
+       '        if model_type in VLLM_GATED_DELTA_NET and types is not None and \\\n',
+       '        if False and types is not None and \\\n',
        [], "a Qwen3-Next config with a sliding layer sized for vLLM, whose decoder "
        "layer refuses it"),
     _m("inspector-vllm-layers-from-transformers", "tools/inspector.py",
