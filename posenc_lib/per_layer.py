@@ -801,7 +801,13 @@ def layer_config(config: Mapping, layer: int, *,
                 model_type in config_reader.PER_LAYER_DEFAULT_TYPES:
             out["per_layer_config"] = {}
         if model_type == "deepseek_v4":  # two entries, by label (main, compress)
-            label = config_reader.DEEPSEEK_V4_LABELS[entry.attention]
+            label = config_reader.DEEPSEEK_V4_LABELS.get(entry.attention)
+            if label is None:  # DeepseekV4Config's validate_layer_type refuses it
+                raise ValueError(
+                    f"layer {layer} of this deepseek_v4 config is {entry.attention!r}; "
+                    f"DeepSeek-V4's layers are "
+                    f"{', '.join(map(repr, config_reader.DEEPSEEK_V4_LABELS))} "
+                    f"(transformers 5.x refuses other names)")
             out["rope_parameters"] = dict(text["rope_parameters"][label])
             out[config_reader.LAYER_TYPE_KEY] = entry.attention
             _defaults_warning(used, model_type)

@@ -1102,6 +1102,13 @@ def fixed_state_bytes(config: Mapping, *, bytes_per_value: int = 2,
                     f"hybrid layers, {sliding['kv_heads'] * sliding['key_dim']} on "
                     f"hybrid_sliding ones) and the attention's and MLP's outputs "
                     f"({hidden} channels each)")
+            other = sorted({k for k in kinds if k not in per})
+            if other:  # 5.x's model calls update_conv_state on every layer
+                raise ValueError(
+                    f"{model_type}'s layers are 'hybrid' or 'hybrid_sliding', each with "
+                    f"convolution states; this config names {other}, on which "
+                    f"transformers 5.x's model fails (a layer without them); use "
+                    f"those two names")
             return {"bytes": sum(per[k] for k in kinds), "layers": len(kinds),
                     "what": what}
         if model_type == "zaya":

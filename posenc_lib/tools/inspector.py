@@ -809,6 +809,8 @@ def _inspect(config: Mapping, *, target_length: int | None, name: str, engine: s
             summary = engines.engine_summary(config, engine, max_model_len=max_model_len,
                                              n_ctx=max_model_len)
         report["engine_rope"] = {"engine": engine, **summary}
+    except engines.EngineFailure as error:  # the engine's own code fails: a row
+        report["engine_rope"] = {"engine": engine, "fails": str(error)}
     except ValueError as error:  # a model type the engine table does not hold
         report["engine_rope"] = {"unknown": str(error)}
     if engine != "transformers" and report.get("serving_verdict"):
@@ -1319,7 +1321,9 @@ def _serving_rows(report: dict, row) -> None:
     for need in report.get("engine_needs", []):
         row("engine must", need)
     rope_facts = report.get("engine_rope")
-    if rope_facts and "unknown" not in rope_facts and rope_facts.get("rope_type"):
+    if rope_facts and "fails" in rope_facts:
+        row("engine RoPE", f"{rope_facts['engine']}: {rope_facts['fails']}")
+    elif rope_facts and "unknown" not in rope_facts and rope_facts.get("rope_type"):
         _engine_rows(row, rope_facts)
 
 
@@ -1340,11 +1344,17 @@ def _engine_rows(row, facts: dict) -> None:
     freq = facts.get("frequencies")
     if freq and e != "transformers":
         notes = "; ".join(facts.get("notes") or [])
+        if freq.get("engine_pairs") is not None:
+            said = (f"rotates {2 * freq['engine_pairs']} features of each head where "
+                    f"transformers rotates {2 * freq['pairs']}, so every frequency "
+                    f"differs")
+        elif freq["pairs_differ"]:
+            said = (f"differ from transformers' in {freq['pairs_differ']} of "
+                    f"{freq['pairs']} pairs, by up to {freq['max_ratio']:.4g}x")
+        else:
+            said = "transformers' own, within float32 rounding"
         row("engine freqs",
-            f"{e}: "
-            + (f"differ from transformers' in {freq['pairs_differ']} of {freq['pairs']} "
-               f"pairs, by up to {freq['max_ratio']:.4g}x" if freq["pairs_differ"] else
-               "transformers' own, within float32 rounding")
+            f"{e}: " + said
             + (f" ({notes})" if notes else "") + f"; computed by {facts['via']}")
 
 
@@ -1390,6 +1400,15 @@ def crosscheck_vllm(config: Mapping, report: Mapping, *,
         warnings.simplefilter("ignore")
         tf_inv, tf_factor = scaling.rope_from_config(config, reference="transformers",
                                                      dtype=torch.float32)
+    claimed_equal = (report.get("engine_rope", {}).get("frequencies") or {}).get(
+        "pairs_differ", 0) == 0 if report.get("engine_rope", {}).get("engine") == "vllm" else None
+    if tf_inv.numel() != half:  # a different rotary share: nothing to compare pairwise
+        ok = claimed_equal is False
+        return ok, (f"crosscheck vllm: vLLM 0.33.0 {run['class']} (vendored, run) "
+                    f"rotates {2 * half} features of each head, transformers "
+                    f"{2 * tf_inv.numel()} (the report says its frequencies "
+                    f"{'equal' if claimed_equal else 'differ from'} transformers'): "
+                    f"{'as reported' if ok else 'CONTRADICTS THE REPORT'}")
     m = torch.tensor(positions, dtype=torch.float32)[:, None]
     angle = m * tf_inv.float()[None, :]
     tf_rows = torch.cat((angle.cos() * tf_factor, angle.sin() * tf_factor), dim=-1)
@@ -1397,8 +1416,6 @@ def crosscheck_vllm(config: Mapping, report: Mapping, *,
     bound = tf_factor * (2 * u * mt + 8 * u * mt + 6 * u)
     bound = torch.cat((bound, bound), dim=-1)
     excess = ((rows.double() - tf_rows.double()).abs() / bound).max().item()
-    claimed_equal = (report.get("engine_rope", {}).get("frequencies") or {}).get(
-        "pairs_differ", 0) == 0 if report.get("engine_rope", {}).get("engine") == "vllm" else None
     within = excess <= 1
     ok = within if claimed_equal in (True, None) else not within
     cut = (f"; positions cut to {last:,} (beyond it the float32 bound exceeds 1/4)"

@@ -43,3 +43,11 @@ done
 wait
 "$PY" scripts/engines/vllm_layers.py --wheel "$WHEEL" --out results/vllm-layers.json \
   --merge "$DIR/shard-1.json" "$DIR/shard-2.json"
+# vLLM's rotary modules on every generated RoPE config form (CPU, float32)
+for i in 1 2; do
+  nice -n 10 "$PY" scripts/engines/vllm_rope_forms.py --wheel "$WHEEL" --shard "$i/2" \
+    --out "$DIR/rope-shard-$i.json" > "$DIR/rope-shard-$i.log" 2>&1 &
+done
+wait
+"$PY" scripts/engines/vllm_rope_forms.py --wheel "$WHEEL" --out results/vllm-rope-forms.json \
+  --merge "$DIR/rope-shard-1.json" "$DIR/rope-shard-2.json"

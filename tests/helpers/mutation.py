@@ -1477,6 +1477,33 @@ MUTANTS: tuple[Mutant, ...] = (
        "            if False:\n                # Qwen2Model.__init__ reads",
        [], "a Qwen3-VL config with mixed layer types sized for vLLM, whose Qwen2 "
        "model fails reading the max_window_layers its class lacks"),
+    # ---- vLLM's rotary module, as its own classes build it (tests/test_vllm_rope_forms.py)
+    _m("vllm-gpt-oss-partial-read", "tools/engines/vllm.py",
+       '        args["head_size"] = config_reader._head_dim(text)\n',
+       "",
+       [], "gpt-oss under vLLM rotating a partial_rotary_factor share of each head, "
+       "where its model file builds its own RoPE dict without it"),
+    _m("vllm-rotary-pct-unread", "tools/engines/vllm.py",
+       "    return int(head * float(alias)) if dim == head else dim",
+       "    return dim",
+       [], "a rotary_pct key read as no partial rotation under vLLM, whose "
+       "patch_rope_parameters reads it for every model"),
+    _m("vllm-rotary-failure-as-crash", "tools/engines/vllm.py",
+       "        if where is None:\n            raise\n",
+       "        raise\n",
+       [], "vLLM's own rotary failure on a config (an integer linear factor) "
+       "surfacing as a TypeError from the library instead of a report row"),
+    # ---- clear errors on configs the sweeps hold (tests/test_clear_errors.py) ----
+    _m("inkling-attention-names-crash", "serving.py",
+       "            other = sorted({k for k in kinds if k not in per})\n            if other:",
+       "            other = sorted({k for k in kinds if k not in per})\n            if False:",
+       [], "an Inkling config whose layer_types names attention layers crashing "
+       "with a KeyError instead of a ValueError that names them"),
+    _m("deepseek-v4-label-keyerror", "per_layer.py",
+       "            label = config_reader.DEEPSEEK_V4_LABELS.get(entry.attention)",
+       "            label = config_reader.DEEPSEEK_V4_LABELS[entry.attention]",
+       [], "a DeepSeek-V4 layer type outside its three crashing the inspector "
+       "with a KeyError"),
     _m("vllm-qwen3-5-refusal-missing", "serving.py",
        'VLLM_GATED_DELTA_NET = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})',
        'VLLM_GATED_DELTA_NET = frozenset({"qwen3_next"})',

@@ -100,6 +100,7 @@ from .sglang import (
 )
 from .vllm import (
     VLLM_LOAD_PERMUTED,
+    EngineFailure,
     VLLM_PAIRS,
     vllm_get_rope_args,
     vllm_pairs,
@@ -118,7 +119,7 @@ __all__ = [
     "llama_cpp_llama3_factors", "llama_cpp_inv_freq", "llama_cpp_can_shift",
     # vllm
     "VLLM_PAIRS", "VLLM_LOAD_PERMUTED", "vllm_pairs", "vllm_permute_qk_for_rotary",
-    "vllm_get_rope_args", "vllm_rope",
+    "vllm_get_rope_args", "vllm_rope", "EngineFailure",
     # sglang
     "SGLANG_PAIRS", "SGLANG_LOAD_PERMUTED", "sglang_pairs", "SGLANG_ROPE_CALLS",
     "sglang_get_rope_args", "sglang_rope",

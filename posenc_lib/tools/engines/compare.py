@@ -363,7 +363,15 @@ def frequency_difference(engine_freq: Tensor, tf_freq: Tensor) -> dict:
     """How an engine's frequencies differ from transformers': the pairs whose
     relative difference exceeds float32 rounding (``(d/2 + 8) * 4 eps``: ggml
     accumulates ``theta_scale**i`` by ``i`` products, every other path rounds
-    a few times), and the largest ratio."""
+    a few times), and the largest ratio. Where the two rotate a different
+    share of each head (vLLM reads ``rotary_pct`` for every model; gpt-oss's
+    own RoPE rotates the whole head), every pair differs and ``engine_pairs``
+    says how many the engine has."""
+    if engine_freq.numel() != tf_freq.numel():
+        n = max(engine_freq.numel(), tf_freq.numel())
+        return {"pairs_differ": n, "pairs": int(tf_freq.numel()),
+                "engine_pairs": int(engine_freq.numel()), "max_ratio": None,
+                "tolerance": None}
     rel = (engine_freq.double() / tf_freq.double() - 1).abs()
     tol = (tf_freq.numel() + 8) * 4 * torch.finfo(torch.float32).eps
     differ = rel > tol

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from ... import config_reader
 from .common import (
     DEEPSEEK_FAMILY,
     _default_max_position,
@@ -147,10 +148,12 @@ def vllm_get_rope_args(config: Mapping) -> dict | None:
         return None
     params, dim = _vllm_rope_parameters(config)
     text = config.get("text_config", config)
+    dim = _vllm_rotary_share(text, params, dim)
     max_position = text.get("max_position_embeddings") or _default_max_position(config)
     args = {"head_size": dim, "max_position": int(max_position), "is_neox_style": neox,
             "rope_parameters": params, "dtype": torch.float32, "logit_scale": 1.0}
-    if model_type == "gpt_oss":
+    if model_type == "gpt_oss":  # its own dict, no partial factor: the whole head
+        args["head_size"] = config_reader._head_dim(text)
         args["rope_parameters"] = {
             "rope_theta": params["rope_theta"], "rope_type": "yarn",
             "factor": params["factor"],
@@ -165,6 +168,32 @@ def vllm_get_rope_args(config: Mapping) -> dict | None:
                                              float(params.get("mscale_all_dim", False)))
             args["logit_scale"] = mscale * mscale
     return args
+
+
+#: The names vLLM 0.33.0 reads a partial rotary factor from, for every model:
+#: ``patch_rope_parameters`` (``vllm/transformers_utils/config.py`` lines
+#: 668-687) sets ``config.partial_rotary_factor`` from the first of these the
+#: config has, before transformers standardizes ``rope_parameters``.
+VLLM_PARTIAL_NAMES = ("partial_rotary_factor", "rotary_pct", "rotary_emb_fraction")
+
+
+def _vllm_rotary_share(text: Mapping, params: dict, dim: int) -> int:
+    """The rotary dimension vLLM's ``get_rope`` builds where a config names
+    its partial factor ``rotary_pct`` or ``rotary_emb_fraction`` and its
+    transformers class reads no partial factor (``dim`` is then the whole
+    head): vLLM applies it all the same (:data:`VLLM_PARTIAL_NAMES`)."""
+    if text.get("partial_rotary_factor") is not None or \
+            "partial_rotary_factor" in params:
+        return dim
+    alias = next((text[n] for n in VLLM_PARTIAL_NAMES[1:] if text.get(n) is not None),
+                 None)
+    if alias is None:
+        return dim
+    try:
+        head = config_reader._head_dim(text)
+    except ValueError:
+        return dim
+    return int(head * float(alias)) if dim == head else dim
 
 
 def _vllm():
@@ -201,6 +230,21 @@ _VLLM_CACHE_MODULES = ("base", "yarn_scaling_rope", "deepseek_scaling_rope",
                        "phi3_long_rope_scaled_rope", "llama3_rope", "mrope")
 
 
+class EngineFailure(ValueError):
+    """The engine's own code fails on the config: the engine would not start."""
+
+
+def _vendored_frame(error: BaseException) -> str | None:
+    """``file:function`` of the innermost frame of ``error`` if it was raised
+    in the vendored vLLM code, else ``None``."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames and "/_vendor/vllm/" in frames[-1].filename.replace("\\", "/"):
+        return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].name}"
+    return None
+
+
 def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
               positions: Sequence[int] = (), full_cache: bool = False) -> dict | None:
     """Run vLLM 0.33.0's ``get_rope`` (vendored) for ``config`` as its model
@@ -216,6 +260,13 @@ def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
         max_model_len: vLLM's ``--max-model-len`` (read by LongRoPE only);
             default ``max_position_embeddings``, vLLM's default.
         positions: extra positions whose cos/sin rows to return.
+
+    Raises:
+        EngineFailure: (a ``ValueError``) where vLLM's rotary code itself
+            fails on the config (an
+            integer ``factor`` for linear scaling, a DeepSeek scaling block
+            without ``original_max_position_embeddings``, ...): vLLM would not
+            start, and the message says where it failed.
 
     Returns:
         ``None`` where vLLM runs no RoPE of its own (see
@@ -248,6 +299,15 @@ def vllm_rope(config: Mapping, *, max_model_len: int | None = None,
                                      is_neox_style=args["is_neox_style"],
                                      rope_parameters=dict(args["rope_parameters"]),
                                      dtype=args["dtype"])
+    except Exception as error:  # noqa: BLE001 -- re-raised unless vLLM's own
+        where = _vendored_frame(error)
+        if where is None:
+            raise
+        raise EngineFailure(
+            f"vLLM 0.33.0's rotary code fails on this config ({type(error).__name__}: "
+            f"{error} in {where}): its model would not start; write the RoPE "
+            f"block as vLLM reads it (a float factor, the keys its rope_type "
+            f"needs)") from error
     finally:
         for m in modules:
             m.torch = torch
