@@ -1493,6 +1493,16 @@ MUTANTS: tuple[Mutant, ...] = (
        "        raise\n",
        [], "vLLM's own rotary failure on a config (an integer linear factor) "
        "surfacing as a TypeError from the library instead of a report row"),
+    _m("engine-freqs-share-compared-pairwise", "tools/engines/compare.py",
+       "    if engine_freq.numel() != tf_freq.numel():\n        n = max(",
+       "    if False:\n        n = max(",
+       [], "an engine that rotates another share of each head compared pair by "
+       "pair with transformers (a shape error in the report)"),
+    _m("crosscheck-share-compared-pairwise", "tools/inspector.py",
+       "    if tf_inv.numel() != half:  # a different rotary share",
+       "    if False:  # a different rotary share",
+       [], "--crosscheck --engine vllm comparing cos/sin of different rotary "
+       "sizes element by element"),
     # ---- clear errors on configs the sweeps hold (tests/test_clear_errors.py) ----
     _m("inkling-attention-names-crash", "serving.py",
        "            other = sorted({k for k in kinds if k not in per})\n            if other:",
