@@ -50,3 +50,57 @@ def test_deepseek_v4_with_a_full_attention_layer():
             assert "DeepSeek-V4's layers are" in str(error), error
         else:
             assert report is not None
+
+
+def _stored_configs():
+    """Every distinct config dict ("raw") in results/*.json."""
+    found, seen = [], set()
+
+    def walk(node, source):
+        if isinstance(node, dict):
+            raw = node.get("raw")
+            if isinstance(raw, dict):
+                key = json.dumps(raw, sort_keys=True, default=str)
+                if key not in seen:
+                    seen.add(key)
+                    found.append((source, raw))
+            for value in node.values():
+                walk(value, source)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, source)
+
+    for path in sorted((ROOT / "results").glob("*.json")):
+        walk(json.loads(path.read_text()), path.name)
+    return found
+
+
+@pytest.mark.slow
+def test_no_stored_config_crashes_the_library():
+    """kv_cache_bytes under transformers 4.57, 5.24 and vLLM, and the
+    inspector under vLLM, on every config the sweeps stored (about 5,000):
+    a ValueError that names the problem, or an answer; never another
+    exception (about 10 minutes on one core)."""
+    crashed = []
+    configs = _stored_configs()
+    assert len(configs) >= 4000, len(configs)
+    calls = [
+        ("transformers", lambda r: serving.kv_cache_bytes(r, length=64)),
+        ("transformers 5.24", lambda r: serving.kv_cache_bytes(
+            r, length=64, transformers_version="5.24.0")),
+        ("vllm", lambda r: serving.kv_cache_bytes(r, engine="vllm", length=64)),
+        ("inspect vllm", lambda r: inspector.inspect_config(
+            r, engine="vllm", target_length=64)),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for source, raw in configs:
+            for name, call in calls:
+                try:
+                    call(raw)
+                except ValueError:
+                    pass
+                except Exception as error:  # noqa: BLE001 -- what this test looks for
+                    crashed.append((source, raw.get("model_type"), name,
+                                    f"{type(error).__name__}: {str(error)[:80]}"))
+    assert not crashed, f"{len(crashed)} crashes: {crashed[:5]}"

@@ -27,11 +27,26 @@ from posenc_lib.tools import engines
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "vllm-rope-forms.json"
 VENDOR = ROOT / "posenc_lib" / "_vendor" / "vllm" / "vendor.txt"
-#: Two float32 evaluations of cos or sin of the same float32 angle (vLLM's
-#: module computes the whole cache, the library only the rows it needs, so
-#: the vectorized and scalar paths may differ) differ by a few units in the
-#: last place of a value of magnitude at most 1: 4 ulps of 1.0 in float32.
-TOL = 4 * torch.finfo(torch.float32).eps
+#: float32's unit roundoff.
+U = 2.0 ** -24
+
+
+def _bound(ours, n_rows: int, far: int) -> torch.Tensor:
+    """Per coefficient of the rows at positions 1 and ``far``: how far two
+    float32 cos/sin kernels may take the same float32 angle ``m theta``
+    apart. vLLM's module ran one CPU's kernels when the run was stored, the
+    library runs this machine's (``ATEN_CPU_CAPABILITY`` picks scalar libm or
+    vectorized SLEEF), and a vectorized kernel's range reduction may cost a
+    step of the angle's float32 spacing, ``2u |m theta|``, beside a few steps
+    of the result, ``8u``; the factor on cos and sin (YaRN's mscale) scales
+    both."""
+    inv = ours["inv_freq"].double()
+    factor = abs(float(ours["factor"]))
+    rows = []
+    for m in (1, far)[:n_rows]:
+        b = factor * (2 * U * (m * inv).abs() + 8 * U)
+        rows.append(torch.cat((b, b)))
+    return torch.stack(rows)
 
 
 def _stored():
@@ -156,20 +171,23 @@ def test_the_module_vllm_builds():
 
 
 def test_the_cos_and_sin_vllm_reads():
-    """The cos/sin rows at positions 1 and far, within float32 rounding of
-    the same angle."""
+    """The cos/sin rows at positions 1 and far, within what two float32
+    kernels make of the same angle (:func:`_bound`)."""
     far = _stored()["far"]
     wrong, n = [], 0
     for f in _compared():
         if not f.get("rows"):
             continue
         n += 1
-        ours = _ours(f["raw"], positions=[far])["rows"].double()
+        ours = _ours(f["raw"], positions=[far])
         theirs = torch.tensor(f["rows"], dtype=torch.float64)
-        mine = ours[1:1 + len(theirs)]  # rows at [0, 1, far]: compare 1 and far
-        err = (mine - theirs).abs().max().item() if mine.shape == theirs.shape else None
-        if err is None or err > TOL:
-            wrong.append((f["architecture"], f["kind"], err))
+        mine = ours["rows"].double()[1:1 + len(theirs)]  # rows at [0, 1, far]
+        if mine.shape != theirs.shape:
+            wrong.append((f["architecture"], f["kind"], tuple(mine.shape)))
+            continue
+        excess = ((mine - theirs).abs() / _bound(ours, len(theirs), far)).max().item()
+        if excess > 1:
+            wrong.append((f["architecture"], f["kind"], excess))
     assert n >= 80, n  # not vacuous
     assert not wrong, f"{len(wrong)} of {n} differ: {wrong[:5]}"
 
