@@ -399,3 +399,16 @@ def test_error_names_are_current():
              if not any(k in e for e in errors)]
     assert not stale, stale
     assert all(re.search(r"\w", k) for k in NOT_BUILT_HERE)
+
+
+def test_the_max_window_layers_defaults_are_the_classes():
+    """serving.VLLM_QWEN2_MAX_WINDOW_LAYERS holds the default of each text
+    config class (what vLLM's Qwen2Model reads where a config.json leaves the
+    key out), as transformers builds it; Qwen3-VL's class has none."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    for model_type, value in serving.VLLM_QWEN2_MAX_WINDOW_LAYERS.items():
+        text = CONFIG_MAPPING[f"{model_type}_text"]()
+        assert text.max_window_layers == value, (model_type, text.max_window_layers)
+    if "qwen3_vl_text" in CONFIG_MAPPING:
+        assert not hasattr(CONFIG_MAPPING["qwen3_vl_text"](), "max_window_layers")

@@ -1472,6 +1472,11 @@ MUTANTS: tuple[Mutant, ...] = (
        'VLLM_QWEN2_MODEL = frozenset({"qwen2", "qwen3"})',
        [], "a Qwen2.5-VL config with mixed layer types sized for vLLM, whose "
        "language model (vLLM's Qwen2 model) refuses it"),
+    _m("vllm-qwen2-vl-max-window-default", "serving.py",
+       'VLLM_QWEN2_MAX_WINDOW_LAYERS = {"qwen2_vl": 80, "qwen2_5_vl": 80}',
+       'VLLM_QWEN2_MAX_WINDOW_LAYERS = {"qwen2_vl": 28, "qwen2_5_vl": 80}',
+       [], "Qwen2-VL's max_window_layers default read as Qwen2's 28 (its text "
+       "class has 80)"),
     _m("vllm-qwen3-vl-missing-max-window-layers", "serving.py",
        "            if first is None:\n                # Qwen2Model.__init__ reads",
        "            if False:\n                # Qwen2Model.__init__ reads",
